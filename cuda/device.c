@@ -1,0 +1,137 @@
+/* Session device state: context, stream, pool, events, allocations. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+#include "cuda/status_internal.h"
+
+#define KD_CU(d, op, call, args)                        \
+  do {                                                  \
+    CUresult kd_r_ = (d)->cu->call args;                \
+    if (kd_r_ != CUDA_SUCCESS) return kd_fail_cu(kd_r_, op, #call); \
+  } while (0)
+
+static kd_status open_impl(const kd_session_options *o, kd_device *d) {
+  static const char *op = "kd_session_create";
+  kd_status st = kd_driver_load(op, &d->cu);
+  if (st) return st;
+  int count = 0;
+  KD_CU(d, op, cuDeviceGetCount, (&count));
+  if (count == 0) return kd_fail(KD_ERR_NO_DEVICE, "%s: the driver reports no CUDA device", op);
+  if (o->device_ordinal < 0 || o->device_ordinal >= count)
+    return kd_fail(KD_ERR_NO_DEVICE, "%s: options->device_ordinal %d out of range (%d device%s)",
+                   op, o->device_ordinal, count, count == 1 ? "" : "s");
+  KD_CU(d, op, cuDeviceGet, (&d->dev, o->device_ordinal));
+  KD_CU(d, op, cuDevicePrimaryCtxRetain, (&d->ctx, d->dev));
+  KD_CU(d, op, cuCtxSetCurrent, (d->ctx));
+  kd_device_info *info = &d->info;
+  info->ordinal = o->device_ordinal;
+  KD_CU(d, op, cuDeviceGetName, (info->name, (int)sizeof info->name, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&d->max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&d->max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev));
+  KD_CU(d, op, cuDeviceGetPCIBusId, (info->pci_bus_id, (int)sizeof info->pci_bus_id, d->dev));
+  d->sm = info->cc_major * 10 + info->cc_minor;
+  info->driver_version = d->cu->driver_version;
+  info->max_ptx_isa = kd_driver_max_ptx_isa(info->driver_version);
+  /* Non-blocking: the session's stream never implicitly waits on the legacy
+   * default stream that some other library in the process might use. */
+  KD_CU(d, op, cuStreamCreate, (&d->stream, CU_STREAM_NON_BLOCKING));
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = o->device_ordinal;
+  KD_CU(d, op, cuMemPoolCreate, (&d->pool, &props));
+  /* The threshold keeps freed memory cached in the pool across stream
+   * syncs, so steady-state pipelines never return memory to the OS. */
+  cuuint64_t threshold = o->pool_release_threshold;
+  KD_CU(d, op, cuMemPoolSetAttribute, (d->pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+  return kd_staging_init(d);
+}
+
+kd_status kd_device_open(const kd_session_options *o, kd_device *d) {
+  memset(d, 0, sizeof *d);
+  d->flags = o->flags;
+  d->info.numa_node = -1;
+  kd_status st = open_impl(o, d);
+  if (st) kd_device_close(d);
+  return st;
+}
+
+void kd_device_close(kd_device *d) {
+  if (!d->cu) return;
+  if (d->ctx) d->cu->cuCtxSetCurrent(d->ctx);
+  kd_staging_fini(d);
+  for (size_t i = 0; i < d->free_event_count; ++i) d->cu->cuEventDestroy(d->free_events[i]);
+  free(d->free_events);
+  d->free_events = NULL;
+  d->free_event_count = d->free_event_cap = 0;
+  if (d->pool) d->cu->cuMemPoolDestroy(d->pool);
+  if (d->stream) d->cu->cuStreamDestroy(d->stream);
+  if (d->ctx) d->cu->cuDevicePrimaryCtxRelease(d->dev);
+  d->pool = NULL;
+  d->stream = NULL;
+  d->ctx = NULL;
+  d->cu = NULL;
+}
+
+kd_status kd_device_make_current(kd_device *d, const char *op) {
+  CUcontext cur = NULL;
+  if (d->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx) return KD_OK;
+  KD_CU(d, op, cuCtxSetCurrent, (d->ctx));
+  return KD_OK;
+}
+
+kd_status kd_device_alloc(kd_device *d, const char *op, size_t bytes, CUdeviceptr *out) {
+  /* The pool hands out at least 1 byte so every tensor has a distinct
+   * address, including zero-sized ones. */
+  KD_CU(d, op, cuMemAllocFromPoolAsync, (out, bytes ? bytes : 1, d->pool, d->stream));
+  return KD_OK;
+}
+
+void kd_device_free(kd_device *d, CUdeviceptr p) {
+  /* Only called once every use has completed; stream order makes it safe
+   * regardless. A failure here can only be a context already faulted. */
+  (void)d->cu->cuMemFreeAsync(p, d->stream);
+}
+
+kd_status kd_device_poison(kd_device *d, const char *op, CUdeviceptr p, size_t bytes) {
+  if (!bytes) return KD_OK;
+  if (bytes % 4 == 0) KD_CU(d, op, cuMemsetD32Async, (p, 0x7FA5A5A5u, bytes / 4, d->stream));
+  else KD_CU(d, op, cuMemsetD8Async, (p, 0xA5, bytes, d->stream));
+  return KD_OK;
+}
+
+kd_status kd_event_acquire(kd_device *d, const char *op, CUevent *out) {
+  if (d->free_event_count) {
+    *out = d->free_events[--d->free_event_count];
+    return KD_OK;
+  }
+  KD_CU(d, op, cuEventCreate, (out, CU_EVENT_DISABLE_TIMING));
+  d->events_created++;
+  return KD_OK;
+}
+
+void kd_event_release_to_pool(kd_device *d, CUevent e) {
+  if (d->free_event_count == d->free_event_cap) {
+    size_t cap = d->free_event_cap ? d->free_event_cap * 2 : 64;
+    CUevent *grown = realloc(d->free_events, cap * sizeof *grown);
+    if (!grown) {
+      d->cu->cuEventDestroy(e); /* cannot pool it: destroy rather than leak */
+      return;
+    }
+    d->free_events = grown;
+    d->free_event_cap = cap;
+  }
+  d->free_events[d->free_event_count++] = e;
+}
+
+kd_status kd_event_record(kd_device *d, const char *op, CUevent e) {
+  KD_CU(d, op, cuEventRecord, (e, d->stream));
+  return KD_OK;
+}

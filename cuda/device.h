@@ -1,0 +1,73 @@
+/* Internal: one session's hold on a CUDA device — primary context, the one
+ * stream, the event pool, the stream-ordered memory pool and pinned staging.
+ * Knows nothing of tensors or graphs; the engine calls it. Not thread-safe:
+ * the owning session serialises every call. */
+#ifndef KDAG_CUDA_DEVICE_H
+#define KDAG_CUDA_DEVICE_H
+
+#include <cuda.h>
+#include <hwloc.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda/driver.h"
+#include "kdag/session.h"
+
+typedef struct kd_staging_block {
+  void *host;
+  size_t size;
+  int size_class;
+  int registered;                 /* 1: hwloc memory + cuMemHostRegister */
+  struct kd_staging_block *next;  /* free list / all-blocks list link */
+  struct kd_staging_block *all_next;
+} kd_staging_block;
+
+#define KD_STAGING_CLASSES 40
+
+typedef struct kd_device {
+  const kd_cu_table *cu;
+  CUdevice dev;
+  CUcontext ctx;          /* primary context (retained) */
+  CUstream stream;        /* the session's only stream, non-blocking */
+  CUmemoryPool pool;
+  kd_device_info info;
+  int sm;                 /* cc_major*10 + cc_minor */
+  int max_threads_per_block;
+  int max_shared_optin;   /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+  uint32_t flags;         /* KD_SESSION_* */
+  /* event pool: free events, reused so steady state creates none */
+  CUevent *free_events;
+  size_t free_event_count, free_event_cap, events_created;
+  /* pinned staging, placed on the GPU's NUMA node when hwloc can see it */
+  hwloc_topology_t topo;
+  hwloc_nodeset_t nodeset; /* NULL: no placement */
+  kd_staging_block *staging_free[KD_STAGING_CLASSES];
+  kd_staging_block *staging_all;
+  uint64_t staging_bytes;
+} kd_device;
+
+/* Opens the device for a session. On failure everything is released and
+ * the message says why. */
+kd_status kd_device_open(const kd_session_options *o, kd_device *out);
+/* Releases everything; the caller has drained the stream's work. */
+void kd_device_close(kd_device *d);
+
+/* Makes the primary context current on the calling thread (cheap when it
+ * already is). */
+kd_status kd_device_make_current(kd_device *d, const char *op);
+
+kd_status kd_device_alloc(kd_device *d, const char *op, size_t bytes, CUdeviceptr *out);
+void kd_device_free(kd_device *d, CUdeviceptr p); /* stream-ordered */
+kd_status kd_device_poison(kd_device *d, const char *op, CUdeviceptr p, size_t bytes);
+
+kd_status kd_event_acquire(kd_device *d, const char *op, CUevent *out);
+void kd_event_release_to_pool(kd_device *d, CUevent e);
+kd_status kd_event_record(kd_device *d, const char *op, CUevent e);
+
+/* Finds the GPU's NUMA placement (never fails: falls back with a reason). */
+kd_status kd_staging_init(kd_device *d);
+void kd_staging_fini(kd_device *d);
+kd_status kd_staging_get(kd_device *d, const char *op, size_t bytes, kd_staging_block **out);
+void kd_staging_put(kd_device *d, kd_staging_block *b);
+
+#endif

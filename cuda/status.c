@@ -1,0 +1,131 @@
+/* Status names, the per-thread message buffer, CUresult conversion. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/driver.h"
+#include "cuda/status_internal.h"
+
+/* The message grows to fit compiler logs; one buffer per thread, like errno. */
+static _Thread_local char *tls_msg;
+static _Thread_local size_t tls_cap;
+
+const char *kd_status_name(kd_status status) {
+  switch (status) {
+#define KD_NAME(c) case c: return #c;
+    KD_NAME(KD_OK)
+    KD_NAME(KD_ERR_INVALID_ARGUMENT)
+    KD_NAME(KD_ERR_NO_DEVICE)
+    KD_NAME(KD_ERR_DRIVER_MISSING)
+    KD_NAME(KD_ERR_LIBRARY_MISSING)
+    KD_NAME(KD_ERR_COMPILE_FAILED)
+    KD_NAME(KD_ERR_LINK_FAILED)
+    KD_NAME(KD_ERR_BORROW_CONFLICT)
+    KD_NAME(KD_ERR_NOT_RESIDENT)
+    KD_NAME(KD_ERR_NOT_COMPACT)
+    KD_NAME(KD_ERR_WRONG_SESSION)
+    KD_NAME(KD_ERR_WRONG_BACKEND)
+    KD_NAME(KD_ERR_RELEASED)
+    KD_NAME(KD_ERR_SCOPE_ENDED)
+    KD_NAME(KD_ERR_LAUNCH_CONFIG)
+    KD_NAME(KD_ERR_ARGUMENT_MISMATCH)
+    KD_NAME(KD_ERR_NO_BINARY_FOR_GPU)
+    KD_NAME(KD_ERR_UNSUPPORTED_PTX)
+    KD_NAME(KD_ERR_NOT_FOUND)
+    KD_NAME(KD_ERR_DEVICE_FAULT)
+    KD_NAME(KD_ERR_OUT_OF_MEMORY)
+    KD_NAME(KD_ERR_UNINITIALIZED)
+    KD_NAME(KD_ERR_DRIVER)
+    KD_NAME(KD_ERR_BUSY)
+    KD_NAME(KD_ERR_RESOURCE_EXHAUSTED)
+#undef KD_NAME
+  }
+  return "KD_ERR_UNKNOWN";
+}
+
+const char *kd_last_error(void) { return tls_msg ? tls_msg : ""; }
+
+static void set_message(const char *prefix, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int body = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (body < 0) body = 0;
+  size_t plen = prefix ? strlen(prefix) : 0;
+  size_t need = plen + (size_t)body + 1;
+  if (need > tls_cap) {
+    char *grown = realloc(tls_msg, need);
+    if (!grown) return; /* keep the old message rather than lose both */
+    tls_msg = grown;
+    tls_cap = need;
+  }
+  /* prefix may point into tls_msg itself: move it first. */
+  if (plen) memmove(tls_msg, prefix, plen);
+  vsnprintf(tls_msg + plen, (size_t)body + 1, fmt, ap);
+}
+
+kd_status kd_fail(kd_status code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  set_message(NULL, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+kd_status kd_fail_context(kd_status code, const char *fmt, ...) {
+  char *old = tls_msg ? strdup(tls_msg) : strdup("");
+  va_list ap;
+  va_start(ap, fmt);
+  char ctx[512];
+  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  va_end(ap);
+  if (old) {
+    kd_fail(code, "%s: %s", ctx, old);
+    free(old);
+  }
+  return code;
+}
+
+int kd_cu_is_sticky(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+kd_status kd_status_from_cu(CUresult r) {
+  if (r == CUDA_SUCCESS) return KD_OK;
+  if (kd_cu_is_sticky(r)) return KD_ERR_DEVICE_FAULT;
+  switch (r) {
+    case CUDA_ERROR_OUT_OF_MEMORY: return KD_ERR_OUT_OF_MEMORY;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: return KD_ERR_NO_BINARY_FOR_GPU;
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION: return KD_ERR_UNSUPPORTED_PTX;
+    case CUDA_ERROR_NOT_FOUND: return KD_ERR_NOT_FOUND;
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE: return KD_ERR_NO_DEVICE;
+    case CUDA_ERROR_STUB_LIBRARY:
+    case CUDA_ERROR_NOT_INITIALIZED: return KD_ERR_DRIVER_MISSING;
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return KD_ERR_LAUNCH_CONFIG;
+    default: return KD_ERR_DRIVER;
+  }
+}
+
+kd_status kd_fail_cu(CUresult r, const char *op, const char *call) {
+  const char *name = NULL, *text = NULL;
+  kd_cu_error_strings(r, &name, &text);
+  return kd_fail(kd_status_from_cu(r), "%s: %s failed: %s (%s)", op, call, name,
+                 text);
+}

@@ -1,0 +1,28 @@
+/* Internal: setting the per-thread error message, converting CUDA results. */
+#ifndef KDAG_CUDA_STATUS_INTERNAL_H
+#define KDAG_CUDA_STATUS_INTERNAL_H
+
+#include <cuda.h>
+
+#include "kdag/status.h"
+
+/* Sets this thread's message to the formatted text and returns code. */
+kd_status kd_fail(kd_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prefixes the current message with "context: " (errors gain context as they
+ * pass up) and returns code unchanged. */
+kd_status kd_fail_context(kd_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The kdag code a driver result stands for (CUDA_SUCCESS -> KD_OK). */
+kd_status kd_status_from_cu(CUresult result);
+
+/* 1 for results that poison the context (illegal address, trap, ...). */
+int kd_cu_is_sticky(CUresult result);
+
+/* "<op>: <call> failed: CUDA_ERROR_X (driver text)" with the mapped code.
+ * Use at the call site: kd_fail_cu(r, "kd_tensor_create", "cuMemAllocFromPoolAsync"). */
+kd_status kd_fail_cu(CUresult result, const char *op, const char *call);
+
+#endif

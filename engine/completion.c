@@ -1,0 +1,149 @@
+/* The in-order completion ring: each piece of enqueued work records one
+ * event and keeps what it uses alive until that event has fired. Reaping
+ * polls only the oldest entry: the stream is in order, so if it is pending
+ * so is everything after it. */
+#include <ck_pr.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/status_internal.h"
+#include "engine/session_impl.h"
+
+kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op) {
+  if (set->count == set->cap) {
+    uint32_t cap = set->cap ? set->cap * 2 : 8;
+    kd_held *grown = realloc(set->items, cap * sizeof *grown);
+    if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to retain objects", op);
+    set->items = grown;
+    set->cap = cap;
+  }
+  set->items[set->count].kind = kind;
+  set->items[set->count].obj = obj;
+  set->count++;
+  return KD_OK;
+}
+
+void kd_held_release_all(kd_session *s, kd_held_set *set) {
+  for (uint32_t i = 0; i < set->count; ++i) {
+    kd_held *h = &set->items[i];
+    switch (h->kind) {
+      case KD_HELD_TENSOR: kd_tensor_unref(s, h->obj); break;
+      case KD_HELD_MODULE: kd_module_unref(s, h->obj); break;
+      case KD_HELD_STAGING: kd_staging_put(&s->dev, h->obj); break;
+    }
+  }
+  free(set->items);
+  memset(set, 0, sizeof *set);
+}
+
+kd_status kd_completion_ring_init(kd_session *s) {
+  /* ck_ring needs a power-of-two size and keeps one slot empty; kdag holds
+   * at most completion_ring_capacity entries (kd_completion_submit waits
+   * before more), so twice that always fits. */
+  uint32_t size = s->opts.completion_ring_capacity * 2;
+  s->ring_buf = calloc(size, sizeof *s->ring_buf);
+  if (!s->ring_buf)
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "kd_session_create: no memory for the completion ring");
+  ck_ring_init(&s->ring, size);
+  return KD_OK;
+}
+
+static void retire(kd_session *s, kd_completion *c) {
+  kd_held_release_all(s, &c->held);
+  kd_event_release_to_pool(&s->dev, c->event);
+  s->retired_seq = c->seq + 1;
+  s->counters.completions_retired++;
+  s->counters.inflight--;
+  free(c);
+}
+
+/* The oldest in-flight entry, or NULL. */
+static kd_completion *oldest(kd_session *s) {
+  if (!s->ring_head) {
+    void *p = NULL;
+    if (ck_ring_dequeue_spsc(&s->ring, s->ring_buf, &p)) s->ring_head = p;
+  }
+  return s->ring_head;
+}
+
+static kd_status wait_retire_oldest(kd_session *s, const char *op) {
+  kd_completion *c = oldest(s);
+  if (!c) return KD_OK;
+  s->counters.event_waits++;
+  CUresult r = s->dev.cu->cuEventSynchronize(c->event);
+  if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
+  s->ring_head = NULL;
+  retire(s, c);
+  return KD_OK;
+}
+
+kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set) {
+  kd_completion *c = calloc(1, sizeof *c);
+  if (!c) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a completion", op);
+  kd_status st = kd_event_acquire(&s->dev, op, &c->event);
+  if (!st) st = kd_event_record(&s->dev, op, c->event);
+  if (st) {
+    if (c->event) kd_event_release_to_pool(&s->dev, c->event);
+    free(c);
+    return kd_session_note(s, st);
+  }
+  s->counters.event_records++;
+  /* A full ring is defined behaviour: wait for the oldest entry (counted in
+   * ring_full_waits), which bounds host memory held by in-flight work. */
+  while (s->counters.inflight >= s->opts.completion_ring_capacity) {
+    s->counters.ring_full_waits++;
+    st = wait_retire_oldest(s, op);
+    if (st) {
+      /* Keep the new entry's objects alive until the stream is done with
+       * them: the event of the new work was recorded, so wait on it. */
+      s->dev.cu->cuEventSynchronize(c->event);
+      kd_event_release_to_pool(&s->dev, c->event);
+      free(c);
+      return st;
+    }
+  }
+  c->seq = s->next_seq++;
+  c->held = *set;
+  memset(set, 0, sizeof *set);
+  ck_ring_enqueue_spsc(&s->ring, s->ring_buf, c);
+  s->counters.inflight++;
+  return kd_completion_reap(s, op);
+}
+
+kd_status kd_completion_reap(kd_session *s, const char *op) {
+  kd_completion *c;
+  while ((c = oldest(s))) {
+    s->counters.event_queries++;
+    CUresult r = s->dev.cu->cuEventQuery(c->event);
+    if (r == CUDA_ERROR_NOT_READY) return KD_OK;
+    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventQuery"));
+    s->ring_head = NULL;
+    retire(s, c);
+  }
+  return KD_OK;
+}
+
+void kd_completion_retire_before(kd_session *s, uint64_t seq) {
+  kd_completion *c;
+  while ((c = oldest(s)) && c->seq < seq) {
+    s->ring_head = NULL;
+    retire(s, c);
+  }
+}
+
+void kd_completion_drain(kd_session *s) {
+  kd_completion *c;
+  while ((c = oldest(s))) {
+    s->counters.event_waits++;
+    /* After a fault the event may never report success; the objects are
+     * freed anyway, as the context is unusable for the work that held them. */
+    (void)s->dev.cu->cuEventSynchronize(c->event);
+    s->ring_head = NULL;
+    retire(s, c);
+  }
+}
+
+void kd_completion_ring_fini(kd_session *s) {
+  free(s->ring_buf);
+  s->ring_buf = NULL;
+}

@@ -1,0 +1,418 @@
+/* The raw scope: the seed's with_raw execution authority. */
+#include <ck_pr.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/binary.h"
+#include "cuda/status_internal.h"
+#include "engine/session_impl.h"
+
+/* Every kd_raw_* call starts here: the scope must be open and this thread
+ * must be the one running its callback. The session lock is already held
+ * by kd_with_raw on this thread. */
+static kd_status raw_check(kd_raw *raw, const char *fn) {
+  if (!raw) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument raw is NULL", fn);
+  if (!ck_pr_load_int(&raw->active))
+    return kd_fail(KD_ERR_SCOPE_ENDED, "%s: the raw scope has ended; kd_raw handles and spans "
+                   "are valid only inside the kd_with_raw callback", fn);
+  if (!pthread_equal(raw->thread, pthread_self()))
+    return kd_fail(KD_ERR_BUSY, "%s: raw scope '%s' belongs to another thread", fn, raw->op);
+  return KD_OK;
+}
+
+kd_session *kd_raw_session(kd_raw *raw) { return raw ? raw->session : NULL; }
+
+kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
+  static const char *me = "kd_with_raw";
+  if (!op || !*op) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument op is NULL or empty", me);
+  if (!fn) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s(%s): argument fn is NULL", me, op);
+  kd_status st = kd_session_enter(s, me);
+  if (st) return st;
+  if (s->backend != KD_BACKEND_CUDA) {
+    kd_session_leave(s);
+    return kd_fail(KD_ERR_WRONG_BACKEND, "%s(%s): backend session is not CUDA (%s)", me, op, s->reason);
+  }
+  if (s->raw.active) {
+    kd_session_leave(s);
+    return kd_fail(KD_ERR_BUSY, "%s(%s): raw scope '%s' is already open on this session; "
+                   "scopes do not nest", me, op, s->raw.op);
+  }
+  kd_raw *raw = &s->raw;
+  raw->session = s;
+  raw->scope = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
+  raw->thread = pthread_self();
+  snprintf(raw->op, sizeof raw->op, "%s", op);
+  raw->launches = 0;
+  ck_pr_store_int(&raw->active, 1);
+  kd_status user_st = fn(raw, user);
+  char *user_msg = user_st ? strdup(kd_last_error()) : NULL;
+  ck_pr_store_int(&raw->active, 0);
+  /* Close the scope: one event after everything it enqueued keeps the
+   * modules and tensors it used alive until the device is done. */
+  st = KD_OK;
+  if (raw->held.count) {
+    st = kd_completion_submit(s, op, &raw->held);
+    if (st) {
+      /* Could not record the event: make the work complete before the
+       * objects it uses can go. */
+      s->counters.stream_syncs++;
+      s->dev.cu->cuStreamSynchronize(s->dev.stream);
+      kd_held_release_all(s, &raw->held);
+    }
+  }
+  raw->scope = 0;
+  kd_session_leave(s);
+  if (user_st) {
+    kd_fail(user_st, "%s", user_msg ? user_msg : "raw callback failed");
+    free(user_msg);
+    return user_st;
+  }
+  return st;
+}
+
+/* Retains an object for the scope's completion, once per scope. */
+static kd_status hold_tensor(kd_raw *raw, kd_tensor_obj *o, const char *op) {
+  if (o->held_by_scope == raw->scope) return KD_OK;
+  kd_status st = kd_held_add(&raw->held, KD_HELD_TENSOR, o, op);
+  if (st) return st;
+  kd_tensor_ref(o);
+  o->held_by_scope = raw->scope;
+  return KD_OK;
+}
+
+static kd_status hold_module(kd_raw *raw, kd_module_obj *o, const char *op) {
+  if (o->held_by_scope == raw->scope) return KD_OK;
+  kd_status st = kd_held_add(&raw->held, KD_HELD_MODULE, o, op);
+  if (st) return st;
+  kd_module_ref(o);
+  o->held_by_scope = raw->scope;
+  return KD_OK;
+}
+
+/* ---- loading ---------------------------------------------------------- */
+
+static kd_status with_op(kd_raw *raw, kd_status st) {
+  return st ? kd_fail_context(st, "raw scope '%s'", raw->op) : st;
+}
+
+kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len, kd_module *out) {
+  static const char *op = "kd_raw_load_ptx";
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  kd_session *s = raw->session;
+  kd_cu_module cu;
+  st = kd_session_note(s, kd_cu_module_load_ptx(&s->dev, op, ptx, len, &cu));
+  if (!st) st = kd_module_adopt(s, op, &cu, out);
+  return with_op(raw, st);
+}
+
+kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size, kd_module *out) {
+  static const char *op = "kd_raw_load_image";
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  kd_session *s = raw->session;
+  kd_cu_module cu;
+  st = kd_session_note(s, kd_cu_module_load_image(&s->dev, op, image, size, &cu));
+  if (!st) st = kd_module_adopt(s, op, &cu, out);
+  return with_op(raw, st);
+}
+
+kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *b, kd_module *out) {
+  static const char *op = "kd_raw_load_binary";
+  if (!b) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument binary is NULL", op);
+  switch (b->kind) {
+    case KD_BINARY_PTX: return kd_raw_load_ptx(raw, b->data, b->size, out);
+    case KD_BINARY_CUBIN:
+    case KD_BINARY_FATBIN: return kd_raw_load_image(raw, b->data, b->size, out);
+    case KD_BINARY_LTOIR: break;
+  }
+  return kd_fail(KD_ERR_INVALID_ARGUMENT,
+                 "%s: LTO-IR cannot be loaded directly; link it with nvJitLink first", op);
+}
+
+kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source, const kd_nvrtc_options *options,
+                               kd_module *out) {
+  static const char *op = "kd_raw_compile_nvrtc";
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  kd_nvrtc_options o;
+  if (options) o = *options;
+  else memset(&o, 0, sizeof o);
+  char arch[16];
+  if (!o.arch) {
+    snprintf(arch, sizeof arch, "sm_%d", raw->session->dev.sm);
+    o.arch = arch;
+  }
+  kd_binary *b = NULL;
+  st = kd_nvrtc_compile(source, &o, &b);
+  if (!st) st = kd_raw_load_binary(raw, b, out);
+  kd_binary_free(b);
+  return with_op(raw, st);
+}
+
+kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn build, void *user,
+                               kd_module *out) {
+  static const char *op = "kd_raw_cached_module";
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  if (!key || !*key || !build || !out)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL%s", op,
+                   !key || !*key ? "key" : !build ? "build" : "out", !key || !*key ? " or empty" : "");
+  kd_session *s = raw->session;
+  size_t len = strlen(key);
+  ck_ht_hash_t h;
+  ck_ht_entry_t e;
+  if (len > 0xffff) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: key is longer than 65535 bytes", op);
+  ck_ht_hash(&h, &s->module_cache, key, (uint16_t)len);
+  ck_ht_entry_key_set(&e, key, (uint16_t)len);
+  if (ck_ht_get_spmc(&s->module_cache, h, &e)) {
+    kd_module_obj *o = ck_ht_entry_value(&e);
+    out->bits = o->handle;
+    return KD_OK;
+  }
+  kd_module m = {0};
+  st = build(raw, user, &m);
+  if (st) return kd_fail_context(st, "%s: building module '%s'", op, key);
+  kd_module_obj *o;
+  st = kd_module_lookup(s, m, &o, op, "module built for the cache");
+  if (st) return st;
+  char *owned = strdup(key);
+  if (owned) ck_ht_entry_set(&e, h, owned, (uint16_t)len, o);
+  if (!owned || !ck_ht_put_spmc(&s->module_cache, h, &e)) {
+    free(owned);
+    kd_module_release(s, m); /* the caller never saw it: do not leak it */
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: could not insert '%s' into the cache", op, key);
+  }
+  /* The cache now holds the caller's reference: user_refs 0 marks it. */
+  o->user_refs = 0;
+  *out = m;
+  return KD_OK;
+}
+
+/* ---- borrows ---------------------------------------------------------- */
+
+static kd_status borrow(kd_raw *raw, const char *op, const kd_view *view, kd_tensor t, int mut,
+                        kd_span *out) {
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  memset(out, 0, sizeof *out);
+  kd_session *s = raw->session;
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, view ? view->tensor : t, &o, op, view ? "view->tensor" : "tensor");
+  if (st) return with_op(raw, st);
+  if (o->residency != KD_RESIDENCY_DEVICE)
+    return with_op(raw, kd_fail(KD_ERR_NOT_RESIDENT,
+                                "%s: the tensor lives in host memory, not on the device; upload "
+                                "it into a device tensor first", op));
+  int64_t offset = 0, elements = o->elements;
+  if (view) {
+    st = kd_view_extent(op, view, o->elements, &elements);
+    if (st) return with_op(raw, st);
+    if (!kd_view_is_compact(view))
+      return with_op(raw, kd_fail(KD_ERR_NOT_COMPACT,
+                                  "%s: the view is strided; raw kernels take compact column-major "
+                                  "views only: canonicalize it on the device first", op));
+    offset = view->offset;
+  }
+  if (!mut && !o->initialized)
+    return with_op(raw, kd_fail(KD_ERR_UNINITIALIZED,
+                                "%s: the tensor was never written (no upload, no launch writing "
+                                "it); reading it would read garbage", op));
+  st = mut ? kd_borrow_exclusive(&o->borrow, raw->scope, op, "the tensor")
+           : kd_borrow_shared(&o->borrow, raw->scope, op, "the tensor");
+  if (st) return with_op(raw, st);
+  size_t esize = kd_dtype_size(o->dtype);
+  out->device_ptr = o->dptr + (CUdeviceptr)((size_t)offset * esize);
+  out->bytes = (size_t)elements * esize;
+  out->elements = elements;
+  out->dtype = o->dtype;
+  out->tensor.bits = o->handle;
+  out->scope_ = raw->scope | (mut ? (1ull << 63) : 0);
+  return KD_OK;
+}
+
+kd_status kd_raw_tensor(kd_raw *raw, kd_tensor t, kd_span *out) {
+  return borrow(raw, "kd_raw_tensor", NULL, t, 0, out);
+}
+
+kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor t, kd_span_mut *out) {
+  return borrow(raw, "kd_raw_tensor_mut", NULL, t, 1, out ? &out->span : NULL);
+}
+
+kd_status kd_raw_view(kd_raw *raw, const kd_view *v, kd_span *out) {
+  if (!v) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_raw_view: argument view is NULL");
+  return borrow(raw, "kd_raw_view", v, v->tensor, 0, out);
+}
+
+kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *v, kd_span_mut *out) {
+  if (!v) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_raw_view_mut: argument view is NULL");
+  return borrow(raw, "kd_raw_view_mut", v, v->tensor, 1, out ? &out->span : NULL);
+}
+
+kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank, const int64_t *shape,
+                              kd_tensor *out) {
+  static const char *op = "kd_raw_alloc_output";
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  return with_op(raw, kd_tensor_new(raw->session, op, dtype, rank, shape, KD_RESIDENCY_DEVICE, out));
+}
+
+/* ---- launch ----------------------------------------------------------- */
+
+kd_status kd_launch_config_flat(uint64_t n, uint32_t block, uint32_t shared_bytes,
+                                kd_launch_config *out) {
+  static const char *op = "kd_launch_config_flat";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (block == 0 || block > 1024)
+    return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: block %u must be in [1, 1024]", op, block);
+  if (n == 0) return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: n is 0; there is nothing to launch", op);
+  uint64_t blocks = (n + block - 1) / block;
+  if (blocks > 0x7fffffffull)
+    return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: n = %llu needs %llu blocks of %u, more than 2^31-1",
+                   op, (unsigned long long)n, (unsigned long long)blocks, block);
+  out->grid[0] = (uint32_t)blocks;
+  out->grid[1] = out->grid[2] = 1;
+  out->block[0] = block;
+  out->block[1] = out->block[2] = 1;
+  out->shared_bytes = shared_bytes;
+  return KD_OK;
+}
+
+static size_t arg_size(const kd_arg *a) {
+  switch (a->kind) {
+    case KD_ARG_TENSOR:
+    case KD_ARG_TENSOR_MUT: return sizeof(CUdeviceptr);
+    case KD_ARG_I32:
+    case KD_ARG_U32:
+    case KD_ARG_F32: return 4;
+    case KD_ARG_I64:
+    case KD_ARG_U64:
+    case KD_ARG_F64: return 8;
+    case KD_ARG_BYTES: return a->v.bytes.size;
+  }
+  return 0;
+}
+
+static const char *arg_kind_name(kd_arg_kind k) {
+  static const char *names[] = {"tensor", "tensor_mut", "i32", "i64", "u32", "u64", "f32", "f64", "bytes"};
+  return (unsigned)k <= KD_ARG_BYTES ? names[k] : "invalid";
+}
+
+/* Checks a span against the scope and its tensor; resolves the tensor. */
+static kd_status check_span(kd_raw *raw, const char *op, size_t i, const kd_arg *a,
+                            kd_tensor_obj **out) {
+  kd_session *s = raw->session;
+  int mut = a->kind == KD_ARG_TENSOR_MUT;
+  uint64_t scope = a->v.span.scope_ & ~(1ull << 63);
+  int span_mut = (a->v.span.scope_ >> 63) != 0;
+  if (scope != raw->scope)
+    return kd_fail(KD_ERR_SCOPE_ENDED, "%s: args[%zu] (%s) is a span from %s; spans are valid "
+                   "only in the scope that borrowed them", op, i, arg_kind_name(a->kind),
+                   scope ? "an ended raw scope" : "no borrow (zeroed or forged)");
+  if (mut && !span_mut)
+    return kd_fail(KD_ERR_BORROW_CONFLICT, "%s: args[%zu] is tensor_mut but its span is a "
+                   "read-only borrow (use kd_raw_tensor_mut)", op, i);
+  char what[32];
+  snprintf(what, sizeof what, "args[%zu].tensor", i);
+  kd_status st = kd_tensor_lookup(s, a->v.span.tensor, out, op, what);
+  if (st) return st;
+  kd_tensor_obj *o = *out;
+  size_t esize = kd_dtype_size(o->dtype);
+  if (a->v.span.device_ptr < o->dptr || a->v.span.bytes > o->bytes ||
+      a->v.span.device_ptr - o->dptr > o->bytes - a->v.span.bytes || a->v.span.dtype != o->dtype ||
+      (size_t)a->v.span.elements * esize != a->v.span.bytes)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args[%zu]: span fields were altered (pointer, "
+                   "size or dtype no longer match the borrowed tensor)", op, i);
+  return KD_OK;
+}
+
+#define KD_MAX_ARGS 128
+
+kd_status kd_raw_launch(kd_raw *raw, kd_function fn, const kd_launch_config *config,
+                        const kd_arg *args, size_t n) {
+  static const char *op = "kd_raw_launch";
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  if (!config) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument config is NULL", op);
+  if (n && !args) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args is NULL with %zu arguments", op, n);
+  if (n > KD_MAX_ARGS) return kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: %zu arguments, at most %d", op, n, KD_MAX_ARGS);
+  kd_session *s = raw->session;
+  kd_module_obj *mod;
+  kd_cu_function *f;
+  st = kd_function_lookup(s, fn, &mod, &f, op);
+  if (!st) st = kd_session_note(s, kd_cu_check_config(&s->dev, op, f, config));
+  if (!st && f->params_known && f->param_count != n)
+    st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel %s takes %u parameters, %zu arguments given",
+                 op, f->name, f->param_count, n);
+  kd_tensor_obj *tensors[KD_MAX_ARGS] = {0};
+  void *params[KD_MAX_ARGS];
+  for (size_t i = 0; !st && i < n; ++i) {
+    const kd_arg *a = &args[i];
+    if ((unsigned)a->kind > KD_ARG_BYTES) {
+      st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args[%zu] has invalid kind %d", op, i, (int)a->kind);
+      break;
+    }
+    size_t size = arg_size(a);
+    if (f->params_known && size != f->param_sizes[i]) {
+      st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel %s parameter %zu is %u bytes, args[%zu] "
+                   "(%s) is %zu bytes", op, f->name, i, f->param_sizes[i], i,
+                   arg_kind_name(a->kind), size);
+      break;
+    }
+    if (a->kind == KD_ARG_BYTES && (!a->v.bytes.data || !a->v.bytes.size)) {
+      st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args[%zu] (bytes) is NULL or empty", op, i);
+      break;
+    }
+    if (a->kind == KD_ARG_TENSOR || a->kind == KD_ARG_TENSOR_MUT) {
+      st = check_span(raw, op, i, a, &tensors[i]);
+      /* One tensor twice in a launch, one of them written, is aliasing. */
+      for (size_t j = 0; !st && j < i; ++j)
+        if (tensors[j] == tensors[i] && (a->kind == KD_ARG_TENSOR_MUT || args[j].kind == KD_ARG_TENSOR_MUT))
+          st = kd_fail(KD_ERR_BORROW_CONFLICT, "%s: args[%zu] and args[%zu] are the same tensor "
+                       "and one of them is written", op, j, i);
+      params[i] = (void *)&a->v.span.device_ptr;
+    } else if (a->kind == KD_ARG_BYTES) {
+      params[i] = (void *)a->v.bytes.data;
+    } else {
+      params[i] = (void *)&a->v; /* every scalar sits at the union's start */
+    }
+  }
+  /* Retain before enqueueing so a failed retain leaves nothing in flight. */
+  if (!st) st = hold_module(raw, mod, op);
+  for (size_t i = 0; !st && i < n; ++i)
+    if (tensors[i]) st = hold_tensor(raw, tensors[i], op);
+  if (!st) st = kd_session_note(s, kd_cu_launch(&s->dev, op, f, config, n ? params : NULL));
+  if (st) return with_op(raw, st);
+  for (size_t i = 0; i < n; ++i)
+    if (tensors[i] && args[i].kind == KD_ARG_TENSOR_MUT) tensors[i]->initialized = 1;
+  raw->launches++;
+  s->counters.launches++;
+  return KD_OK;
+}
+
+kd_status kd_raw_synchronize(kd_raw *raw) {
+  static const char *op = "kd_raw_synchronize";
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  kd_session *s = raw->session;
+  s->counters.stream_syncs++;
+  CUresult r = s->dev.cu->cuStreamSynchronize(s->dev.stream);
+  if (r != CUDA_SUCCESS) return with_op(raw, kd_session_note(s, kd_fail_cu(r, op, "cuStreamSynchronize")));
+  /* The whole stream is idle: every earlier completion has fired. */
+  kd_completion_retire_before(s, s->next_seq);
+  return KD_OK;
+}
+
+kd_status kd_raw_stream(kd_raw *raw, void **out) {
+  static const char *op = "kd_raw_stream";
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_cu_stream is NULL", op);
+  *out = (void *)raw->session->dev.stream;
+  return KD_OK;
+}

@@ -1,0 +1,213 @@
+/* Sessions: backend choice, the lock every entry point takes, counters,
+ * teardown. */
+#include <ck_pr.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/status_internal.h"
+#include "engine/session_impl.h"
+
+/* Serial numbers tell handles of different sessions apart. A process-wide
+ * counter, next to the driver table the only global state. */
+static uint32_t g_next_serial = 1;
+
+void kd_session_options_init(kd_session_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->backend = KD_BACKEND_AUTO;
+  o->device_ordinal = 0;
+  o->pool_release_threshold = UINT64_MAX;
+  o->completion_ring_capacity = 1024;
+  o->flags = 0;
+}
+
+static void *ht_malloc(size_t n) { return malloc(n); }
+static void ht_free(void *p, size_t n, bool defer) {
+  (void)n;
+  (void)defer;
+  free(p);
+}
+static void *ht_realloc(void *p, size_t old, size_t n, bool defer) {
+  (void)old;
+  (void)defer;
+  return realloc(p, n);
+}
+static struct ck_malloc g_ht_allocator = {.malloc = ht_malloc, .realloc = ht_realloc, .free = ht_free};
+
+static kd_status validate_options(const kd_session_options *o) {
+  static const char *op = "kd_session_create";
+  if (o->backend != KD_BACKEND_AUTO && o->backend != KD_BACKEND_CUDA && o->backend != KD_BACKEND_HOST)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->backend %d is not a kd_backend", op,
+                   (int)o->backend);
+  if (o->device_ordinal < 0)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->device_ordinal %d is negative", op,
+                   o->device_ordinal);
+  uint32_t c = o->completion_ring_capacity;
+  if (c == 0 || (c & (c - 1)) || c > (1u << 20))
+    return kd_fail(KD_ERR_INVALID_ARGUMENT,
+                   "%s: options->completion_ring_capacity %u must be a power of two in [1, 2^20]",
+                   op, c);
+  if (o->flags & ~(uint32_t)(KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE))
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->flags 0x%x has unknown bits", op, o->flags);
+  return KD_OK;
+}
+
+kd_status kd_session_create(const kd_session_options *options, kd_session **out) {
+  static const char *op = "kd_session_create";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_session is NULL", op);
+  *out = NULL;
+  kd_session_options o;
+  if (options) o = *options;
+  else kd_session_options_init(&o);
+  kd_status st = validate_options(&o);
+  if (st) return st;
+  kd_session *s = calloc(1, sizeof *s);
+  if (!s) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the session", op);
+  s->opts = o;
+  /* Recursive: a raw callback holds the lock and may still call session
+   * functions (release a handle, download) on its own thread. */
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&s->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
+  kd_handle_table_init(&s->handles, ck_pr_faa_32(&g_next_serial, 1));
+  if (o.backend == KD_BACKEND_HOST) {
+    s->backend = KD_BACKEND_HOST;
+    snprintf(s->reason, sizeof s->reason, "HOST requested");
+  } else {
+    st = kd_device_open(&o, &s->dev);
+    if (st == KD_OK) {
+      s->has_device = 1;
+      s->backend = KD_BACKEND_CUDA;
+      snprintf(s->reason, sizeof s->reason, "%s: %s (sm_%d)",
+               o.backend == KD_BACKEND_AUTO ? "AUTO chose CUDA" : "CUDA requested",
+               s->dev.info.name, s->dev.sm);
+    } else if (o.backend == KD_BACKEND_AUTO &&
+               (st == KD_ERR_DRIVER_MISSING || st == KD_ERR_NO_DEVICE)) {
+      s->backend = KD_BACKEND_HOST;
+      snprintf(s->reason, sizeof s->reason, "AUTO chose HOST: %s", kd_last_error());
+      if (o.flags & KD_SESSION_VERBOSE) fprintf(stderr, "kdag: %s\n", s->reason);
+    } else {
+      kd_handle_table_fini(&s->handles);
+      pthread_mutex_destroy(&s->lock);
+      free(s);
+      return st;
+    }
+  }
+  if (s->has_device) {
+    st = kd_completion_ring_init(s);
+    if (st) {
+      kd_session_destroy(s);
+      return st;
+    }
+  }
+  if (!ck_ht_init(&s->module_cache, CK_HT_MODE_BYTESTRING, NULL, &g_ht_allocator, 16,
+                  (uint64_t)s->handles.serial * 0x9E3779B97F4A7C15ull)) {
+    kd_session_destroy(s);
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the module cache", op);
+  }
+  s->module_cache_ready = 1;
+  *out = s;
+  return KD_OK;
+}
+
+static void cache_clear(kd_session *s) {
+  if (!s->module_cache_ready) return;
+  ck_ht_iterator_t it = CK_HT_ITERATOR_INITIALIZER;
+  ck_ht_entry_t *e;
+  while (ck_ht_next(&s->module_cache, &it, &e)) {
+    kd_module_obj *m = ck_ht_entry_value(e);
+    free(ck_ht_entry_key(e));
+    kd_module_unref(s, m);
+  }
+  ck_ht_destroy(&s->module_cache);
+  s->module_cache_ready = 0;
+}
+
+void kd_session_destroy(kd_session *s) {
+  if (!s) return;
+  pthread_mutex_lock(&s->lock);
+  if (s->has_device) {
+    kd_device_make_current(&s->dev, "kd_session_destroy");
+    kd_completion_drain(s);
+  }
+  cache_clear(s);
+  kd_module_destroy_all(s);
+  kd_tensor_destroy_all(s);
+  if (s->has_device) {
+    kd_completion_ring_fini(s);
+    kd_device_close(&s->dev);
+  }
+  kd_handle_table_fini(&s->handles);
+  free(s->raw.held.items);
+  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+kd_status kd_session_enter(kd_session *s, const char *op) {
+  if (!s) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument session is NULL", op);
+  pthread_mutex_lock(&s->lock);
+  if (s->fault) {
+    kd_status st = kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op,
+                           s->fault_msg);
+    pthread_mutex_unlock(&s->lock);
+    return st;
+  }
+  if (s->has_device) {
+    kd_status st = kd_device_make_current(&s->dev, op);
+    if (st) {
+      pthread_mutex_unlock(&s->lock);
+      return st;
+    }
+  }
+  return KD_OK;
+}
+
+void kd_session_leave(kd_session *s) { pthread_mutex_unlock(&s->lock); }
+
+kd_status kd_session_note(kd_session *s, kd_status st) {
+  if (st == KD_ERR_DEVICE_FAULT && !s->fault) {
+    s->fault = st;
+    snprintf(s->fault_msg, sizeof s->fault_msg, "%s", kd_last_error());
+  }
+  return st;
+}
+
+kd_backend kd_session_backend(kd_session *s) { return s ? s->backend : KD_BACKEND_AUTO; }
+
+const char *kd_session_backend_reason(kd_session *s) { return s ? s->reason : ""; }
+
+kd_status kd_session_device_info(kd_session *s, kd_device_info *out) {
+  static const char *op = "kd_session_device_info";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  if (!s->has_device) st = kd_fail(KD_ERR_WRONG_BACKEND, "%s: backend session is not CUDA (%s)", op, s->reason);
+  else *out = s->dev.info;
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_session_counters(kd_session *s, kd_counters *out) {
+  if (!s || !out)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_session_counters: argument %s is NULL",
+                   s ? "out" : "session");
+  pthread_mutex_lock(&s->lock);
+  *out = s->counters;
+  out->bytes_staging = s->has_device ? s->dev.staging_bytes : 0;
+  pthread_mutex_unlock(&s->lock);
+  return KD_OK;
+}
+
+kd_status kd_session_reap(kd_session *s, uint32_t *out_pending) {
+  static const char *op = "kd_session_reap";
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  if (s->has_device) st = kd_completion_reap(s, op);
+  if (out_pending) *out_pending = (uint32_t)s->counters.inflight;
+  kd_session_leave(s);
+  return st;
+}

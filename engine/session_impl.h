@@ -1,0 +1,144 @@
+/* Internal: the session, its objects and the raw scope. Shared by graph/
+ * (tensors) and engine/ (session, completions, raw scope). Every field is
+ * guarded by kd_session.lock. */
+#ifndef KDAG_ENGINE_SESSION_IMPL_H
+#define KDAG_ENGINE_SESSION_IMPL_H
+
+#include <ck_ht.h>
+#include <ck_ring.h>
+#include <pthread.h>
+
+#include "cuda/device.h"
+#include "cuda/module.h"
+#include "graph/borrow.h"
+#include "graph/handle.h"
+#include "kdag/raw.h"
+
+/* Reference counts (ck_pr atomics) count the caller's hold (while its handle
+ * is live) plus one per in-flight completion that retains the object. */
+typedef struct kd_tensor_obj {
+  uint32_t refs;
+  uint32_t user_refs;
+  uint64_t handle;          /* 0 once the caller released it */
+  kd_dtype dtype;
+  int rank;
+  int64_t shape[KD_MAX_RANK];
+  int64_t elements;
+  size_t bytes;
+  kd_residency residency;
+  CUdeviceptr dptr;         /* CUDA session, device residency */
+  void *host;               /* host residency, or any tensor of a HOST session */
+  int initialized;          /* written by an upload or a mutable launch argument */
+  int counted_retained;     /* bytes are in counters.bytes_retained */
+  kd_borrow borrow;
+  uint64_t held_by_scope;   /* raw scope that already retains it */
+} kd_tensor_obj;
+
+typedef struct kd_module_obj {
+  uint32_t refs;
+  uint32_t user_refs;
+  uint64_t handle;
+  kd_cu_module cu;
+  uint64_t held_by_scope;
+} kd_module_obj;
+
+typedef enum kd_held_kind { KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING } kd_held_kind;
+
+typedef struct kd_held {
+  kd_held_kind kind;
+  void *obj;
+} kd_held;
+
+/* A growable set of objects one piece of work keeps alive. */
+typedef struct kd_held_set {
+  kd_held *items;
+  uint32_t count, cap;
+} kd_held_set;
+
+/* One completion: the event recorded after a piece of work, and what that
+ * work keeps alive until the event fires. */
+typedef struct kd_completion {
+  CUevent event;
+  uint64_t seq;
+  kd_held_set held;
+} kd_completion;
+
+struct kd_raw {
+  kd_session *session;
+  uint64_t scope;           /* unique per session and scope; 0 when none is open */
+  int active;
+  pthread_t thread;
+  char op[128];
+  kd_held_set held;
+  uint32_t launches;
+};
+
+struct kd_session {
+  pthread_mutex_t lock;
+  kd_backend backend;
+  char reason[1024];
+  kd_session_options opts;
+  kd_handle_table handles;
+  kd_device dev;
+  int has_device;
+  kd_counters counters;
+  /* In-order completion ring (ck_ring SPSC: the submitting side enqueues,
+   * the reaping side dequeues, both under the session lock). ck_ring has no
+   * peek, so the oldest entry, once dequeued, waits in ring_head. */
+  ck_ring_t ring;
+  ck_ring_buffer_t *ring_buf;
+  kd_completion *ring_head;
+  uint64_t next_seq;
+  uint64_t retired_seq;     /* every completion with seq < this has retired */
+  kd_raw raw;
+  uint64_t next_scope;
+  ck_ht_t module_cache;     /* key string -> kd_module_obj * */
+  int module_cache_ready;
+  kd_status fault;          /* sticky device fault, KD_OK when healthy */
+  char fault_msg[768];
+};
+
+/* Locks the session, checks it is healthy, makes its context current.
+ * Every public entry point starts with it and ends with kd_session_leave. */
+kd_status kd_session_enter(kd_session *s, const char *op);
+void kd_session_leave(kd_session *s);
+/* Records a device fault (if st is one) so later calls fail with it. */
+kd_status kd_session_note(kd_session *s, kd_status st);
+
+/* completion.c */
+kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op);
+void kd_held_release_all(kd_session *s, kd_held_set *set);
+kd_status kd_completion_ring_init(kd_session *s);
+void kd_completion_ring_fini(kd_session *s);
+/* Records an event after the work enqueued so far and hands the set to the
+ * ring (which then owns it; set is emptied). On failure the set is left to
+ * the caller after a stream wait made its work complete. */
+kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set);
+kd_status kd_completion_reap(kd_session *s, const char *op);
+/* After a host wait on an event recorded when next_seq was seq: retire every
+ * earlier completion without querying (the stream is in order). */
+void kd_completion_retire_before(kd_session *s, uint64_t seq);
+void kd_completion_drain(kd_session *s);
+
+/* tensor.c / module handles */
+kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,
+                           const char *what);
+kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
+                        const int64_t *shape, kd_residency residency, kd_tensor *out);
+void kd_tensor_ref(kd_tensor_obj *o);
+void kd_tensor_unref(kd_session *s, kd_tensor_obj *o);
+void kd_module_ref(kd_module_obj *o);
+void kd_module_unref(kd_session *s, kd_module_obj *o);
+kd_status kd_module_lookup(kd_session *s, kd_module m, kd_module_obj **out, const char *op,
+                           const char *what);
+kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_module *out);
+kd_status kd_function_lookup(kd_session *s, kd_function f, kd_module_obj **mod,
+                             kd_cu_function **fn, const char *op);
+/* Counts a view's elements and checks it stays inside its tensor. */
+kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elements,
+                         int64_t *elements);
+/* Frees whatever the caller never released (session teardown). */
+void kd_tensor_destroy_all(kd_session *s);
+void kd_module_destroy_all(kd_session *s);
+
+#endif

@@ -1,0 +1,55 @@
+/* Internal: value handles with generation checks.
+ *
+ * A handle is 64 bits: session serial (16) | kind (4) | generation (20) |
+ * slot index + 1 (24). A slot's generation is bumped when its handle is
+ * freed, so every copy of a released handle is recognised as stale, and the
+ * serial tells a handle of another session apart. The generation wraps after
+ * 2^20 reuses of one slot; a handle kept that long could alias. */
+#ifndef KDAG_GRAPH_HANDLE_H
+#define KDAG_GRAPH_HANDLE_H
+
+#include <stdint.h>
+
+#include "kdag/status.h"
+
+typedef enum kd_handle_kind {
+  KD_HANDLE_TENSOR = 1,
+  KD_HANDLE_MODULE = 2
+} kd_handle_kind;
+
+typedef struct kd_handle_slot {
+  void *obj;          /* NULL when free */
+  uint32_t gen;
+  uint32_t next_free; /* index + 1 of the next free slot; 0 ends the list */
+  uint8_t kind;
+} kd_handle_slot;
+
+typedef struct kd_handle_table {
+  kd_handle_slot *slots;
+  uint32_t count, cap;
+  uint32_t free_head;  /* index + 1; 0: none */
+  uint32_t serial;     /* of the owning session, 16 bits */
+  uint32_t live;
+} kd_handle_table;
+
+void kd_handle_table_init(kd_handle_table *t, uint32_t serial);
+void kd_handle_table_fini(kd_handle_table *t);
+
+/* Errors: KD_ERR_RESOURCE_EXHAUSTED (2^24 live handles), KD_ERR_OUT_OF_MEMORY. */
+kd_status kd_handle_alloc(kd_handle_table *t, kd_handle_kind kind, void *obj,
+                          uint64_t *out, const char *op);
+
+/* Resolves a handle of the given kind. what names the argument ("tensor",
+ * "args[2].tensor") for the message. Errors: KD_ERR_INVALID_ARGUMENT (0 or
+ * not a handle of that kind), KD_ERR_WRONG_SESSION, KD_ERR_RELEASED. */
+kd_status kd_handle_get(const kd_handle_table *t, uint64_t handle, kd_handle_kind kind,
+                        void **obj, const char *op, const char *what);
+
+/* Frees the slot of a live handle (resolved first with kd_handle_get). */
+void kd_handle_free(kd_handle_table *t, uint64_t handle);
+
+/* Calls fn on every live object of a kind (used at session teardown). */
+void kd_handle_each(kd_handle_table *t, kd_handle_kind kind,
+                    void (*fn)(void *ctx, void *obj, uint64_t handle), void *ctx);
+
+#endif

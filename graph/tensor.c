@@ -1,0 +1,382 @@
+/* Tensors: creation, upload, download, references, views. */
+#include <ck_pr.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/status_internal.h"
+#include "engine/session_impl.h"
+
+static const struct { size_t size; const char *name; } g_dtypes[KD_DTYPE_COUNT_] = {
+    [KD_F32] = {4, "f32"}, [KD_F64] = {8, "f64"}, [KD_I32] = {4, "i32"},
+    [KD_I64] = {8, "i64"}, [KD_U8] = {1, "u8"},   [KD_U32] = {4, "u32"},
+    [KD_U64] = {8, "u64"}, [KD_C32] = {8, "c32"}, [KD_C64] = {16, "c64"},
+};
+
+size_t kd_dtype_size(kd_dtype d) {
+  return (unsigned)d < KD_DTYPE_COUNT_ ? g_dtypes[d].size : 0;
+}
+
+const char *kd_dtype_name(kd_dtype d) {
+  return (unsigned)d < KD_DTYPE_COUNT_ ? g_dtypes[d].name : "invalid";
+}
+
+kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,
+                           const char *what) {
+  return kd_handle_get(&s->handles, t.bits, KD_HANDLE_TENSOR, (void **)out, op, what);
+}
+
+void kd_tensor_ref(kd_tensor_obj *o) { ck_pr_inc_32(&o->refs); }
+
+void kd_tensor_unref(kd_session *s, kd_tensor_obj *o) {
+  bool zero = false;
+  ck_pr_dec_32_zero(&o->refs, &zero);
+  if (!zero) return;
+  if (o->counted_retained) s->counters.bytes_retained -= o->bytes;
+  if (o->residency == KD_RESIDENCY_DEVICE && s->has_device) {
+    kd_device_free(&s->dev, o->dptr);
+    s->counters.bytes_device -= o->bytes;
+  } else {
+    free(o->host);
+  }
+  free(o);
+}
+
+static kd_status check_shape(const char *op, kd_dtype dtype, int rank, const int64_t *shape,
+                             int64_t *elements, size_t *bytes) {
+  size_t esize = kd_dtype_size(dtype);
+  if (!esize) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: dtype %d is not a kd_dtype", op, (int)dtype);
+  if (rank < 0 || rank > KD_MAX_RANK)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: rank %d is outside [0, %d]", op, rank, KD_MAX_RANK);
+  if (rank > 0 && !shape) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape is NULL with rank %d", op, rank);
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] < 0)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape[%d] = %lld is negative", op, i,
+                     (long long)shape[i]);
+    if (shape[i] && n > INT64_MAX / shape[i] / (int64_t)esize)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape overflows at dimension %d", op, i);
+    n *= shape[i];
+  }
+  *elements = n;
+  *bytes = (size_t)n * esize;
+  return KD_OK;
+}
+
+kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
+                        const int64_t *shape, kd_residency residency, kd_tensor *out) {
+  int64_t elements = 0;
+  size_t bytes = 0;
+  kd_status st = check_shape(op, dtype, rank, shape, &elements, &bytes);
+  if (st) return st;
+  if (residency != KD_RESIDENCY_DEVICE && residency != KD_RESIDENCY_HOST)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: residency %d is not a kd_residency", op, (int)residency);
+  kd_tensor_obj *o = calloc(1, sizeof *o);
+  if (!o) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the tensor", op);
+  o->dtype = dtype;
+  o->rank = rank;
+  for (int i = 0; i < rank; ++i) o->shape[i] = shape[i];
+  o->elements = elements;
+  o->bytes = bytes;
+  o->residency = residency;
+  int on_gpu = residency == KD_RESIDENCY_DEVICE && s->has_device;
+  if (on_gpu) {
+    st = kd_session_note(s, kd_device_alloc(&s->dev, op, bytes, &o->dptr));
+    if (!st && (s->opts.flags & KD_SESSION_POISON_ALLOCATIONS))
+      st = kd_session_note(s, kd_device_poison(&s->dev, op, o->dptr, bytes));
+    if (st) {
+      if (o->dptr) kd_device_free(&s->dev, o->dptr);
+      free(o);
+      return st;
+    }
+  } else {
+    /* 64-byte alignment suits vector loads in host kernels. */
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    o->host = aligned_alloc(64, rounded ? rounded : 64);
+    if (!o->host) {
+      free(o);
+      return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no host memory for %zu bytes", op, bytes);
+    }
+    if (s->opts.flags & KD_SESSION_POISON_ALLOCATIONS) {
+      if (bytes % 4 == 0)
+        for (size_t i = 0; i < bytes / 4; ++i) ((uint32_t *)o->host)[i] = 0x7FA5A5A5u;
+      else
+        memset(o->host, 0xA5, bytes);
+    }
+  }
+  st = kd_handle_alloc(&s->handles, KD_HANDLE_TENSOR, o, &o->handle, op);
+  if (st) {
+    if (on_gpu) kd_device_free(&s->dev, o->dptr);
+    else free(o->host);
+    free(o);
+    return st;
+  }
+  o->refs = 1;
+  o->user_refs = 1;
+  if (on_gpu) s->counters.bytes_device += bytes;
+  out->bits = o->handle;
+  return KD_OK;
+}
+
+kd_status kd_tensor_create(kd_session *s, const kd_tensor_desc *desc, kd_tensor *out) {
+  static const char *op = "kd_tensor_create";
+  if (!desc || !out)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, desc ? "out" : "desc");
+  out->bits = 0;
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  st = kd_tensor_new(s, op, desc->dtype, desc->rank, desc->shape, desc->residency, out);
+  kd_session_leave(s);
+  return st;
+}
+
+static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, const void *host) {
+  if (o->residency == KD_RESIDENCY_HOST || !s->has_device) {
+    memcpy(o->host, host, o->bytes);
+    return KD_OK;
+  }
+  if (!o->bytes) return KD_OK;
+  kd_staging_block *b;
+  kd_status st = kd_staging_get(&s->dev, op, o->bytes, &b);
+  if (st) return st;
+  /* The caller's memory is read here, at the call; the copy engine reads
+   * only the staging block, which the completion keeps until it is done. */
+  memcpy(b->host, host, o->bytes);
+  CUresult r = s->dev.cu->cuMemcpyHtoDAsync(o->dptr, b->host, o->bytes, s->dev.stream);
+  if (r != CUDA_SUCCESS) {
+    kd_staging_put(&s->dev, b);
+    return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
+  }
+  kd_held_set held = {0};
+  st = kd_held_add(&held, KD_HELD_STAGING, b, op);
+  if (!st) {
+    kd_tensor_ref(o);
+    st = kd_held_add(&held, KD_HELD_TENSOR, o, op);
+    if (st) kd_tensor_unref(s, o);
+  }
+  if (!st) st = kd_completion_submit(s, op, &held);
+  if (st) {
+    /* The copy is enqueued: wait for the stream before giving its staging
+     * block back, so nothing is reused under the copy engine. */
+    s->counters.stream_syncs++;
+    s->dev.cu->cuStreamSynchronize(s->dev.stream);
+    if (held.count) kd_held_release_all(s, &held);
+    else kd_staging_put(&s->dev, b);
+  }
+  return st;
+}
+
+kd_status kd_tensor_upload(kd_session *s, kd_tensor t, const void *host, size_t bytes) {
+  static const char *op = "kd_tensor_upload";
+  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st && bytes != o->bytes)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument bytes is %zu, the %s tensor holds %zu",
+                 op, bytes, kd_dtype_name(o->dtype), o->bytes);
+  if (!st) st = upload_locked(s, op, o, host);
+  if (!st) {
+    o->initialized = 1;
+    s->counters.uploads++;
+  }
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_tensor_from_host(kd_session *s, const kd_tensor_desc *desc, const void *host,
+                              size_t bytes, kd_tensor *out) {
+  kd_status st = kd_tensor_create(s, desc, out);
+  if (st) return st;
+  st = kd_tensor_upload(s, *out, host, bytes);
+  if (st) {
+    char *msg = strdup(kd_last_error());
+    kd_tensor_release(s, *out);
+    kd_fail(st, "%s", msg ? msg : "kd_tensor_from_host: upload failed");
+    free(msg);
+    out->bits = 0;
+  }
+  return st;
+}
+
+kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t bytes) {
+  static const char *op = "kd_tensor_download";
+  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st && bytes != o->bytes)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument bytes is %zu, the %s tensor holds %zu",
+                 op, bytes, kd_dtype_name(o->dtype), o->bytes);
+  if (!st && !o->initialized)
+    st = kd_fail(KD_ERR_UNINITIALIZED,
+                 "%s: the tensor was never written (no upload, no launch writing it)", op);
+  if (st) goto out;
+  if (o->residency == KD_RESIDENCY_HOST || !s->has_device) {
+    memcpy(host, o->host, o->bytes);
+  } else if (o->bytes) {
+    kd_staging_block *b;
+    st = kd_staging_get(&s->dev, op, o->bytes, &b);
+    if (st) goto out;
+    CUevent ev = NULL;
+    st = kd_event_acquire(&s->dev, op, &ev);
+    CUresult r = CUDA_SUCCESS;
+    if (!st) {
+      r = s->dev.cu->cuMemcpyDtoHAsync(b->host, o->dptr, o->bytes, s->dev.stream);
+      if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyDtoHAsync"));
+    }
+    if (!st) st = kd_session_note(s, kd_event_record(&s->dev, op, ev));
+    if (!st) {
+      /* The explicit host wait: this copy's event alone. */
+      uint64_t seq = s->next_seq;
+      s->counters.event_records++;
+      s->counters.event_waits++;
+      r = s->dev.cu->cuEventSynchronize(ev);
+      if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
+      else {
+        memcpy(host, b->host, o->bytes);
+        kd_completion_retire_before(s, seq);
+      }
+    }
+    if (ev) kd_event_release_to_pool(&s->dev, ev);
+    kd_staging_put(&s->dev, b);
+  }
+  if (!st) s->counters.downloads++;
+out:
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_tensor_retain(kd_session *s, kd_tensor t) {
+  static const char *op = "kd_tensor_retain";
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st) o->user_refs++;
+  kd_session_leave(s);
+  return st;
+}
+
+/* Drops the caller's last hold: the handle dies now, the memory when the
+ * last in-flight user completes. */
+static void release_user_hold(kd_session *s, kd_tensor_obj *o) {
+  kd_handle_free(&s->handles, o->handle);
+  o->handle = 0;
+  if (ck_pr_load_32(&o->refs) > 1) {
+    o->counted_retained = 1;
+    s->counters.bytes_retained += o->bytes;
+  }
+  kd_tensor_unref(s, o);
+}
+
+kd_status kd_tensor_release(kd_session *s, kd_tensor t) {
+  static const char *op = "kd_tensor_release";
+  kd_status st = kd_session_enter(s, op);
+  if (st && st != KD_ERR_DEVICE_FAULT) return st;
+  if (st == KD_ERR_DEVICE_FAULT) pthread_mutex_lock(&s->lock); /* releasing stays possible */
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st && --o->user_refs == 0) release_user_hold(s, o);
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_tensor_info(kd_session *s, kd_tensor t, kd_tensor_desc *out) {
+  static const char *op = "kd_tensor_info";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st) {
+    memset(out, 0, sizeof *out);
+    out->dtype = o->dtype;
+    out->rank = o->rank;
+    int64_t stride = 1;
+    for (int i = 0; i < o->rank; ++i) {
+      out->shape[i] = o->shape[i];
+      out->strides[i] = stride;
+      stride *= o->shape[i];
+    }
+    out->residency = o->residency;
+    out->bytes = o->bytes;
+  }
+  kd_session_leave(s);
+  return st;
+}
+
+static void destroy_one(void *ctx, void *obj, uint64_t handle) {
+  (void)handle;
+  kd_session *s = ctx;
+  kd_tensor_obj *o = obj;
+  o->user_refs = 1;
+  release_user_hold(s, o);
+}
+
+void kd_tensor_destroy_all(kd_session *s) { kd_handle_each(&s->handles, KD_HANDLE_TENSOR, destroy_one, s); }
+
+/* ---- views ------------------------------------------------------------ */
+
+kd_status kd_view_whole(kd_session *s, kd_tensor t, kd_view *out) {
+  static const char *op = "kd_view_whole";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  kd_tensor_desc d;
+  kd_status st = kd_tensor_info(s, t, &d);
+  if (st) return st;
+  memset(out, 0, sizeof *out);
+  out->tensor = t;
+  out->rank = d.rank;
+  for (int i = 0; i < d.rank; ++i) {
+    out->shape[i] = d.shape[i];
+    out->strides[i] = d.strides[i];
+  }
+  return KD_OK;
+}
+
+int kd_view_is_compact(const kd_view *v) {
+  if (!v) return 0;
+  int64_t expect = 1;
+  for (int i = 0; i < v->rank; ++i) {
+    /* Extent-1 dimensions place no constraint on their stride. */
+    if (v->shape[i] != 1 && v->strides[i] != expect) return 0;
+    expect *= v->shape[i];
+  }
+  return 1;
+}
+
+/* Elements of the view and the last element it touches. */
+kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elements,
+                         int64_t *elements) {
+  if (v->rank < 0 || v->rank > KD_MAX_RANK)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view rank %d is outside [0, %d]", op, v->rank, KD_MAX_RANK);
+  if (v->offset < 0)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view offset %lld is negative", op, (long long)v->offset);
+  int64_t n = 1, last = v->offset;
+  for (int i = 0; i < v->rank; ++i) {
+    if (v->shape[i] < 0 || v->strides[i] < 0)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view shape[%d] or strides[%d] is negative", op, i, i);
+    n *= v->shape[i];
+    if (v->shape[i]) last += (v->shape[i] - 1) * v->strides[i];
+  }
+  if (n && last >= tensor_elements)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT,
+                   "%s: view out of bounds: reaches element %lld of a tensor of %lld", op,
+                   (long long)last, (long long)tensor_elements);
+  *elements = n;
+  return KD_OK;
+}
+
+kd_status kd_view_check(kd_session *s, const kd_view *v) {
+  static const char *op = "kd_view_check";
+  if (!v) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument view is NULL", op);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  int64_t n;
+  st = kd_tensor_lookup(s, v->tensor, &o, op, "view->tensor");
+  if (!st) st = kd_view_extent(op, v, o->elements, &n);
+  kd_session_leave(s);
+  return st;
+}

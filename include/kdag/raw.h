@@ -1,0 +1,220 @@
+/* kdag/raw.h — the scoped raw session: load kernels, borrow tensors, launch.
+ *
+ * kd_with_raw(session, "op.name", fn, user) is the one execution authority
+ * for hand-written kernels, as in the seed guide: inside fn the caller loads
+ * PTX/CUBIN/fatbin or compiles NVRTC source, borrows tensors as bounded
+ * device spans, and launches on the session's single stream. Launches only
+ * enqueue; the host waits only in kd_raw_synchronize or a download.
+ *
+ * Lifetimes (read these once):
+ * - kd_raw *, kd_span and kd_span_mut are valid only inside the callback, on
+ *   the thread running it. Afterwards every kdag call given them returns
+ *   KD_ERR_SCOPE_ENDED. Raw CUdeviceptr values (kd_span_device_ptr) and the
+ *   CUstream (kd_raw_stream) cannot be policed once copied out: never keep
+ *   them past the callback, never destroy the stream.
+ * - Everything a launch uses (module, tensors) is retained until an event
+ *   recorded at the end of the scope has fired, so the caller may release
+ *   handles as soon as the launch call returns.
+ * - Modules (kd_module) are session handles that outlive the scope; release
+ *   them with kd_module_release, or keep them in the module cache.
+ *
+ * Borrow rules per scope: any number of kd_raw_tensor borrows of a tensor, or
+ * exactly one kd_raw_tensor_mut; anything else is KD_ERR_BORROW_CONFLICT.
+ * Only compact, device-resident tensors of this session can be borrowed.
+ */
+#ifndef KDAG_RAW_H
+#define KDAG_RAW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kdag/compile.h"
+#include "kdag/session.h"
+#include "kdag/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kd_raw kd_raw;
+
+/* The callback's return value becomes kd_with_raw's (after the scope is
+ * closed). Returning an error does not lose enqueued work: it is retained
+ * and completes as usual. */
+typedef kd_status (*kd_raw_fn)(kd_raw *raw, void *user);
+
+/* Runs fn inside a raw scope named op (used in every error message; copied).
+ * Errors: KD_ERR_WRONG_BACKEND ("backend session is not CUDA") on a HOST
+ * session, KD_ERR_BUSY when called from inside another raw scope of the same
+ * session, KD_ERR_DEVICE_FAULT when the session is poisoned, else fn's. */
+kd_status kd_with_raw(kd_session *session, const char *op, kd_raw_fn fn,
+                      void *user);
+
+/* The session the scope belongs to (borrowed). */
+kd_session *kd_raw_session(kd_raw *raw);
+
+/* ---- modules and functions ------------------------------------------- */
+
+typedef struct kd_module {
+  uint64_t bits; /* value handle, like kd_tensor */
+} kd_module;
+
+typedef struct kd_function {
+  kd_module module;
+  uint32_t index; /* slot inside the module */
+} kd_function;
+
+/* PTX text of len bytes that must end with its terminating NUL (len counts
+ * it) and contain no other NUL: otherwise KD_ERR_INVALID_ARGUMENT. A PTX
+ * ISA newer than the driver accepts is KD_ERR_UNSUPPORTED_PTX. The text is
+ * copied; *out is owned. */
+kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len,
+                          kd_module *out);
+
+/* CUBIN (ELF) or fatbin image of size bytes, copied. A CUBIN or fatbin
+ * without code for this GPU is KD_ERR_NO_BINARY_FOR_GPU, naming both
+ * architectures. *out is owned. */
+kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
+                            kd_module *out);
+
+/* Compiles with NVRTC (options may be NULL; arch defaults to the device's
+ * sm_XX, so the result is CUBIN) and loads the result. Compile errors are
+ * KD_ERR_COMPILE_FAILED with the full log in the message. *out is owned. */
+kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source,
+                               const kd_nvrtc_options *options, kd_module *out);
+
+/* Loads a binary produced by kd_nvrtc_compile (PTX, CUBIN or fatbin). */
+kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
+                             kd_module *out);
+
+/* Looks up an extern "C" kernel. Unknown names are KD_ERR_NOT_FOUND.
+ * The function lives as long as its module. */
+kd_status kd_module_function(kd_session *session, kd_module module,
+                             const char *name, kd_function *out);
+
+/* Number of parameters and their sizes, from the driver (cuFuncGetParamInfo)
+ * or, for PTX kdag loaded itself, from the .entry signature. sizes may be
+ * NULL; at most cap sizes are written. */
+kd_status kd_function_params(kd_session *session, kd_function fn,
+                             size_t *count, size_t *sizes, size_t cap);
+
+/* Drops the caller's reference; in-flight launches keep the module loaded
+ * until they complete. */
+kd_status kd_module_release(kd_session *session, kd_module module);
+
+/* The session's module cache (the seed's Session::resource): returns the
+ * module stored under key, calling build(raw, user, &module) only on the
+ * first request. The cache owns the module: do not release it; it lives
+ * until the session is destroyed. key is copied. */
+typedef kd_status (*kd_module_build_fn)(kd_raw *raw, void *user, kd_module *out);
+kd_status kd_raw_cached_module(kd_raw *raw, const char *key,
+                               kd_module_build_fn build, void *user,
+                               kd_module *out);
+
+/* ---- borrows ---------------------------------------------------------- */
+
+/* Bounded device span of a borrowed tensor; plain value, valid in its scope.
+ * Fields are for reading; kdag checks them against the scope when used. */
+typedef struct kd_span {
+  uint64_t device_ptr; /* CUdeviceptr; do not keep past the callback */
+  size_t bytes;
+  int64_t elements;
+  kd_dtype dtype;
+  kd_tensor tensor;
+  uint64_t scope_;     /* internal: the scope that issued it */
+} kd_span;
+
+typedef struct kd_span_mut {
+  kd_span span;
+} kd_span_mut;
+
+/* Read-only borrow of a whole, initialised tensor.
+ * Errors: KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_NOT_RESIDENT,
+ * KD_ERR_UNINITIALIZED, KD_ERR_BORROW_CONFLICT (mutably borrowed). */
+kd_status kd_raw_tensor(kd_raw *raw, kd_tensor tensor, kd_span *out);
+
+/* Exclusive borrow. A launch that receives it marks the tensor initialised.
+ * Errors as kd_raw_tensor, less KD_ERR_UNINITIALIZED, plus
+ * KD_ERR_BORROW_CONFLICT when borrowed at all. */
+kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor tensor, kd_span_mut *out);
+
+/* Borrows of a view; a non-compact view is KD_ERR_NOT_COMPACT (canonicalize
+ * it on the device first; never download it). */
+kd_status kd_raw_view(kd_raw *raw, const kd_view *view, kd_span *out);
+kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *out);
+
+/* A fresh uninitialised device tensor (poisoned when the session asks).
+ * *out is owned by the caller, like kd_tensor_create's. */
+kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank,
+                              const int64_t *shape, kd_tensor *out);
+
+/* ---- launch ----------------------------------------------------------- */
+
+typedef struct kd_launch_config {
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_bytes; /* dynamic shared memory */
+} kd_launch_config;
+
+/* ceil(n / block) blocks of block threads. Errors (KD_ERR_LAUNCH_CONFIG):
+ * block 0 or above 1024, n 0, more than 2^31-1 blocks. */
+kd_status kd_launch_config_flat(uint64_t n, uint32_t block,
+                                uint32_t shared_bytes, kd_launch_config *out);
+
+typedef enum kd_arg_kind {
+  KD_ARG_TENSOR = 0, KD_ARG_TENSOR_MUT, KD_ARG_I32, KD_ARG_I64, KD_ARG_U32,
+  KD_ARG_U64, KD_ARG_F32, KD_ARG_F64, KD_ARG_BYTES
+} kd_arg_kind;
+
+/* A typed kernel argument. Build with the kd_arg_* helpers. BYTES points to
+ * caller memory read during kd_raw_launch only. */
+typedef struct kd_arg {
+  kd_arg_kind kind;
+  union {
+    kd_span span;
+    int32_t i32;
+    int64_t i64;
+    uint32_t u32;
+    uint64_t u64;
+    float f32;
+    double f64;
+    struct { const void *data; size_t size; } bytes;
+  } v;
+} kd_arg;
+
+static inline kd_arg kd_arg_tensor(const kd_span *s) { kd_arg a; a.kind = KD_ARG_TENSOR; a.v.span = *s; return a; }
+static inline kd_arg kd_arg_tensor_mut(const kd_span_mut *s) { kd_arg a; a.kind = KD_ARG_TENSOR_MUT; a.v.span = s->span; return a; }
+static inline kd_arg kd_arg_i32(int32_t x) { kd_arg a; a.kind = KD_ARG_I32; a.v.i32 = x; return a; }
+static inline kd_arg kd_arg_i64(int64_t x) { kd_arg a; a.kind = KD_ARG_I64; a.v.i64 = x; return a; }
+static inline kd_arg kd_arg_u32(uint32_t x) { kd_arg a; a.kind = KD_ARG_U32; a.v.u32 = x; return a; }
+static inline kd_arg kd_arg_u64(uint64_t x) { kd_arg a; a.kind = KD_ARG_U64; a.v.u64 = x; return a; }
+static inline kd_arg kd_arg_f32(float x) { kd_arg a; a.kind = KD_ARG_F32; a.v.f32 = x; return a; }
+static inline kd_arg kd_arg_f64(double x) { kd_arg a; a.kind = KD_ARG_F64; a.v.f64 = x; return a; }
+static inline kd_arg kd_arg_bytes(const void *p, size_t n) { kd_arg a; a.kind = KD_ARG_BYTES; a.v.bytes.data = p; a.v.bytes.size = n; return a; }
+
+/* Enqueues fn on the session stream. Checks, before anything is enqueued:
+ * the config against the function (threads per block, shared memory, grid),
+ * the argument count and each size against the kernel's parameters, that
+ * every span comes from this scope and its tensor is still live, and that no
+ * two arguments overlap where one writes (KD_ERR_BORROW_CONFLICT).
+ * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_LAUNCH_CONFIG, KD_ERR_ARGUMENT_MISMATCH,
+ * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DEVICE_FAULT, KD_ERR_DRIVER. */
+kd_status kd_raw_launch(kd_raw *raw, kd_function fn,
+                        const kd_launch_config *config, const kd_arg *args,
+                        size_t arg_count);
+
+/* Waits for the session stream (only it) to finish what has been enqueued. */
+kd_status kd_raw_synchronize(kd_raw *raw);
+
+/* The session's CUstream, for a foreign CUDA library called inside the
+ * callback. Borrowed: valid only inside the callback; never destroy it or
+ * create another stream behind kdag's back. */
+kd_status kd_raw_stream(kd_raw *raw, void **out_cu_stream);
+
+/* The span's CUdeviceptr. Valid only inside the callback (see top). */
+static inline uint64_t kd_span_device_ptr(const kd_span *s) { return s->device_ptr; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KDAG_RAW_H */

@@ -1,0 +1,123 @@
+/* kdag/session.h — a session: one device, one context, one stream.
+ *
+ * Ownership: kd_session_create returns an owned session; kd_session_destroy
+ * drains its in-flight work (waiting on its completion events, never the
+ * device) and frees everything it still holds, including tensors and modules
+ * the caller did not release.
+ *
+ * Threads: every function taking a kd_session may be called from any thread;
+ * calls on one session are serialised by an internal lock, and each makes the
+ * session's context current on the calling thread first. A raw scope
+ * (kd_with_raw) holds the lock for the whole callback: other threads calling
+ * into the same session wait until the callback returns, while the
+ * callback's own thread may call session functions (release, download).
+ * Different sessions are independent.
+ */
+#ifndef KDAG_SESSION_H
+#define KDAG_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kdag/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kd_session kd_session;
+
+typedef enum kd_backend {
+  KD_BACKEND_AUTO = 0, /* CUDA when a usable device exists, else HOST (with a reason) */
+  KD_BACKEND_CUDA = 1, /* fail with the driver's reason when no device is usable */
+  KD_BACKEND_HOST = 2  /* host memory and host implementations only; needs no driver */
+} kd_backend;
+
+enum {
+  /* Fill every fresh device allocation with a poison pattern (0x7FA5A5A5
+   * per 32-bit word, a float NaN; 0xA5 per byte when the size is not a
+   * multiple of 4) so a kernel that forgets to write shows up in tests. */
+  KD_SESSION_POISON_ALLOCATIONS = 1u << 0,
+  /* Print the reasons for backend and placement fallbacks to stderr. */
+  KD_SESSION_VERBOSE = 1u << 1
+};
+
+typedef struct kd_session_options {
+  kd_backend backend;
+  int device_ordinal;              /* CUDA device index; default 0 */
+  uint64_t pool_release_threshold; /* bytes the memory pool keeps cached at
+                                      stream syncs; default UINT64_MAX (keep all) */
+  uint32_t completion_ring_capacity; /* in-flight completions before a submit
+                                        waits on the oldest; power of two,
+                                        default 1024 */
+  uint32_t flags;                  /* KD_SESSION_* */
+} kd_session_options;
+
+/* Fills the defaults above. Thread-safe. */
+void kd_session_options_init(kd_session_options *options);
+
+/* options may be NULL (defaults). *out_session is owned by the caller.
+ * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_DRIVER_MISSING (no libcuda.so.1, or
+ * the toolkit's stub), KD_ERR_NO_DEVICE, KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER.
+ * With KD_BACKEND_AUTO those driver errors become a HOST session whose
+ * kd_session_backend_reason() says why. */
+kd_status kd_session_create(const kd_session_options *options,
+                            kd_session **out_session);
+
+/* Waits for the session's in-flight work (its own events only), then frees
+ * it. NULL is ignored. Using the session or any of its handles afterwards is
+ * undefined: handles cannot be policed once their session is gone. */
+void kd_session_destroy(kd_session *session);
+
+/* The backend the session runs on (never AUTO). */
+kd_backend kd_session_backend(kd_session *session);
+
+/* Why the session runs where it does, e.g. "AUTO chose HOST: cuInit failed:
+ * CUDA_ERROR_NO_DEVICE ...". Borrowed; valid for the session's lifetime. */
+const char *kd_session_backend_reason(kd_session *session);
+
+typedef struct kd_device_info {
+  char name[256];
+  int ordinal;
+  int cc_major, cc_minor;      /* compute capability */
+  int sm_count;
+  int driver_version;          /* cuDriverGetVersion, e.g. 13000 */
+  int max_ptx_isa;             /* highest PTX ISA the driver accepts, x10 (90 = 9.0); 0 unknown */
+  int numa_node;               /* NUMA node of the GPU per hwloc, -1 unknown */
+  char pci_bus_id[32];
+  char placement[256];         /* how pinned staging memory is placed, and why */
+} kd_device_info;
+
+/* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_WRONG_BACKEND on a HOST session. */
+kd_status kd_session_device_info(kd_session *session, kd_device_info *out);
+
+/* Monotonic counters, readable at any time so tests can prove what the
+ * session did (and did not) do. */
+typedef struct kd_counters {
+  uint64_t launches;            /* kernels enqueued */
+  uint64_t uploads, downloads;
+  uint64_t event_records;       /* completion events recorded */
+  uint64_t event_queries;       /* non-blocking polls of completion events */
+  uint64_t event_waits;         /* host waits on one event (downloads, full ring) */
+  uint64_t stream_syncs;        /* waits on the whole session stream (kd_raw_synchronize) */
+  uint64_t device_syncs;        /* device- or context-wide waits: kdag never makes one */
+  uint64_t ring_full_waits;     /* submits that had to wait for the oldest completion */
+  uint64_t completions_retired;
+  uint64_t inflight;            /* completions recorded but not yet retired (gauge) */
+  uint64_t bytes_device;        /* live device bytes owned by this session's tensors (gauge) */
+  uint64_t bytes_retained;      /* bytes of released tensors still held by in-flight work (gauge) */
+  uint64_t bytes_staging;       /* pinned staging bytes owned by the session (gauge) */
+} kd_counters;
+
+kd_status kd_session_counters(kd_session *session, kd_counters *out);
+
+/* Retires every completion whose event has fired, oldest first, never
+ * blocking: it stops at the first one still pending. *out_pending (may be
+ * NULL) receives the number still in flight. A device fault found here is
+ * returned as KD_ERR_DEVICE_FAULT. */
+kd_status kd_session_reap(kd_session *session, uint32_t *out_pending);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KDAG_SESSION_H */

@@ -1,0 +1,59 @@
+/* kdag/status.h — status codes and the message that explains them.
+ *
+ * Every kdag function that can fail returns a kd_status. On failure it also
+ * writes a message into a per-thread buffer, read with kd_last_error(). The
+ * message names the kdag operation, the offending argument and, where the
+ * CUDA driver, NVRTC or nvJitLink said no, the call and its result name and
+ * text. Like errno, the buffer belongs to the calling thread and is
+ * overwritten by the next failing kdag call on that thread; successful calls
+ * leave it alone.
+ */
+#ifndef KDAG_STATUS_H
+#define KDAG_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Codes are distinct per cause so callers can branch on them; the message
+ * carries the detail. Values are stable within a major version. */
+typedef enum kd_status {
+  KD_OK = 0,
+  KD_ERR_INVALID_ARGUMENT = 1,  /* an argument is out of its domain */
+  KD_ERR_NO_DEVICE = 2,         /* driver present, but no (such) CUDA device */
+  KD_ERR_DRIVER_MISSING = 3,    /* libcuda.so.1 absent, unusable, or the toolkit stub */
+  KD_ERR_LIBRARY_MISSING = 4,   /* NVRTC or nvJitLink could not be loaded */
+  KD_ERR_COMPILE_FAILED = 5,    /* NVRTC rejected the source; message holds the log */
+  KD_ERR_LINK_FAILED = 6,       /* nvJitLink rejected the inputs; message holds the log */
+  KD_ERR_BORROW_CONFLICT = 7,   /* tensor already borrowed incompatibly in this scope */
+  KD_ERR_NOT_RESIDENT = 8,      /* tensor is not in the session's device memory */
+  KD_ERR_NOT_COMPACT = 9,       /* view is not compact column-major */
+  KD_ERR_WRONG_SESSION = 10,    /* handle belongs to another session */
+  KD_ERR_WRONG_BACKEND = 11,    /* operation needs another backend (e.g. raw on HOST) */
+  KD_ERR_RELEASED = 12,         /* handle was released (stale generation) */
+  KD_ERR_SCOPE_ENDED = 13,      /* raw scope or span used outside its callback */
+  KD_ERR_LAUNCH_CONFIG = 14,    /* grid/block/shared memory invalid for the function */
+  KD_ERR_ARGUMENT_MISMATCH = 15,/* argument count or sizes differ from the kernel's */
+  KD_ERR_NO_BINARY_FOR_GPU = 16,/* image has no code for this GPU's architecture */
+  KD_ERR_UNSUPPORTED_PTX = 17,  /* PTX ISA newer than the driver accepts */
+  KD_ERR_NOT_FOUND = 18,        /* no kernel of that name in the module */
+  KD_ERR_DEVICE_FAULT = 19,     /* sticky device error (trap, illegal address) */
+  KD_ERR_OUT_OF_MEMORY = 20,    /* device, pinned or host allocation failed */
+  KD_ERR_UNINITIALIZED = 21,    /* reading a tensor nothing has written */
+  KD_ERR_DRIVER = 22,           /* any other CUDA driver failure */
+  KD_ERR_BUSY = 23,             /* called re-entrantly or from a thread not owning the scope */
+  KD_ERR_RESOURCE_EXHAUSTED = 24/* a fixed-capacity table is full */
+} kd_status;
+
+/* Stable identifier of a code, e.g. "KD_ERR_BORROW_CONFLICT". Never NULL;
+ * the string is static. Thread-safe. */
+const char *kd_status_name(kd_status status);
+
+/* Message of the last failing kdag call on this thread ("" if none).
+ * Borrowed: valid until the next kdag call on this thread fails. */
+const char *kd_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KDAG_STATUS_H */

@@ -1,0 +1,136 @@
+/* kdag/tensor.h — tensors: typed, compact column-major, session-owned.
+ *
+ * A kd_tensor is a small value handle (session, slot, generation). Copying it
+ * copies the name, not the tensor. Releasing the last reference invalidates
+ * every copy at once: any later use returns KD_ERR_RELEASED, and a handle of
+ * another session returns KD_ERR_WRONG_SESSION, never a crash. The memory
+ * behind a released tensor stays allocated until every piece of enqueued
+ * work that uses it has completed (kd_counters.bytes_retained shows it).
+ *
+ * Layout: element (i0, i1, ...) lives at i0 + i1*shape[0] + ... (column-major,
+ * compact). A kd_view selects part of a tensor with its own offset, shape and
+ * strides (in elements); raw kernels accept only compact views.
+ *
+ * Threads: as for the owning session (kdag/session.h).
+ */
+#ifndef KDAG_TENSOR_H
+#define KDAG_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kdag/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KD_MAX_RANK 8
+
+typedef enum kd_dtype {
+  KD_F32 = 0,
+  KD_F64 = 1,
+  KD_I32 = 2,
+  KD_I64 = 3,
+  KD_U8 = 4,
+  KD_U32 = 5,
+  KD_U64 = 6,
+  KD_C32 = 7, /* complex of two f32 (re, im) */
+  KD_C64 = 8, /* complex of two f64 */
+  KD_DTYPE_COUNT_ = 9
+} kd_dtype;
+
+/* Bytes per element; 0 for an invalid dtype. */
+size_t kd_dtype_size(kd_dtype dtype);
+/* "f32", "c64", ...; "invalid" for an invalid dtype. Static string. */
+const char *kd_dtype_name(kd_dtype dtype);
+
+typedef struct kd_tensor {
+  uint64_t bits; /* opaque; 0 is never a valid handle */
+} kd_tensor;
+
+typedef enum kd_residency {
+  KD_RESIDENCY_DEVICE = 0, /* the backend's compute memory: GPU memory on a
+                              CUDA session, host memory on a HOST session */
+  KD_RESIDENCY_HOST = 1    /* ordinary host memory; never handed to kernels */
+} kd_residency;
+
+typedef struct kd_tensor_desc {
+  kd_dtype dtype;
+  int rank;                       /* 0..KD_MAX_RANK; rank 0 is a scalar */
+  int64_t shape[KD_MAX_RANK];
+  int64_t strides[KD_MAX_RANK];   /* elements; filled in by kd_tensor_info */
+  kd_residency residency;
+  size_t bytes;                   /* filled in by kd_tensor_info */
+} kd_tensor_desc;
+
+/* Allocates an uninitialised tensor (dtype, rank, shape[0..rank), residency
+ * of *desc; strides and bytes are ignored). Zero-sized dimensions are
+ * allowed. Device memory comes from the session's stream-ordered pool.
+ * *out is owned: release it with kd_tensor_release.
+ * Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
+ * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
+kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
+                           kd_tensor *out);
+
+/* Copies bytes == tensor bytes from host into the tensor and marks it
+ * initialised. The caller's memory is read completely before this returns
+ * (into pinned staging), so it may be reused at once; the transfer itself is
+ * asynchronous and ordered on the session stream.
+ * Errors: KD_ERR_INVALID_ARGUMENT (NULL, size mismatch), KD_ERR_RELEASED,
+ * KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
+kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
+                           const void *host, size_t bytes);
+
+/* Convenience: kd_tensor_create + kd_tensor_upload; nothing is left
+ * allocated on failure. */
+kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
+                              const void *host, size_t bytes, kd_tensor *out);
+
+/* Copies the tensor into host memory. This is an explicit host wait: it
+ * waits on the event of this copy alone (not the device, not the whole
+ * stream), so all earlier work on the stream that the tensor depends on has
+ * completed when it returns.
+ * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_RELEASED, KD_ERR_WRONG_SESSION,
+ * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_DEVICE_FAULT. */
+kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
+                             size_t bytes);
+
+/* Adds a reference; each must be matched by kd_tensor_release. */
+kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
+
+/* Drops a reference. The last one invalidates the handle at once; the memory
+ * is returned to the pool when in-flight work using it has completed.
+ * Errors: KD_ERR_RELEASED (double release), KD_ERR_WRONG_SESSION,
+ * KD_ERR_INVALID_ARGUMENT. */
+kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
+
+/* Describes a live tensor (all fields of *out filled). */
+kd_status kd_tensor_info(kd_session *session, kd_tensor tensor,
+                         kd_tensor_desc *out);
+
+/* A view: a region of a tensor. Plain value; it holds no reference, so the
+ * tensor must be live whenever the view is used. */
+typedef struct kd_view {
+  kd_tensor tensor;
+  int rank;
+  int64_t offset;                /* elements from the tensor's start */
+  int64_t shape[KD_MAX_RANK];
+  int64_t strides[KD_MAX_RANK];  /* elements; may be any non-negative value */
+} kd_view;
+
+/* The whole tensor as a compact view. */
+kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out);
+
+/* Checks that every element of the view lies inside its tensor.
+ * Errors: KD_ERR_INVALID_ARGUMENT (out of bounds, negative strides/shape),
+ * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
+kd_status kd_view_check(kd_session *session, const kd_view *view);
+
+/* 1 when the view's elements are one contiguous column-major block. */
+int kd_view_is_compact(const kd_view *view);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KDAG_TENSOR_H */
