@@ -1,0 +1,152 @@
+/* Host lane: NVRTC on the CPU, PTX parsing and checks, image inspection. */
+#include "cuda/driver.h"
+#include "cuda/ptx.h"
+#include "graph/borrow.h"
+#include "kdag_test.h"
+#include "kernels/embedded.h"
+
+Test(host_compile, nvrtc_compiles_add_to_ptx_naming_the_entry) {
+  kd_nvrtc_options o = {.arch = "compute_90"};
+  kd_binary *b = NULL;
+  KDT_OK(kd_nvrtc_compile((const char *)kd_kernel_add_source, &o, &b));
+  cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_PTX);
+  const char *ptx = kd_binary_data(b);
+  cr_assert_eq(ptx[kd_binary_size(b) - 1], '\0', "PTX size counts its NUL");
+  cr_assert(strstr(ptx, ".entry add_kernel"), "PTX lacks the entry: %.200s", ptx);
+  kd_ptx_info info;
+  KDT_OK(kd_ptx_parse("test", ptx, &info));
+  const kd_ptx_entry *e = kd_ptx_find(&info, "add_kernel");
+  cr_assert_not_null(e);
+  cr_assert_eq(e->param_count, 4);
+  cr_assert_eq(e->param_sizes[0], 8);
+  cr_assert_eq(e->param_sizes[2], 8);
+  cr_assert_eq(e->param_sizes[3], 4);
+  cr_assert_geq(info.isa, 80);
+  cr_assert_str_eq(info.target, "sm_90");
+  cr_assert_str_eq(kd_binary_arch(b), "compute_90");
+  kd_ptx_info_free(&info);
+  kd_binary_free(b);
+}
+
+Test(host_compile, nvrtc_sm_arch_gives_cubin_for_that_arch) {
+  kd_nvrtc_options o = {.arch = "sm_80"};
+  kd_binary *b = NULL;
+  KDT_OK(kd_nvrtc_compile((const char *)kd_kernel_add_source, &o, &b));
+  cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_CUBIN);
+  kd_image_info info = kd_image_inspect(kd_binary_data(b), kd_binary_size(b));
+  cr_assert_eq(info.kind, KD_IMAGE_CUBIN);
+  cr_assert_eq(info.sm[0], 80);
+  cr_assert_eq(kd_image_runs_on(&info, 90), 0);
+  cr_assert_eq(kd_image_runs_on(&info, 86), 1);
+  kd_binary_free(b);
+}
+
+Test(host_compile, nvrtc_lto_and_options) {
+  const char *inc[] = {"/tmp"};
+  const char *defs[] = {"KD_SCALE=3", "KD_FLAG"};
+  kd_nvrtc_options o = {.arch = "sm_90", .std = "c++17", .include_paths = inc, .include_path_count = 1,
+                        .defines = defs, .define_count = 2, .lto = 1};
+  const char *src =
+      "#ifndef KD_FLAG\n#error KD_FLAG missing\n#endif\n"
+      "extern \"C\" __global__ void k(int *x) { x[0] = KD_SCALE; }\n";
+  kd_binary *b = NULL;
+  KDT_OK(kd_nvrtc_compile(src, &o, &b));
+  cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_LTOIR);
+  cr_assert_gt(kd_binary_size(b), 0);
+  kd_binary_free(b);
+}
+
+Test(host_compile, compile_error_carries_the_full_log) {
+  kd_nvrtc_options o = {.arch = "compute_90", .program_name = "broken.cu"};
+  kd_binary *b = (kd_binary *)0x1;
+  const char *src = "extern \"C\" __global__ void k(float *x) { x[0] = undeclared_name; }\n";
+  KDT_FAILS(kd_nvrtc_compile(src, &o, &b), KD_ERR_COMPILE_FAILED, "undeclared_name");
+  cr_assert_null(b);
+  cr_assert(strstr(kd_last_error(), "broken.cu"), "%s", kd_last_error());
+  cr_assert(strstr(kd_last_error(), "kd_nvrtc_compile"), "%s", kd_last_error());
+}
+
+Test(host_compile, bad_options_are_invalid_arguments) {
+  kd_binary *b;
+  kd_nvrtc_options o = {0};
+  KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "arch is required");
+  KDT_FAILS(kd_nvrtc_compile("x", NULL, &b), KD_ERR_INVALID_ARGUMENT, "arch is required");
+  o.arch = "gfx90a";
+  KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "neither sm_XX nor compute_XX");
+  o.arch = "sm_90";
+  KDT_FAILS(kd_nvrtc_compile(NULL, &o, &b), KD_ERR_INVALID_ARGUMENT, "source");
+  const char *defs[] = {NULL};
+  o.defines = defs;
+  o.define_count = 1;
+  KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "defines[0]");
+  o.defines = NULL;
+  KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "count is not 0");
+}
+
+Test(host_compile, ptx_text_rules_follow_the_seed) {
+  const char *ok = ".version 8.0\n.target sm_80\n";
+  KDT_OK(kd_ptx_check_text("t", ok, strlen(ok) + 1));
+  KDT_FAILS(kd_ptx_check_text("t", ok, strlen(ok)), KD_ERR_INVALID_ARGUMENT, "missing terminating NUL");
+  char inner[] = ".version 8.0\0.target sm_80\n";
+  KDT_FAILS(kd_ptx_check_text("t", inner, sizeof inner), KD_ERR_INVALID_ARGUMENT, "interior NUL at byte 12");
+  KDT_FAILS(kd_ptx_check_text("t", NULL, 4), KD_ERR_INVALID_ARGUMENT, "ptx is NULL");
+  KDT_FAILS(kd_ptx_check_text("t", ok, 0), KD_ERR_INVALID_ARGUMENT, "missing terminating NUL");
+}
+
+Test(host_compile, newer_ptx_isa_than_the_driver_is_refused) {
+  KDT_OK(kd_ptx_check_isa("t", 90, 90, 13000));
+  KDT_FAILS(kd_ptx_check_isa("t", 91, 90, 13000), KD_ERR_UNSUPPORTED_PTX, "PTX ISA 9.1 is newer than this driver (CUDA 13.0)");
+  KDT_OK(kd_ptx_check_isa("t", 99, 0, 99000)); /* unknown driver: the driver decides */
+  cr_assert_eq(kd_driver_max_ptx_isa(13000), 90);
+  cr_assert_eq(kd_driver_max_ptx_isa(12080), 87);
+  cr_assert_eq(kd_driver_max_ptx_isa(12040), 84);
+  cr_assert_eq(kd_driver_max_ptx_isa(13010), 0);
+}
+
+Test(host_compile, ptx_signatures_parse_structs_and_arrays) {
+  const char *ptx =
+      "// comment .entry fake(\n.version 8.5\n.target sm_90, debug\n.address_size 64\n"
+      ".visible .entry k(\n\t.param .u64 .ptr .global .align 4 k_param_0,\n"
+      "\t.param .align 8 .b8 k_param_1[24],\n\t.param .f64 k_param_2,\n\t.param .u8 k_param_3\n)\n{ ret; }\n"
+      ".visible .entry none()\n{ ret; }\n";
+  kd_ptx_info info;
+  KDT_OK(kd_ptx_parse("t", ptx, &info));
+  cr_assert_eq(info.isa, 85);
+  cr_assert_eq(info.entry_count, 2);
+  const kd_ptx_entry *k = kd_ptx_find(&info, "k");
+  cr_assert_eq(k->param_count, 4);
+  cr_assert_eq(k->param_sizes[0], 8);
+  cr_assert_eq(k->param_sizes[1], 24);
+  cr_assert_eq(k->param_sizes[2], 8);
+  cr_assert_eq(k->param_sizes[3], 1);
+  cr_assert_eq(kd_ptx_find(&info, "none")->param_count, 0);
+  cr_assert_null(kd_ptx_find(&info, "fake"));
+  kd_ptx_info_free(&info);
+  KDT_FAILS(kd_ptx_parse("t", "hello", &info), KD_ERR_INVALID_ARGUMENT, "not PTX");
+}
+
+Test(host_compile, embedded_images_name_their_architectures) {
+  kd_image_info c90 = kd_image_inspect(kd_kernel_add_cubin, kd_kernel_add_cubin_size);
+  kd_image_info c80 = kd_image_inspect(kd_kernel_add_cubin_sm80, kd_kernel_add_cubin_sm80_size);
+  cr_assert_eq(c90.kind, KD_IMAGE_CUBIN);
+  cr_assert_eq(c90.sm[0], atoi(kd_kernel_arch + 3));
+  cr_assert_eq(c80.sm[0], 80);
+  char buf[64];
+  kd_image_describe(&c80, buf, sizeof buf);
+  cr_assert_str_eq(buf, "sm_80");
+  kd_image_info junk = kd_image_inspect("not an image at all", 20);
+  cr_assert_eq(junk.kind, KD_IMAGE_UNKNOWN);
+  cr_assert_eq(kd_image_runs_on(&junk, 90), -1);
+}
+
+Test(host_borrow, many_readers_or_one_writer_per_scope) {
+  kd_borrow b = {0};
+  KDT_OK(kd_borrow_shared(&b, 1, "t", "x"));
+  KDT_OK(kd_borrow_shared(&b, 1, "t", "x"));
+  KDT_FAILS(kd_borrow_exclusive(&b, 1, "t", "x"), KD_ERR_BORROW_CONFLICT, "2 read-only borrows");
+  /* A new scope starts clean. */
+  KDT_OK(kd_borrow_exclusive(&b, 2, "t", "x"));
+  KDT_FAILS(kd_borrow_exclusive(&b, 2, "t", "x"), KD_ERR_BORROW_CONFLICT, "already mutably borrowed");
+  KDT_FAILS(kd_borrow_shared(&b, 2, "t", "x"), KD_ERR_BORROW_CONFLICT, "cannot also be read");
+  KDT_OK(kd_borrow_shared(&b, 3, "t", "x"));
+}

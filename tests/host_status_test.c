@@ -1,0 +1,66 @@
+/* Host lane: status codes, messages, option and argument validation. */
+#include "kdag_test.h"
+
+Test(host_status, every_code_has_a_distinct_name) {
+  for (int a = KD_OK; a <= KD_ERR_RESOURCE_EXHAUSTED; ++a) {
+    cr_assert_str_neq(kd_status_name((kd_status)a), "KD_ERR_UNKNOWN", "code %d unnamed", a);
+    for (int b = a + 1; b <= KD_ERR_RESOURCE_EXHAUSTED; ++b)
+      cr_assert_str_neq(kd_status_name((kd_status)a), kd_status_name((kd_status)b));
+  }
+  cr_assert_str_eq(kd_status_name((kd_status)999), "KD_ERR_UNKNOWN");
+}
+
+Test(host_status, session_options_are_validated) {
+  kd_session_options o;
+  kd_session *s = (kd_session *)0x1;
+  kd_session_options_init(&o);
+  o.backend = (kd_backend)7;
+  KDT_FAILS(kd_session_create(&o, &s), KD_ERR_INVALID_ARGUMENT, "options->backend");
+  cr_assert_null(s);
+  kd_session_options_init(&o);
+  o.completion_ring_capacity = 1000;
+  KDT_FAILS(kd_session_create(&o, &s), KD_ERR_INVALID_ARGUMENT, "completion_ring_capacity");
+  kd_session_options_init(&o);
+  o.device_ordinal = -1;
+  KDT_FAILS(kd_session_create(&o, &s), KD_ERR_INVALID_ARGUMENT, "device_ordinal");
+  kd_session_options_init(&o);
+  o.flags = 1u << 30;
+  KDT_FAILS(kd_session_create(&o, &s), KD_ERR_INVALID_ARGUMENT, "flags");
+  KDT_FAILS(kd_session_create(NULL, NULL), KD_ERR_INVALID_ARGUMENT, "out_session");
+}
+
+Test(host_status, launch_config_flat_rejects_bad_shapes) {
+  kd_launch_config c;
+  KDT_FAILS(kd_launch_config_flat(8, 0, 0, &c), KD_ERR_LAUNCH_CONFIG, "block 0");
+  KDT_FAILS(kd_launch_config_flat(8, 1025, 0, &c), KD_ERR_LAUNCH_CONFIG, "block 1025");
+  KDT_FAILS(kd_launch_config_flat(0, 128, 0, &c), KD_ERR_LAUNCH_CONFIG, "n is 0");
+  KDT_FAILS(kd_launch_config_flat(1ull << 42, 1, 0, &c), KD_ERR_LAUNCH_CONFIG, "2^31-1");
+  KDT_FAILS(kd_launch_config_flat(8, 128, 0, NULL), KD_ERR_INVALID_ARGUMENT, "out");
+  KDT_OK(kd_launch_config_flat(1000, 128, 64, &c));
+  cr_assert_eq(c.grid[0], 8);
+  cr_assert_eq(c.block[0], 128);
+  cr_assert_eq(c.grid[1] * c.grid[2] * c.block[1] * c.block[2], 1);
+  cr_assert_eq(c.shared_bytes, 64);
+}
+
+Test(host_status, dtypes_have_sizes_and_names) {
+  cr_assert_eq(kd_dtype_size(KD_F32), 4);
+  cr_assert_eq(kd_dtype_size(KD_F64), 8);
+  cr_assert_eq(kd_dtype_size(KD_I32), 4);
+  cr_assert_eq(kd_dtype_size(KD_I64), 8);
+  cr_assert_eq(kd_dtype_size(KD_U8), 1);
+  cr_assert_eq(kd_dtype_size(KD_C32), 8);
+  cr_assert_eq(kd_dtype_size(KD_C64), 16);
+  cr_assert_eq(kd_dtype_size((kd_dtype)99), 0);
+  cr_assert_str_eq(kd_dtype_name(KD_C64), "c64");
+  cr_assert_str_eq(kd_dtype_name((kd_dtype)99), "invalid");
+}
+
+Test(host_status, message_is_per_thread_and_survives_success) {
+  kd_launch_config c;
+  kd_launch_config_flat(8, 0, 0, &c);
+  const char *first = kd_last_error();
+  cr_assert(strstr(first, "kd_launch_config_flat") != NULL);
+  KDT_OK(kd_launch_config_flat(8, 8, 0, &c));
+  cr_assert(strstr(kd_last_error(), "kd_launch_config_flat: block 0") != NULL);
+}

@@ -1,0 +1,177 @@
+/* Host lane: tensor handles, upload/download, views, on a HOST session. */
+#include <pthread.h>
+
+#include "kdag_test.h"
+
+static kd_tensor vec(kd_session *s, int64_t n) {
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {n}};
+  kd_tensor t;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  return t;
+}
+
+Test(host_tensor, upload_download_roundtrip_copies_at_the_call) {
+  kd_session *s = kdt_host_session();
+  float in[100], out[100];
+  kdt_fill_random(in, 100, 1);
+  kd_tensor t = vec(s, 100);
+  KDT_OK(kd_tensor_upload(s, t, in, sizeof in));
+  float keep = in[3];
+  in[3] = 42.0f; /* reuse right after the call: the tensor keeps the old value */
+  KDT_OK(kd_tensor_download(s, t, out, sizeof out));
+  cr_assert_eq(out[3], keep);
+  cr_assert_eq(memcmp(out + 4, in + 4, sizeof(float) * 96), 0);
+  KDT_OK(kd_tensor_release(s, t));
+  kd_session_destroy(s);
+}
+
+Test(host_tensor, creation_is_validated) {
+  kd_session *s = kdt_host_session();
+  kd_tensor t;
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 9};
+  KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "rank 9");
+  d.rank = 2;
+  d.shape[0] = 4;
+  d.shape[1] = -1;
+  KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "shape[1] = -1");
+  d.shape[1] = INT64_MAX / 2;
+  KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "overflows");
+  d.dtype = (kd_dtype)42;
+  d.shape[1] = 2;
+  KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "dtype 42");
+  KDT_FAILS(kd_tensor_create(s, NULL, &t), KD_ERR_INVALID_ARGUMENT, "desc");
+  KDT_FAILS(kd_tensor_create(NULL, &d, &t), KD_ERR_INVALID_ARGUMENT, "session is NULL");
+  d.dtype = KD_C64;
+  d.rank = 8;
+  for (int i = 0; i < 8; ++i) d.shape[i] = 2;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  kd_tensor_desc info;
+  KDT_OK(kd_tensor_info(s, t, &info));
+  cr_assert_eq(info.bytes, 256 * 16);
+  cr_assert_eq(info.strides[7], 128);
+  kd_session_destroy(s); /* frees the unreleased tensor */
+}
+
+Test(host_tensor, size_mismatch_and_null_are_rejected) {
+  kd_session *s = kdt_host_session();
+  kd_tensor t = vec(s, 4);
+  float buf[8] = {0};
+  KDT_FAILS(kd_tensor_upload(s, t, buf, sizeof buf), KD_ERR_INVALID_ARGUMENT, "bytes is 32");
+  KDT_FAILS(kd_tensor_upload(s, t, NULL, 16), KD_ERR_INVALID_ARGUMENT, "host");
+  KDT_FAILS(kd_tensor_download(s, t, buf, 16), KD_ERR_UNINITIALIZED, "never written");
+  KDT_OK(kd_tensor_upload(s, t, buf, 16));
+  KDT_OK(kd_tensor_download(s, t, buf, 16));
+  kd_session_destroy(s);
+}
+
+Test(host_tensor, released_handle_is_rejected_never_crashes) {
+  kd_session *s = kdt_host_session();
+  kd_tensor t = vec(s, 4), copy = t;
+  float buf[4] = {1, 2, 3, 4};
+  KDT_OK(kd_tensor_release(s, t));
+  KDT_FAILS(kd_tensor_upload(s, copy, buf, sizeof buf), KD_ERR_RELEASED, "already released");
+  KDT_FAILS(kd_tensor_release(s, copy), KD_ERR_RELEASED, "kd_tensor_release");
+  /* The slot is reused by a new tensor: the old handle stays dead. */
+  kd_tensor again = vec(s, 4);
+  KDT_FAILS(kd_tensor_download(s, copy, buf, sizeof buf), KD_ERR_RELEASED, "already released");
+  KDT_OK(kd_tensor_upload(s, again, buf, sizeof buf));
+  kd_tensor forged = {.bits = 0};
+  KDT_FAILS(kd_tensor_upload(s, forged, buf, sizeof buf), KD_ERR_INVALID_ARGUMENT, "not a kdag tensor handle");
+  forged.bits = again.bits + 12345;
+  KDT_FAILS(kd_tensor_upload(s, forged, buf, sizeof buf), KD_ERR_INVALID_ARGUMENT, "names no slot");
+  kd_session_destroy(s);
+}
+
+Test(host_tensor, retain_keeps_the_handle_alive) {
+  kd_session *s = kdt_host_session();
+  kd_tensor t = vec(s, 4);
+  KDT_OK(kd_tensor_retain(s, t));
+  KDT_OK(kd_tensor_release(s, t));
+  kd_tensor_desc d;
+  KDT_OK(kd_tensor_info(s, t, &d));
+  KDT_OK(kd_tensor_release(s, t));
+  KDT_FAILS(kd_tensor_info(s, t, &d), KD_ERR_RELEASED, "released");
+  kd_session_destroy(s);
+}
+
+Test(host_tensor, handle_of_another_session_is_wrong_session) {
+  kd_session *a = kdt_host_session(), *b = kdt_host_session();
+  kd_tensor t = vec(a, 4);
+  float buf[4] = {0};
+  KDT_FAILS(kd_tensor_upload(b, t, buf, sizeof buf), KD_ERR_WRONG_SESSION, "another session");
+  KDT_FAILS(kd_tensor_release(b, t), KD_ERR_WRONG_SESSION, "another session");
+  KDT_OK(kd_tensor_release(a, t));
+  kd_session_destroy(a);
+  kd_session_destroy(b);
+}
+
+Test(host_tensor, views_are_bounds_checked_and_classified) {
+  kd_session *s = kdt_host_session();
+  kd_tensor_desc d = {.dtype = KD_F64, .rank = 2, .shape = {4, 6}};
+  kd_tensor m;
+  KDT_OK(kd_tensor_create(s, &d, &m));
+  kd_view v;
+  KDT_OK(kd_view_whole(s, m, &v));
+  cr_assert(kd_view_is_compact(&v));
+  KDT_OK(kd_view_check(s, &v));
+  /* Columns 2..3: contiguous in column-major order. */
+  kd_view cols = {.tensor = m, .rank = 2, .offset = 8, .shape = {4, 2}, .strides = {1, 4}};
+  cr_assert(kd_view_is_compact(&cols));
+  KDT_OK(kd_view_check(s, &cols));
+  /* Even columns: strided, in bounds. */
+  kd_view even = {.tensor = m, .rank = 2, .offset = 0, .shape = {4, 3}, .strides = {1, 8}};
+  cr_assert_not(kd_view_is_compact(&even));
+  KDT_OK(kd_view_check(s, &even));
+  /* Row 0: one element per column. */
+  kd_view row = {.tensor = m, .rank = 1, .offset = 0, .shape = {6}, .strides = {4}};
+  cr_assert_not(kd_view_is_compact(&row));
+  kd_view past = {.tensor = m, .rank = 2, .offset = 16, .shape = {4, 3}, .strides = {1, 4}};
+  KDT_FAILS(kd_view_check(s, &past), KD_ERR_INVALID_ARGUMENT, "out of bounds");
+  kd_view neg = {.tensor = m, .rank = 1, .offset = -1, .shape = {2}, .strides = {1}};
+  KDT_FAILS(kd_view_check(s, &neg), KD_ERR_INVALID_ARGUMENT, "negative");
+  kd_session_destroy(s);
+}
+
+static kd_status never(kd_raw *raw, void *user) {
+  (void)raw;
+  *(int *)user = 1;
+  return KD_OK;
+}
+
+Test(host_tensor, raw_scope_on_host_is_wrong_backend) {
+  kd_session *s = kdt_host_session();
+  int called = 0;
+  KDT_FAILS(kd_with_raw(s, "custom.add", never, &called), KD_ERR_WRONG_BACKEND, "backend session is not CUDA");
+  cr_assert_eq(called, 0, "the callback must not run");
+  KDT_FAILS(kd_with_raw(s, NULL, never, &called), KD_ERR_INVALID_ARGUMENT, "op");
+  kd_session_destroy(s);
+}
+
+typedef struct shared_job {
+  kd_session *s;
+  kd_tensor t;
+  float sum;
+  kd_status st;
+} shared_job;
+
+static void *worker(void *p) {
+  shared_job *job = p;
+  float data[16];
+  for (int i = 0; i < 16; ++i) data[i] = (float)i;
+  job->st = kd_tensor_upload(job->s, job->t, data, sizeof data);
+  if (!job->st) job->st = kd_tensor_download(job->s, job->t, data, sizeof data);
+  for (int i = 0; i < 16; ++i) job->sum += data[i];
+  return NULL;
+}
+
+Test(host_tensor, a_second_thread_drives_the_session) {
+  kd_session *s = kdt_host_session();
+  shared_job job = {.s = s, .t = vec(s, 16)};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, worker, &job), 0);
+  pthread_join(th, NULL);
+  cr_assert_eq(job.st, KD_OK);
+  cr_assert_eq(job.sum, 120.0f);
+  KDT_OK(kd_tensor_release(s, job.t));
+  kd_session_destroy(s);
+}

@@ -1,0 +1,78 @@
+/* Shared helpers for kdag's Criterion tests.
+ *
+ * GPU-lane tests call kdt_gpu_session() first: without a usable device they
+ * skip with the driver's reason, unless KDAG_REQUIRE_GPU=1, where the
+ * missing device is a failure (the H200 lane sets it). Sessions are created
+ * inside each test, never in the parent runner, because Criterion forks
+ * every test and CUDA must not be initialised before a fork. */
+#ifndef KDAG_TESTS_KDAG_TEST_H
+#define KDAG_TESTS_KDAG_TEST_H
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kdag/kdag.h"
+
+/* Asserts a call succeeded, printing kdag's message otherwise. */
+#define KDT_OK(call)                                                              \
+  do {                                                                            \
+    kd_status kdt_st_ = (call);                                                   \
+    cr_assert_eq(kdt_st_, KD_OK, "%s -> %s: %s", #call, kd_status_name(kdt_st_),  \
+                 kd_last_error());                                                \
+  } while (0)
+
+/* Asserts a call failed with code and that its message contains needle. */
+#define KDT_FAILS(call, code, needle)                                             \
+  do {                                                                            \
+    kd_status kdt_st_ = (call);                                                   \
+    cr_assert_eq(kdt_st_, (code), "%s -> %s (want %s): %s", #call,                \
+                 kd_status_name(kdt_st_), kd_status_name(code), kd_last_error()); \
+    cr_assert(strstr(kd_last_error(), (needle)) != NULL,                          \
+              "message of %s lacks \"%s\": %s", #call, (needle), kd_last_error()); \
+  } while (0)
+
+static inline int kdt_require_gpu(void) {
+  const char *v = getenv("KDAG_REQUIRE_GPU");
+  return v && strcmp(v, "1") == 0;
+}
+
+static inline kd_session *kdt_gpu_session_flags(uint32_t flags) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.flags = flags;
+  kd_session *s = NULL;
+  kd_status st = kd_session_create(&o, &s);
+  if (st == KD_ERR_DRIVER_MISSING || st == KD_ERR_NO_DEVICE) {
+    if (kdt_require_gpu())
+      cr_assert_fail("KDAG_REQUIRE_GPU=1 but no GPU: %s: %s", kd_status_name(st), kd_last_error());
+    cr_skip_test("GPU lane: no usable CUDA device (%s)", kd_last_error());
+  }
+  cr_assert_eq(st, KD_OK, "kd_session_create: %s: %s", kd_status_name(st), kd_last_error());
+  return s;
+}
+
+static inline kd_session *kdt_gpu_session(void) { return kdt_gpu_session_flags(0); }
+
+static inline kd_session *kdt_host_session(void) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  kd_session *s = NULL;
+  KDT_OK(kd_session_create(&o, &s));
+  return s;
+}
+
+/* Deterministic pseudo-random floats in [-1, 1) (xorshift), never all zero. */
+static inline void kdt_fill_random(float *x, size_t n, uint64_t seed) {
+  uint64_t v = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    v ^= v << 13;
+    v ^= v >> 7;
+    v ^= v << 17;
+    x[i] = (float)((double)(v >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+  }
+}
+
+#endif
