@@ -44,6 +44,7 @@ typedef struct kd_device {
   kd_staging_block *staging_free[KD_STAGING_CLASSES];
   kd_staging_block *staging_all;
   uint64_t staging_bytes;
+  uint64_t staging_grows;   /* blocks allocated: each pins memory, which synchronises */
 } kd_device;
 
 /* Opens the device for a session. On failure everything is released and

@@ -25,6 +25,12 @@ kd_status kd_staging_init(kd_device *d) {
     return KD_OK;
   }
   hwloc_topology_set_io_types_filter(d->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  /* PCI locality is all kdag needs. The GPU-vendor plugins would initialise
+   * CUDA, NVML or OpenCL inside hwloc (slow, and they keep memory for the
+   * process), so they are switched off. */
+  static const char *const skip[] = {"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl"};
+  for (size_t i = 0; i < sizeof skip / sizeof skip[0]; ++i)
+    hwloc_topology_set_components(d->topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, skip[i]);
   if (hwloc_topology_load(d->topo) != 0) {
     hwloc_topology_destroy(d->topo);
     d->topo = NULL;
@@ -113,6 +119,7 @@ kd_status kd_staging_get(kd_device *d, const char *op, size_t bytes, kd_staging_
   b->all_next = d->staging_all;
   d->staging_all = b;
   d->staging_bytes += size;
+  d->staging_grows++;
   *out = b;
   return KD_OK;
 }

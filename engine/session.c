@@ -198,6 +198,7 @@ kd_status kd_session_counters(kd_session *s, kd_counters *out) {
   pthread_mutex_lock(&s->lock);
   *out = s->counters;
   out->bytes_staging = s->has_device ? s->dev.staging_bytes : 0;
+  out->staging_grows = s->has_device ? s->dev.staging_grows : 0;
   pthread_mutex_unlock(&s->lock);
   return KD_OK;
 }

@@ -107,6 +107,10 @@ typedef struct kd_counters {
   uint64_t bytes_device;        /* live device bytes owned by this session's tensors (gauge) */
   uint64_t bytes_retained;      /* bytes of released tensors still held by in-flight work (gauge) */
   uint64_t bytes_staging;       /* pinned staging bytes owned by the session (gauge) */
+  uint64_t staging_grows;       /* staging blocks pinned so far. Pinning host memory
+                                   synchronises the device implicitly, so it happens only
+                                   while the staging pool grows to the pipeline's
+                                   high-water mark; steady state reuses blocks */
 } kd_counters;
 
 kd_status kd_session_counters(kd_session *session, kd_counters *out);
