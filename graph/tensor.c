@@ -129,6 +129,17 @@ kd_status kd_tensor_create(kd_session *s, const kd_tensor_desc *desc, kd_tensor 
   return st;
 }
 
+/* Resolves the tensor of an upload or download; the host buffer must match
+ * its size exactly. */
+static kd_status transfer_target(kd_session *s, const char *op, kd_tensor t, size_t bytes,
+                                 kd_tensor_obj **o) {
+  kd_status st = kd_tensor_lookup(s, t, o, op, "tensor");
+  if (!st && bytes != (*o)->bytes)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument bytes is %zu, the %s tensor holds %zu",
+                 op, bytes, kd_dtype_name((*o)->dtype), (*o)->bytes);
+  return st;
+}
+
 static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, const void *host) {
   if (o->residency == KD_RESIDENCY_HOST || !s->has_device) {
     memcpy(o->host, host, o->bytes);
@@ -171,10 +182,7 @@ kd_status kd_tensor_upload(kd_session *s, kd_tensor t, const void *host, size_t 
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   kd_tensor_obj *o;
-  st = kd_tensor_lookup(s, t, &o, op, "tensor");
-  if (!st && bytes != o->bytes)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument bytes is %zu, the %s tensor holds %zu",
-                 op, bytes, kd_dtype_name(o->dtype), o->bytes);
+  st = transfer_target(s, op, t, bytes, &o);
   if (!st) st = upload_locked(s, op, o, host);
   if (!st) {
     o->initialized = 1;
@@ -205,10 +213,7 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   kd_tensor_obj *o;
-  st = kd_tensor_lookup(s, t, &o, op, "tensor");
-  if (!st && bytes != o->bytes)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument bytes is %zu, the %s tensor holds %zu",
-                 op, bytes, kd_dtype_name(o->dtype), o->bytes);
+  st = transfer_target(s, op, t, bytes, &o);
   if (!st && !o->initialized)
     st = kd_fail(KD_ERR_UNINITIALIZED,
                  "%s: the tensor was never written (no upload, no launch writing it)", op);
