@@ -541,3 +541,37 @@ Test(gpu_raw, device_info_and_placement_are_reported) {
               info.cc_minor, info.sm_count, info.driver_version, info.max_ptx_isa, info.placement);
   kd_session_destroy(s);
 }
+
+static kd_status trap(kd_raw *raw, kd_session *s, void *ctx) {
+  (void)ctx;
+  kd_module m;
+  kd_function fn;
+  kd_launch_config cfg;
+  KDT_OK(kd_raw_load_image(raw, kd_kernel_test_cubin, kd_kernel_test_cubin_size, &m));
+  KDT_OK(kd_module_function(s, m, "trap_kernel", &fn));
+  KDT_OK(kd_launch_config_flat(1, 1, 0, &cfg));
+  /* SAFETY: trap_kernel takes no arguments and executes a trap on purpose,
+   * to provoke a sticky device fault; it touches no memory. */
+  kd_status st = kd_raw_launch(raw, fn, &cfg, NULL, 0);
+  KDT_OK(kd_module_release(s, m));
+  return st;
+}
+
+Test(gpu_raw, device_fault_is_sticky_and_reported) {
+  kd_session *s = kdt_gpu_session();
+  tensors3 t = make_tensors(s, 8);
+  /* The scope's own non-blocking reap may already see the trap. */
+  kd_status st = in_scope(s, trap, NULL);
+  cr_assert(st == KD_OK || st == KD_ERR_DEVICE_FAULT, "%s: %s", kd_status_name(st), kd_last_error());
+  float got[8];
+  /* The next wait sees it for sure, with the driver's error name. */
+  KDT_FAILS(kd_tensor_download(s, t.a, got, sizeof got), KD_ERR_DEVICE_FAULT, "CUDA_ERROR_");
+  /* Every later call refuses work with the same code, naming the cause. */
+  KDT_FAILS(kd_tensor_upload(s, t.b, got, sizeof got), KD_ERR_DEVICE_FAULT, "unusable after a device fault");
+  KDT_FAILS(in_scope(s, read_uninit, NULL), KD_ERR_DEVICE_FAULT, "device fault");
+  uint32_t pending;
+  KDT_FAILS(kd_session_reap(s, &pending), KD_ERR_DEVICE_FAULT, "device fault");
+  /* Releasing and destroying still work. */
+  KDT_OK(kd_tensor_release(s, t.a));
+  kd_session_destroy(s);
+}
