@@ -47,7 +47,8 @@ static kd_status load_once_impl(void) {
                         "%s has no cuGetProcAddress_v2: the driver is older "
                         "than CUDA 12.0, which kdag needs", path);
   }
-#define KD_CU_SYMBOL(name)                                                    \
+  /* Resolves one entry point; required ones fail the load when missing. */
+#define KD_CU_RESOLVE(name, required)                                         \
   do {                                                                        \
     void *fn = NULL;                                                          \
     CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;  \
@@ -58,15 +59,23 @@ static kd_status load_once_impl(void) {
                           "(CUDA_ERROR_STUB_LIBRARY), not a driver: install " \
                           "the NVIDIA driver or drop the stubs directory "    \
                           "from the library path", path);                     \
-    if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS || !fn)         \
-      return load_failure(KD_ERR_DRIVER_MISSING,                              \
-                          "%s: cuGetProcAddress(%s, %d) found no such entry " \
-                          "point (result %d, query %d): driver too old",      \
-                          path, #name, CUDA_VERSION, (int)r, (int)q);         \
+    if (r != CUDA_SUCCESS || q != CU_GET_PROC_ADDRESS_SUCCESS || !fn) {       \
+      if (required)                                                           \
+        return load_failure(KD_ERR_DRIVER_MISSING,                            \
+                            "%s: cuGetProcAddress(%s, %d) found no such "     \
+                            "entry point (result %d, query %d): the driver "  \
+                            "is too old for kdag", path, #name, CUDA_VERSION, \
+                            (int)r, (int)q);                                  \
+      fn = NULL;                                                              \
+    }                                                                         \
     memcpy(&g_cu.name, &fn, sizeof fn);                                       \
   } while (0);
+#define KD_CU_SYMBOL(name) KD_CU_RESOLVE(name, 1)
+#define KD_CU_SYMBOL_OPTIONAL(name) KD_CU_RESOLVE(name, 0)
 #include "cuda/driver_symbols.h"
 #undef KD_CU_SYMBOL
+#undef KD_CU_SYMBOL_OPTIONAL
+#undef KD_CU_RESOLVE
   CUresult r = g_cu.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char *name = "?", *text = "?";

@@ -10,8 +10,10 @@
 
 typedef struct kd_cu_table {
 #define KD_CU_SYMBOL(name) __typeof__(name) *name;
+#define KD_CU_SYMBOL_OPTIONAL(name) __typeof__(name) *name;
 #include "cuda/driver_symbols.h"
 #undef KD_CU_SYMBOL
+#undef KD_CU_SYMBOL_OPTIONAL
   int driver_version;  /* cuDriverGetVersion */
   char path[512];      /* the library that was loaded */
 } kd_cu_table;

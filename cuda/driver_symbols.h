@@ -1,7 +1,8 @@
 /* X-macro list of every CUDA driver entry point kdag uses. Each is resolved
  * once through cuGetProcAddress at the CUDA version of the headers kdag was
- * built with, so the ABI of each pointer matches its declaration here. No
- * include guard: included once per expansion of KD_CU_SYMBOL. */
+ * built with, so the ABI of each pointer matches its declaration here.
+ * KD_CU_SYMBOL_OPTIONAL entries may be missing from older drivers. No
+ * include guard: included once per expansion of the two macros. */
 KD_CU_SYMBOL(cuInit)
 KD_CU_SYMBOL(cuDriverGetVersion)
 KD_CU_SYMBOL(cuGetErrorName)
@@ -42,5 +43,6 @@ KD_CU_SYMBOL(cuModuleUnload)
 KD_CU_SYMBOL(cuModuleGetFunction)
 KD_CU_SYMBOL(cuFuncGetAttribute)
 KD_CU_SYMBOL(cuFuncSetAttribute)
-KD_CU_SYMBOL(cuFuncGetParamInfo)
+/* CUDA 12.4+: NULL on older drivers (parameter checks then rely on PTX). */
+KD_CU_SYMBOL_OPTIONAL(cuFuncGetParamInfo)
 KD_CU_SYMBOL(cuLaunchKernel)

@@ -11,10 +11,33 @@ static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint6
 #define KD_FATBIN_MAGIC 0xBA55ED50u
 #define KD_ELF_HEADER_BYTES 64
 
-/* sm of a 64-bit CUDA ELF. ABI version 8 (CUDA 12.8+) moved the SM number
- * into bits 8..15 of e_flags; older images keep it in bits 0..7. */
+#define KD_EM_CUDA 190
+#define KD_SHT_NOBITS 8
+
+/* The driver takes a CUBIN without its length, so every header and section
+ * the ELF describes must lie inside the bytes the caller gave. */
+static int elf_in_bounds(const unsigned char *p, size_t size) {
+  uint64_t phoff = rd64(p + 32), shoff = rd64(p + 40);
+  uint64_t phsize = (uint64_t)rd16(p + 54) * rd16(p + 56);
+  uint64_t shentsize = rd16(p + 58), shnum = rd16(p + 60);
+  if (phoff > size || phsize > size - phoff) return 0;
+  if (shoff > size || shentsize * shnum > size - shoff) return 0;
+  if (shnum && shentsize < 64) return 0;
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const unsigned char *sh = p + shoff + i * shentsize;
+    uint64_t off = rd64(sh + 24), len = rd64(sh + 32);
+    if (rd32(sh + 4) != KD_SHT_NOBITS && (off > size || len > size - off)) return 0;
+  }
+  return 1;
+}
+
+/* sm of a 64-bit CUDA ELF, -1 when it is one but truncated, 0 when not one.
+ * ABI version 8 (CUDA 12.8+) moved the SM number into bits 8..15 of
+ * e_flags; older images keep it in bits 0..7. */
 static int elf_sm(const unsigned char *p, size_t size) {
   if (size < KD_ELF_HEADER_BYTES || memcmp(p, "\x7f" "ELF", 4) != 0 || p[4] != 2) return 0;
+  if (rd16(p + 18) != KD_EM_CUDA) return 0;
+  if (!elf_in_bounds(p, size)) return -1;
   uint32_t flags = rd32(p + 48);
   int abi_version = p[8];
   return abi_version >= 8 ? (int)((flags >> 8) & 0xff) : (int)(flags & 0xff);
@@ -26,6 +49,10 @@ kd_image_info kd_image_inspect(const void *image, size_t size) {
   const unsigned char *p = image;
   if (!p || size < 16) return info;
   int sm = elf_sm(p, size);
+  if (sm < 0) {
+    info.kind = KD_IMAGE_TRUNCATED;
+    return info;
+  }
   if (sm) {
     info.kind = KD_IMAGE_CUBIN;
     info.sm[info.sm_count++] = sm;
@@ -46,7 +73,7 @@ kd_image_info kd_image_inspect(const void *image, size_t size) {
     uint32_t ehdr = rd32(e + 4);
     uint64_t payload = rd64(e + 8);
     uint32_t arch = rd32(e + 28);
-    if (ehdr < 32 || payload > end - off - ehdr) break;
+    if (ehdr < 32 || ehdr > end - off || payload > end - off - ehdr) break;
     if (kind == 2 && info.sm_count < 16) info.sm[info.sm_count++] = (int)arch;
     if (kind == 1 && info.ptx_count < 16) info.ptx[info.ptx_count++] = (int)arch;
     off += ehdr + (size_t)payload;
@@ -55,7 +82,7 @@ kd_image_info kd_image_inspect(const void *image, size_t size) {
 }
 
 int kd_image_runs_on(const kd_image_info *info, int sm) {
-  if (info->kind == KD_IMAGE_UNKNOWN) return -1;
+  if (info->kind == KD_IMAGE_UNKNOWN || info->kind == KD_IMAGE_TRUNCATED) return -1;
   for (int i = 0; i < info->sm_count; ++i)
     if (info->sm[i] / 10 == sm / 10 && info->sm[i] <= sm) return 1;
   for (int i = 0; i < info->ptx_count; ++i)

@@ -48,6 +48,10 @@ kd_status kd_cu_module_load_image(kd_device *d, const char *op, const void *imag
   if (!image || size == 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument image is NULL or empty", op);
   kd_image_info info = kd_image_inspect(image, size);
+  if (info.kind == KD_IMAGE_TRUNCATED)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT,
+                   "%s: argument image is a truncated CUBIN: its ELF headers describe more "
+                   "than the %zu bytes given", op, size);
   if (info.kind == KD_IMAGE_UNKNOWN)
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: argument image (%zu bytes) is neither a CUBIN (ELF) nor a "
@@ -80,9 +84,15 @@ void kd_cu_module_unload(kd_device *d, kd_cu_module *m) {
  * of range: that gives the count, and each call the size. */
 static void driver_params(kd_device *d, kd_cu_function *f) {
   uint32_t cap = 0;
+  if (!d->cu->cuFuncGetParamInfo) return; /* driver before 12.4: unknown */
   for (uint32_t i = 0; i < KD_PTX_MAX_PARAMS; ++i) {
     size_t offset = 0, size = 0;
-    if (d->cu->cuFuncGetParamInfo(f->fn, i, &offset, &size) != CUDA_SUCCESS) break;
+    CUresult r = d->cu->cuFuncGetParamInfo(f->fn, i, &offset, &size);
+    if (r == CUDA_ERROR_INVALID_VALUE) break; /* index past the last one */
+    if (r != CUDA_SUCCESS) {
+      f->param_count = 0; /* the driver cannot tell: leave params_known 0 */
+      return;
+    }
     if (f->param_count == cap) {
       cap = cap ? cap * 2 : 8;
       uint32_t *grown = realloc(f->param_sizes, cap * sizeof *grown);

@@ -139,13 +139,19 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
       kd_ptx_entry *e = &out->entries[out->entry_count];
       memset(e, 0, sizeof *e);
       p = skip_space_and_comments(p);
-      p = read_word(p, e->name, sizeof e->name);
+      const char *name = p;
+      while (*p && (isalnum((unsigned char)*p) || *p == '_' || *p == '$')) ++p;
+      e->name = strndup(name, (size_t)(p - name));
+      if (!e->name) {
+        kd_ptx_info_free(out);
+        return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory parsing PTX", op);
+      }
+      out->entry_count++; /* counted now so kd_ptx_info_free frees its name */
       kd_status st = parse_params(op, p, e);
       if (st) {
         kd_ptx_info_free(out);
         return st;
       }
-      out->entry_count++;
     }
   }
   if (!out->isa) {
@@ -156,6 +162,7 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
 }
 
 void kd_ptx_info_free(kd_ptx_info *info) {
+  for (size_t i = 0; i < info->entry_count; ++i) free(info->entries[i].name);
   free(info->entries);
   info->entries = NULL;
   info->entry_count = 0;

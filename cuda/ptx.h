@@ -11,7 +11,7 @@
 #define KD_PTX_MAX_PARAMS 128
 
 typedef struct kd_ptx_entry {
-  char name[256];
+  char *name;         /* malloc'd */
   uint32_t param_count;
   uint32_t param_sizes[KD_PTX_MAX_PARAMS];
 } kd_ptx_entry;
@@ -38,7 +38,7 @@ kd_status kd_ptx_check_text(const char *op, const char *ptx, size_t len);
  * never refuses). */
 kd_status kd_ptx_check_isa(const char *op, int isa, int max_isa, int driver_version);
 
-typedef enum { KD_IMAGE_UNKNOWN, KD_IMAGE_CUBIN, KD_IMAGE_FATBIN } kd_image_kind;
+typedef enum { KD_IMAGE_UNKNOWN, KD_IMAGE_CUBIN, KD_IMAGE_FATBIN, KD_IMAGE_TRUNCATED } kd_image_kind;
 
 typedef struct kd_image_info {
   kd_image_kind kind;
@@ -49,7 +49,8 @@ typedef struct kd_image_info {
 } kd_image_info;
 
 /* Reads the architecture(s) of a CUBIN (ELF e_flags) or fatbin (entry
- * headers). Unknown layouts give kind KD_IMAGE_UNKNOWN, never an error. */
+ * headers). Unknown layouts give KD_IMAGE_UNKNOWN, a CUDA ELF whose headers
+ * or sections reach past size KD_IMAGE_TRUNCATED; never an error. */
 kd_image_info kd_image_inspect(const void *image, size_t size);
 
 /* Whether an image can run on sm (e.g. 90), judged on the CPU: SASS of the

@@ -107,7 +107,11 @@ kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set) 
   memset(set, 0, sizeof *set);
   ck_ring_enqueue_spsc(&s->ring, s->ring_buf, c);
   s->counters.inflight++;
-  return kd_completion_reap(s, op);
+  /* The work and its objects now belong to the ring, so the submit has
+   * succeeded; a fault the reap finds is recorded on the session and
+   * returned by the next call. */
+  (void)kd_completion_reap(s, op);
+  return KD_OK;
 }
 
 kd_status kd_completion_reap(kd_session *s, const char *op) {

@@ -62,7 +62,9 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
     }
   }
   raw->scope = 0;
+  int destroy = s->destroy_requested;
   kd_session_leave(s);
+  if (destroy) kd_session_destroy(s);
   if (user_st) {
     kd_fail(user_st, "%s", user_msg ? user_msg : "raw callback failed");
     free(user_msg);
@@ -179,6 +181,11 @@ kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn 
   kd_module_obj *o;
   st = kd_module_lookup(s, m, &o, op, "module built for the cache");
   if (st) return st;
+  if (o->user_refs != 1)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT,
+                   "%s: build for '%s' returned a module that is %s; it must return a fresh "
+                   "module the cache can own", op, key,
+                   o->user_refs ? "referenced more than once" : "already cached");
   char *owned = strdup(key);
   if (owned) ck_ht_entry_set(&e, h, owned, (uint16_t)len, o);
   if (!owned || !ck_ht_put_spmc(&s->module_cache, h, &e)) {
@@ -322,6 +329,12 @@ static kd_status check_span(kd_raw *raw, const char *op, size_t i, const kd_arg 
   kd_status st = kd_tensor_lookup(s, a->v.span.tensor, out, op, what);
   if (st) return st;
   kd_tensor_obj *o = *out;
+  /* The span's tensor must be one this scope borrowed, the way it is used:
+   * a span whose fields were pointed at another tensor is refused. */
+  if (o->residency != KD_RESIDENCY_DEVICE || o->borrow.scope != raw->scope ||
+      (mut && !o->borrow.exclusive) || (!mut && !o->borrow.exclusive && !o->borrow.shared))
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args[%zu]: the span's tensor was not borrowed "
+                   "%sin this scope (span fields altered?)", op, i, mut ? "mutably " : "");
   size_t esize = kd_dtype_size(o->dtype);
   if (a->v.span.device_ptr < o->dptr || a->v.span.bytes > o->bytes ||
       a->v.span.device_ptr - o->dptr > o->bytes - a->v.span.bytes || a->v.span.dtype != o->dtype ||

@@ -129,6 +129,13 @@ static void cache_clear(kd_session *s) {
 void kd_session_destroy(kd_session *s) {
   if (!s) return;
   pthread_mutex_lock(&s->lock);
+  if (s->raw.active && pthread_equal(s->raw.thread, pthread_self())) {
+    /* Called from the session's own raw callback: the scope still uses the
+     * session, so the destroy happens when kd_with_raw returns. */
+    s->destroy_requested = 1;
+    pthread_mutex_unlock(&s->lock);
+    return;
+  }
   if (s->has_device) {
     kd_device_make_current(&s->dev, "kd_session_destroy");
     kd_completion_drain(s);

@@ -94,6 +94,7 @@ struct kd_session {
   uint64_t next_scope;
   ck_ht_t module_cache;     /* key string -> kd_module_obj * */
   int module_cache_ready;
+  int destroy_requested;    /* kd_session_destroy called inside a raw callback */
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
 };
@@ -111,8 +112,8 @@ void kd_held_release_all(kd_session *s, kd_held_set *set);
 kd_status kd_completion_ring_init(kd_session *s);
 void kd_completion_ring_fini(kd_session *s);
 /* Records an event after the work enqueued so far and hands the set to the
- * ring (which then owns it; set is emptied). On failure the set is left to
- * the caller after a stream wait made its work complete. */
+ * ring (which then owns it; set is emptied). On failure nothing was queued
+ * and the set is still the caller's. */
 kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set);
 kd_status kd_completion_reap(kd_session *s, const char *op);
 /* After a host wait on an event recorded when next_seq was seq: retire every

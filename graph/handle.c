@@ -82,7 +82,7 @@ kd_status kd_handle_get(const kd_handle_table *t, uint64_t h, kd_handle_kind kin
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s (0x%016llx) names no slot of this session",
                    op, what, (unsigned long long)h);
   const kd_handle_slot *s = &t->slots[index];
-  if (!s->obj || (s->gen & KD_H_GEN_MASK) != gen)
+  if (!s->obj || (s->gen & KD_H_GEN_MASK) != gen || s->kind != (uint8_t)kind)
     return kd_fail(KD_ERR_RELEASED, "%s: argument %s: the %s was already released", op, what,
                    kind_name(kind));
   *obj = s->obj;

@@ -227,9 +227,11 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
     CUevent ev = NULL;
     st = kd_event_acquire(&s->dev, op, &ev);
     CUresult r = CUDA_SUCCESS;
+    int enqueued = 0;
     if (!st) {
       r = s->dev.cu->cuMemcpyDtoHAsync(b->host, o->dptr, o->bytes, s->dev.stream);
       if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyDtoHAsync"));
+      else enqueued = 1;
     }
     if (!st) st = kd_session_note(s, kd_event_record(&s->dev, op, ev));
     if (!st) {
@@ -245,6 +247,11 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
       }
     }
     if (ev) kd_event_release_to_pool(&s->dev, ev);
+    if (st && enqueued) {
+      /* The copy may still be writing the block: wait before reusing it. */
+      s->counters.stream_syncs++;
+      s->dev.cu->cuStreamSynchronize(s->dev.stream);
+    }
     kd_staging_put(&s->dev, b);
   }
   if (!st) s->counters.downloads++;
@@ -358,12 +365,14 @@ kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elemen
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view rank %d is outside [0, %d]", op, v->rank, KD_MAX_RANK);
   if (v->offset < 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view offset %lld is negative", op, (long long)v->offset);
-  int64_t n = 1, last = v->offset;
+  int64_t n = 1, last = v->offset, step;
   for (int i = 0; i < v->rank; ++i) {
     if (v->shape[i] < 0 || v->strides[i] < 0)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view shape[%d] or strides[%d] is negative", op, i, i);
-    n *= v->shape[i];
-    if (v->shape[i]) last += (v->shape[i] - 1) * v->strides[i];
+    if (__builtin_mul_overflow(n, v->shape[i], &n) ||
+        (v->shape[i] && (__builtin_mul_overflow(v->shape[i] - 1, v->strides[i], &step) ||
+                         __builtin_add_overflow(last, step, &last))))
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view out of bounds: dimension %d overflows", op, i);
   }
   if (n && last >= tensor_elements)
     return kd_fail(KD_ERR_INVALID_ARGUMENT,

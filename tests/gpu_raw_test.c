@@ -575,3 +575,52 @@ Test(gpu_raw, device_fault_is_sticky_and_reported) {
   KDT_OK(kd_tensor_release(s, t.a));
   kd_session_destroy(s);
 }
+
+static kd_status destroy_inside(kd_raw *raw, kd_session *s, void *ctx) {
+  (void)ctx;
+  kd_session_destroy(s); /* deferred until the scope closes */
+  kd_tensor o;
+  KDT_OK(kd_raw_alloc_output(raw, KD_F32, 1, (int64_t[]){4}, &o)); /* the scope still works */
+  return KD_OK;
+}
+
+Test(gpu_raw, destroy_inside_the_callback_is_deferred) {
+  kd_session *s = kdt_gpu_session();
+  KDT_OK(in_scope(s, destroy_inside, NULL)); /* the session is gone afterwards (ASan checks) */
+}
+
+static kd_status return_cached(kd_raw *raw, void *user, kd_module *out) {
+  return kd_raw_cached_module(raw, "test.first", build_cubin, user, out);
+}
+
+static kd_status swap_span(kd_raw *raw, kd_session *s, void *ctx) {
+  tensors3 *t = ctx;
+  kd_module m, again;
+  KDT_OK(kd_raw_cached_module(raw, "test.first", build_cubin, NULL, &m));
+  KDT_FAILS(kd_raw_cached_module(raw, "test.second", return_cached, NULL, &again),
+            KD_ERR_INVALID_ARGUMENT, "already cached");
+  kd_function fn;
+  kd_span a;
+  kd_span_mut out;
+  kd_launch_config cfg;
+  KDT_OK(kd_module_function(s, m, "add_kernel", &fn));
+  KDT_OK(kd_raw_tensor(raw, t->a, &a));
+  KDT_OK(kd_raw_alloc_output(raw, KD_F32, 1, (int64_t[]){8}, &t->host));
+  KDT_OK(kd_raw_tensor_mut(raw, t->host, &out));
+  KDT_OK(kd_launch_config_flat(8, 32, 0, &cfg));
+  kd_span forged = a; /* point a read span at a tensor this scope never borrowed */
+  kd_tensor_desc info;
+  KDT_OK(kd_tensor_info(s, t->b, &info));
+  forged.tensor = t->b;
+  kd_arg args[] = {kd_arg_tensor_mut(&out), kd_arg_tensor(&a), kd_arg_tensor(&forged), kd_arg_i32(8)};
+  /* SAFETY: args[2] names an unborrowed tensor; kdag must refuse it. */
+  KDT_FAILS(kd_raw_launch(raw, fn, &cfg, args, 4), KD_ERR_INVALID_ARGUMENT, "not borrowed");
+  return KD_OK;
+}
+
+Test(gpu_raw, cache_and_span_misuse_is_refused) {
+  kd_session *s = kdt_gpu_session();
+  tensors3 t = make_tensors(s, 8);
+  KDT_OK(in_scope(s, swap_span, &t));
+  kd_session_destroy(s);
+}

@@ -150,3 +150,31 @@ Test(host_borrow, many_readers_or_one_writer_per_scope) {
   KDT_FAILS(kd_borrow_shared(&b, 2, "t", "x"), KD_ERR_BORROW_CONFLICT, "cannot also be read");
   KDT_OK(kd_borrow_shared(&b, 3, "t", "x"));
 }
+
+Test(host_compile, truncated_and_crafted_images_are_not_read_past_their_end) {
+  /* A CUBIN cut short: its section headers now lie past the bytes given. */
+  kd_image_info cut = kd_image_inspect(kd_kernel_add_cubin, kd_kernel_add_cubin_size / 2);
+  cr_assert_eq(cut.kind, KD_IMAGE_TRUNCATED);
+  cr_assert_eq(kd_image_runs_on(&cut, 90), -1);
+  /* A fatbin whose entry claims a header larger than the body. */
+  unsigned char fat[64] = {0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0, 48, 0};
+  fat[16] = 2;                   /* ELF entry */
+  fat[20] = 0xff, fat[21] = 0xff; /* header size 65535 */
+  fat[24] = 0xf0, fat[31] = 0xff; /* huge payload */
+  kd_image_info f = kd_image_inspect(fat, sizeof fat);
+  cr_assert_eq(f.kind, KD_IMAGE_FATBIN);
+  cr_assert_eq(f.sm_count + f.ptx_count, 0);
+}
+
+Test(host_compile, long_entry_names_are_kept_whole) {
+  char name[600];
+  memset(name, 'k', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  char ptx[1024];
+  snprintf(ptx, sizeof ptx, ".version 8.0\n.target sm_90\n.visible .entry %s(\n.param .u32 a\n)\n{ ret; }\n", name);
+  kd_ptx_info info;
+  KDT_OK(kd_ptx_parse("t", ptx, &info));
+  cr_assert_not_null(kd_ptx_find(&info, name));
+  cr_assert_eq(kd_ptx_find(&info, name)->param_count, 1);
+  kd_ptx_info_free(&info);
+}

@@ -79,6 +79,9 @@ Test(host_tensor, released_handle_is_rejected_never_crashes) {
   KDT_FAILS(kd_tensor_upload(s, forged, buf, sizeof buf), KD_ERR_INVALID_ARGUMENT, "not a kdag tensor handle");
   forged.bits = again.bits + 12345;
   KDT_FAILS(kd_tensor_upload(s, forged, buf, sizeof buf), KD_ERR_INVALID_ARGUMENT, "names no slot");
+  /* The kind bits flipped to "module": refused by the bits and by the slot. */
+  forged.bits = again.bits ^ (3ull << 44);
+  KDT_FAILS(kd_tensor_upload(s, forged, buf, sizeof buf), KD_ERR_INVALID_ARGUMENT, "module handle");
   kd_session_destroy(s);
 }
 
@@ -127,6 +130,8 @@ Test(host_tensor, views_are_bounds_checked_and_classified) {
   cr_assert_not(kd_view_is_compact(&row));
   kd_view past = {.tensor = m, .rank = 2, .offset = 16, .shape = {4, 3}, .strides = {1, 4}};
   KDT_FAILS(kd_view_check(s, &past), KD_ERR_INVALID_ARGUMENT, "out of bounds");
+  kd_view wraps = {.tensor = m, .rank = 1, .offset = 0, .shape = {3}, .strides = {1ll << 62}};
+  KDT_FAILS(kd_view_check(s, &wraps), KD_ERR_INVALID_ARGUMENT, "overflows");
   kd_view neg = {.tensor = m, .rank = 1, .offset = -1, .shape = {2}, .strides = {1}};
   KDT_FAILS(kd_view_check(s, &neg), KD_ERR_INVALID_ARGUMENT, "negative");
   kd_session_destroy(s);

@@ -9,6 +9,7 @@
 #define KDAG_TESTS_KDAG_TEST_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -65,7 +65,8 @@ kd_status kd_session_create(const kd_session_options *options,
                             kd_session **out_session);
 
 /* Waits for the session's in-flight work (its own events only), then frees
- * it. NULL is ignored. Using the session or any of its handles afterwards is
+ * it. NULL is ignored. Called inside the session's own raw callback, it takes
+ * effect when kd_with_raw returns. Using the session or any of its handles afterwards is
  * undefined: handles cannot be policed once their session is gone. */
 void kd_session_destroy(kd_session *session);
 
