@@ -48,11 +48,11 @@ static kd_status load_once_impl(void) {
                         "than CUDA 12.0, which kdag needs", path);
   }
   /* Resolves one entry point; required ones fail the load when missing. */
-#define KD_CU_RESOLVE(name, required)                                         \
+#define KD_CU_RESOLVE(name, str, required)                                         \
   do {                                                                        \
     void *fn = NULL;                                                          \
     CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;  \
-    CUresult r = get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q); \
+    CUresult r = get_proc(str, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q); \
     if (r == CUDA_ERROR_STUB_LIBRARY)                                         \
       return load_failure(KD_ERR_DRIVER_MISSING,                              \
                           "%s is the CUDA toolkit's stub libcuda "            \
@@ -64,14 +64,16 @@ static kd_status load_once_impl(void) {
         return load_failure(KD_ERR_DRIVER_MISSING,                            \
                             "%s: cuGetProcAddress(%s, %d) found no such "     \
                             "entry point (result %d, query %d): the driver "  \
-                            "is too old for kdag", path, #name, CUDA_VERSION, \
+                            "is too old for kdag", path, str, CUDA_VERSION, \
                             (int)r, (int)q);                                  \
       fn = NULL;                                                              \
     }                                                                         \
     memcpy(&g_cu.name, &fn, sizeof fn);                                       \
   } while (0);
-#define KD_CU_SYMBOL(name) KD_CU_RESOLVE(name, 1)
-#define KD_CU_SYMBOL_OPTIONAL(name) KD_CU_RESOLVE(name, 0)
+/* Stringify here, before expansion: cuda.h maps many names to _v2 macros,
+ * but cuGetProcAddress wants the base name. */
+#define KD_CU_SYMBOL(name) KD_CU_RESOLVE(name, #name, 1)
+#define KD_CU_SYMBOL_OPTIONAL(name) KD_CU_RESOLVE(name, #name, 0)
 #include "cuda/driver_symbols.h"
 #undef KD_CU_SYMBOL
 #undef KD_CU_SYMBOL_OPTIONAL
