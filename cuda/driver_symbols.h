@@ -46,3 +46,4 @@ KD_CU_SYMBOL(cuFuncSetAttribute)
 /* CUDA 12.4+: NULL on older drivers (parameter checks then rely on PTX). */
 KD_CU_SYMBOL_OPTIONAL(cuFuncGetParamInfo)
 KD_CU_SYMBOL(cuLaunchKernel)
+KD_CU_SYMBOL(cuLaunchHostFunc)

@@ -39,6 +39,10 @@ const char *kd_status_name(kd_status status) {
     KD_NAME(KD_ERR_DRIVER)
     KD_NAME(KD_ERR_BUSY)
     KD_NAME(KD_ERR_RESOURCE_EXHAUSTED)
+    KD_NAME(KD_ERR_OUT_OF_BOUNDS)
+    KD_NAME(KD_ERR_ALIASING)
+    KD_NAME(KD_ERR_CYCLE)
+    KD_NAME(KD_ERR_NO_HOST_IMPL)
 #undef KD_NAME
   }
   return "KD_ERR_UNKNOWN";

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cuda/status_internal.h"
+#include "engine/exec.h"
 #include "engine/session_impl.h"
 
 kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op) {
@@ -30,6 +31,9 @@ void kd_held_release_all(kd_session *s, kd_held_set *set) {
       case KD_HELD_TENSOR: kd_tensor_unref(s, h->obj); break;
       case KD_HELD_MODULE: kd_module_unref(s, h->obj); break;
       case KD_HELD_STAGING: kd_staging_put(&s->dev, h->obj); break;
+      case KD_HELD_EVENT: kd_event_release_to_pool(&s->dev, h->obj); break;
+      case KD_HELD_DEVPTR: kd_device_free(&s->dev, (CUdeviceptr)(uintptr_t)h->obj); break;
+      case KD_HELD_FOREIGN: kd_foreign_res_unref(h->obj); break;
     }
   }
   free(set->items);
@@ -48,9 +52,28 @@ kd_status kd_completion_ring_init(kd_session *s) {
   return KD_OK;
 }
 
+kd_status kd_held_tensor_once(kd_held_set *set, kd_tensor_obj *o, uint64_t stamp, const char *op) {
+  if (o->held_by_scope == stamp) return KD_OK;
+  kd_status st = kd_held_add(set, KD_HELD_TENSOR, o, op);
+  if (st) return st;
+  kd_tensor_ref(o);
+  o->held_by_scope = stamp;
+  return KD_OK;
+}
+
+kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp, const char *op) {
+  if (o->held_by_scope == stamp) return KD_OK;
+  kd_status st = kd_held_add(set, KD_HELD_MODULE, o, op);
+  if (st) return st;
+  kd_module_ref(o);
+  o->held_by_scope = stamp;
+  return KD_OK;
+}
+
 static void retire(kd_session *s, kd_completion *c) {
   kd_held_release_all(s, &c->held);
-  kd_event_release_to_pool(&s->dev, c->event);
+  if (c->event) kd_event_release_to_pool(&s->dev, c->event);
+  if (c->run) kd_host_run_unref(c->run);
   s->retired_seq = c->seq + 1;
   s->counters.completions_retired++;
   s->counters.inflight--;
@@ -70,12 +93,18 @@ static kd_status wait_retire_oldest(kd_session *s, const char *op) {
   kd_completion *c = oldest(s);
   if (!c) return KD_OK;
   s->counters.event_waits++;
-  CUresult r = s->dev.cu->cuEventSynchronize(c->event);
-  if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
+  if (c->run) {
+    kd_host_run_wait(c->run);
+  } else {
+    CUresult r = s->dev.cu->cuEventSynchronize(c->event);
+    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
+  }
   s->ring_head = NULL;
   retire(s, c);
   return KD_OK;
 }
+
+static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, kd_completion *c);
 
 kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set) {
   kd_completion *c = calloc(1, sizeof *c);
@@ -88,16 +117,37 @@ kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set) 
     return kd_session_note(s, st);
   }
   s->counters.event_records++;
+  return enqueue(s, op, set, c);
+}
+
+kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, kd_host_run *run) {
+  kd_completion *c = calloc(1, sizeof *c);
+  if (!c) {
+    /* The run is already going: wait for it so its objects can go. */
+    kd_host_run_wait(run);
+    kd_host_run_unref(run);
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a completion", op);
+  }
+  c->run = run;
+  return enqueue(s, op, set, c);
+}
+
+static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, kd_completion *c) {
+  kd_status st;
   /* A full ring is defined behaviour: wait for the oldest entry (counted in
    * ring_full_waits), which bounds host memory held by in-flight work. */
   while (s->counters.inflight >= s->opts.completion_ring_capacity) {
     s->counters.ring_full_waits++;
     st = wait_retire_oldest(s, op);
     if (st) {
-      /* Keep the new entry's objects alive until the stream is done with
-       * them: the event of the new work was recorded, so wait on it. */
-      s->dev.cu->cuEventSynchronize(c->event);
-      kd_event_release_to_pool(&s->dev, c->event);
+      /* Keep the new entry's objects alive until its work is done. */
+      if (c->run) {
+        kd_host_run_wait(c->run);
+        kd_host_run_unref(c->run);
+      } else {
+        s->dev.cu->cuEventSynchronize(c->event);
+        kd_event_release_to_pool(&s->dev, c->event);
+      }
       free(c);
       return st;
     }
@@ -118,9 +168,13 @@ kd_status kd_completion_reap(kd_session *s, const char *op) {
   kd_completion *c;
   while ((c = oldest(s))) {
     s->counters.event_queries++;
-    CUresult r = s->dev.cu->cuEventQuery(c->event);
-    if (r == CUDA_ERROR_NOT_READY) return KD_OK;
-    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventQuery"));
+    if (c->run) {
+      if (!kd_host_run_done(c->run)) return KD_OK;
+    } else {
+      CUresult r = s->dev.cu->cuEventQuery(c->event);
+      if (r == CUDA_ERROR_NOT_READY) return KD_OK;
+      if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventQuery"));
+    }
     s->ring_head = NULL;
     retire(s, c);
   }
@@ -141,7 +195,8 @@ void kd_completion_drain(kd_session *s) {
     s->counters.event_waits++;
     /* After a fault the event may never report success; the objects are
      * freed anyway, as the context is unusable for the work that held them. */
-    (void)s->dev.cu->cuEventSynchronize(c->event);
+    if (c->run) kd_host_run_wait(c->run);
+    else (void)s->dev.cu->cuEventSynchronize(c->event);
     s->ring_head = NULL;
     retire(s, c);
   }

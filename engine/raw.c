@@ -73,25 +73,6 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   return st;
 }
 
-/* Retains an object for the scope's completion, once per scope. */
-static kd_status hold_tensor(kd_raw *raw, kd_tensor_obj *o, const char *op) {
-  if (o->held_by_scope == raw->scope) return KD_OK;
-  kd_status st = kd_held_add(&raw->held, KD_HELD_TENSOR, o, op);
-  if (st) return st;
-  kd_tensor_ref(o);
-  o->held_by_scope = raw->scope;
-  return KD_OK;
-}
-
-static kd_status hold_module(kd_raw *raw, kd_module_obj *o, const char *op) {
-  if (o->held_by_scope == raw->scope) return KD_OK;
-  kd_status st = kd_held_add(&raw->held, KD_HELD_MODULE, o, op);
-  if (st) return st;
-  kd_module_ref(o);
-  o->held_by_scope = raw->scope;
-  return KD_OK;
-}
-
 /* ---- loading ---------------------------------------------------------- */
 
 static kd_status with_op(kd_raw *raw, kd_status st) {
@@ -290,7 +271,7 @@ kd_status kd_launch_config_flat(uint64_t n, uint32_t block, uint32_t shared_byte
   return KD_OK;
 }
 
-static size_t arg_size(const kd_arg *a) {
+size_t kd_arg_size(const kd_arg *a) {
   switch (a->kind) {
     case KD_ARG_TENSOR:
     case KD_ARG_TENSOR_MUT: return sizeof(CUdeviceptr);
@@ -370,7 +351,7 @@ kd_status kd_raw_launch(kd_raw *raw, kd_function fn, const kd_launch_config *con
       st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args[%zu] has invalid kind %d", op, i, (int)a->kind);
       break;
     }
-    size_t size = arg_size(a);
+    size_t size = kd_arg_size(a);
     if (f->params_known && size != f->param_sizes[i]) {
       st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel %s parameter %zu is %u bytes, args[%zu] "
                    "(%s) is %zu bytes", op, f->name, i, f->param_sizes[i], i,
@@ -396,9 +377,9 @@ kd_status kd_raw_launch(kd_raw *raw, kd_function fn, const kd_launch_config *con
     }
   }
   /* Retain before enqueueing so a failed retain leaves nothing in flight. */
-  if (!st) st = hold_module(raw, mod, op);
+  if (!st) st = kd_held_module_once(&raw->held, mod, raw->scope, op);
   for (size_t i = 0; !st && i < n; ++i)
-    if (tensors[i]) st = hold_tensor(raw, tensors[i], op);
+    if (tensors[i]) st = kd_held_tensor_once(&raw->held, tensors[i], raw->scope, op);
   if (!st) st = kd_session_note(s, kd_cu_launch(&s->dev, op, f, config, n ? params : NULL));
   if (st) return with_op(raw, st);
   for (size_t i = 0; i < n; ++i)

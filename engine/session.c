@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cuda/status_internal.h"
+#include "engine/exec.h"
 #include "engine/session_impl.h"
 
 /* Serial numbers tell handles of different sessions apart. A process-wide
@@ -48,7 +49,7 @@ static kd_status validate_options(const kd_session_options *o) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: options->completion_ring_capacity %u must be a power of two in [1, 2^20]",
                    op, c);
-  if (o->flags & ~(uint32_t)(KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE))
+  if (o->flags & ~(uint32_t)(KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE | KD_SESSION_HOST_JITTER))
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->flags 0x%x has unknown bits", op, o->flags);
   return KD_OK;
 }
@@ -96,12 +97,14 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
       return st;
     }
   }
-  if (s->has_device) {
-    st = kd_completion_ring_init(s);
-    if (st) {
-      kd_session_destroy(s);
-      return st;
-    }
+  st = kd_completion_ring_init(s);
+  if (!st && s->backend == KD_BACKEND_HOST) {
+    st = kd_host_pool_start(&s->pool, kd_exec_host_task, &s->pool, op);
+    s->has_pool = st == KD_OK;
+  }
+  if (st) {
+    kd_session_destroy(s);
+    return st;
   }
   if (!ck_ht_init(&s->module_cache, CK_HT_MODE_BYTESTRING, NULL, &g_ht_allocator, 16,
                   (uint64_t)s->handles.serial * 0x9E3779B97F4A7C15ull)) {
@@ -136,17 +139,19 @@ void kd_session_destroy(kd_session *s) {
     pthread_mutex_unlock(&s->lock);
     return;
   }
-  if (s->has_device) {
-    kd_device_make_current(&s->dev, "kd_session_destroy");
-    kd_completion_drain(s);
-  }
+  if (s->has_device) kd_device_make_current(&s->dev, "kd_session_destroy");
+  if (s->ring_buf) kd_completion_drain(s);
+  if (s->last_run) kd_host_run_unref(s->last_run);
+  s->last_run = NULL;
+  if (s->has_pool) kd_host_pool_stop(&s->pool);
+  s->has_pool = 0;
+  if (s->builtins) kd_module_unref(s, s->builtins);
+  s->builtins = NULL;
   cache_clear(s);
   kd_module_destroy_all(s);
   kd_tensor_destroy_all(s);
-  if (s->has_device) {
-    kd_completion_ring_fini(s);
-    kd_device_close(&s->dev);
-  }
+  kd_completion_ring_fini(s);
+  if (s->has_device) kd_device_close(&s->dev);
   kd_handle_table_fini(&s->handles);
   free(s->raw.held.items);
   pthread_mutex_unlock(&s->lock);
@@ -214,7 +219,7 @@ kd_status kd_session_reap(kd_session *s, uint32_t *out_pending) {
   static const char *op = "kd_session_reap";
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
-  if (s->has_device) st = kd_completion_reap(s, op);
+  st = kd_completion_reap(s, op);
   if (out_pending) *out_pending = (uint32_t)s->counters.inflight;
   kd_session_leave(s);
   return st;

@@ -10,6 +10,7 @@
 
 #include "cuda/device.h"
 #include "cuda/module.h"
+#include "engine/host_pool.h"
 #include "graph/borrow.h"
 #include "graph/handle.h"
 #include "kdag/raw.h"
@@ -42,7 +43,9 @@ typedef struct kd_module_obj {
   uint64_t held_by_scope;
 } kd_module_obj;
 
-typedef enum kd_held_kind { KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING } kd_held_kind;
+typedef enum kd_held_kind {
+  KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN
+} kd_held_kind;
 
 typedef struct kd_held {
   kd_held_kind kind;
@@ -57,8 +60,11 @@ typedef struct kd_held_set {
 
 /* One completion: the event recorded after a piece of work, and what that
  * work keeps alive until the event fires. */
+struct kd_host_run;
+
 typedef struct kd_completion {
-  CUevent event;
+  CUevent event;            /* CUDA sessions */
+  struct kd_host_run *run;  /* HOST sessions: done when the run's tasks are */
   uint64_t seq;
   kd_held_set held;
 } kd_completion;
@@ -95,6 +101,10 @@ struct kd_session {
   ck_ht_t module_cache;     /* key string -> kd_module_obj * */
   int module_cache_ready;
   int destroy_requested;    /* kd_session_destroy called inside a raw callback */
+  kd_host_pool pool;        /* HOST sessions: the workers */
+  struct kd_host_run *last_run; /* HOST sessions: the newest submission */
+  int has_pool;
+  kd_module_obj *builtins;  /* CUDA sessions: kdag's built-in kernels, loaded on first use */
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
 };
@@ -115,7 +125,13 @@ void kd_completion_ring_fini(kd_session *s);
  * ring (which then owns it; set is emptied). On failure nothing was queued
  * and the set is still the caller's. */
 kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set);
+/* The same for a HOST submission: done when run is. */
+kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run);
 kd_status kd_completion_reap(kd_session *s, const char *op);
+/* Adds an object to a held set once per stamp (a submission or scope),
+ * taking a reference. */
+kd_status kd_held_tensor_once(kd_held_set *set, kd_tensor_obj *o, uint64_t stamp, const char *op);
+kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp, const char *op);
 /* After a host wait on an event recorded when next_seq was seq: retire every
  * earlier completion without querying (the stream is in order). */
 void kd_completion_retire_before(kd_session *s, uint64_t seq);
@@ -132,6 +148,12 @@ void kd_module_ref(kd_module_obj *o);
 void kd_module_unref(kd_session *s, kd_module_obj *o);
 kd_status kd_module_lookup(kd_session *s, kd_module m, kd_module_obj **out, const char *op,
                            const char *what);
+size_t kd_arg_size(const kd_arg *a);
+kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out);
+struct kd_foreign_res;
+void kd_foreign_res_unref(struct kd_foreign_res *r);
+struct kd_sink;
+void kd_sink_free(kd_session *s, struct kd_sink *sk);
 kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_module *out);
 kd_status kd_function_lookup(kd_session *s, kd_function f, kd_module_obj **mod,
                              kd_cu_function **fn, const char *op);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cuda/status_internal.h"
+#include "engine/exec.h"
 #include "engine/session_impl.h"
 
 static const struct { size_t size; const char *name; } g_dtypes[KD_DTYPE_COUNT_] = {
@@ -141,6 +142,7 @@ static kd_status transfer_target(kd_session *s, const char *op, kd_tensor t, siz
 }
 
 static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, const void *host) {
+  if (!s->has_device) kd_host_session_wait(s); /* in order after submitted graphs */
   if (o->residency == KD_RESIDENCY_HOST || !s->has_device) {
     memcpy(o->host, host, o->bytes);
     return KD_OK;
@@ -218,6 +220,10 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
     st = kd_fail(KD_ERR_UNINITIALIZED,
                  "%s: the tensor was never written (no upload, no launch writing it)", op);
   if (st) goto out;
+  if (!s->has_device) {
+    kd_host_session_wait(s); /* the explicit wait: after submitted graphs */
+    s->counters.event_waits++;
+  }
   if (o->residency == KD_RESIDENCY_HOST || !s->has_device) {
     memcpy(host, o->host, o->bytes);
   } else if (o->bytes) {
@@ -372,10 +378,10 @@ kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elemen
     if (__builtin_mul_overflow(n, v->shape[i], &n) ||
         (v->shape[i] && (__builtin_mul_overflow(v->shape[i] - 1, v->strides[i], &step) ||
                          __builtin_add_overflow(last, step, &last))))
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view out of bounds: dimension %d overflows", op, i);
+      return kd_fail(KD_ERR_OUT_OF_BOUNDS, "%s: view out of bounds: dimension %d overflows", op, i);
   }
   if (n && last >= tensor_elements)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT,
+    return kd_fail(KD_ERR_OUT_OF_BOUNDS,
                    "%s: view out of bounds: reaches element %lld of a tensor of %lld", op,
                    (long long)last, (long long)tensor_elements);
   *elements = n;

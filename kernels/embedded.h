@@ -17,6 +17,10 @@ KD_EMBED(kd_kernel_add_cubin_sm80)
 KD_EMBED(kd_kernel_add_source)
 KD_EMBED(kd_kernel_test_ptx)
 KD_EMBED(kd_kernel_test_cubin)
+/* The built-in kernels of kernels/builtins.cu (ABI and launch rules there). */
+KD_EMBED(kd_kernel_builtins_ptx)
+KD_EMBED(kd_kernel_builtins_cubin)
+KD_EMBED(kd_kernel_builtins_source) /* includes "strided.h": compile with -I<repo>/kernels */
 #undef KD_EMBED
 
 extern const char kd_kernel_arch[];

@@ -8,5 +8,6 @@
 #include "kdag/tensor.h"
 #include "kdag/compile.h"
 #include "kdag/raw.h"
+#include "kdag/graph.h"
 
 #endif /* KDAG_KDAG_H */

@@ -39,7 +39,10 @@ enum {
    * multiple of 4) so a kernel that forgets to write shows up in tests. */
   KD_SESSION_POISON_ALLOCATIONS = 1u << 0,
   /* Print the reasons for backend and placement fallbacks to stderr. */
-  KD_SESSION_VERBOSE = 1u << 1
+  KD_SESSION_VERBOSE = 1u << 1,
+  /* Test option, HOST backend: sleep a random 0-200 us before each node so
+   * a missing dependency shows as a wrong result even on two cores. */
+  KD_SESSION_HOST_JITTER = 1u << 2
 };
 
 typedef struct kd_session_options {
@@ -96,6 +99,7 @@ kd_status kd_session_device_info(kd_session *session, kd_device_info *out);
  * session did (and did not) do. */
 typedef struct kd_counters {
   uint64_t launches;            /* kernels enqueued */
+  uint64_t submissions;         /* kd_graph_submit calls that enqueued work */
   uint64_t uploads, downloads;
   uint64_t event_records;       /* completion events recorded */
   uint64_t event_queries;       /* non-blocking polls of completion events */

@@ -42,7 +42,11 @@ typedef enum kd_status {
   KD_ERR_UNINITIALIZED = 21,    /* reading a tensor nothing has written */
   KD_ERR_DRIVER = 22,           /* any other CUDA driver failure */
   KD_ERR_BUSY = 23,             /* called re-entrantly or from a thread not owning the scope */
-  KD_ERR_RESOURCE_EXHAUSTED = 24/* a fixed-capacity table is full */
+  KD_ERR_RESOURCE_EXHAUSTED = 24,/* a fixed-capacity table is full */
+  KD_ERR_OUT_OF_BOUNDS = 25,    /* a view reaches outside its tensor */
+  KD_ERR_ALIASING = 26,         /* two arguments of one node overlap and one writes */
+  KD_ERR_CYCLE = 27,            /* an explicit edge would close a cycle */
+  KD_ERR_NO_HOST_IMPL = 28      /* node has no host implementation (HOST session) */
 } kd_status;
 
 /* Stable identifier of a code, e.g. "KD_ERR_BORROW_CONFLICT". Never NULL;

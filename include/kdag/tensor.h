@@ -123,7 +123,7 @@ typedef struct kd_view {
 kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out);
 
 /* Checks that every element of the view lies inside its tensor.
- * Errors: KD_ERR_INVALID_ARGUMENT (out of bounds, negative strides/shape),
+ * Errors: KD_ERR_OUT_OF_BOUNDS, KD_ERR_INVALID_ARGUMENT (negative strides/shape),
  * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
 kd_status kd_view_check(kd_session *session, const kd_view *view);
 

@@ -1,0 +1,68 @@
+/* Internal: executing a planned graph. Each submission resolves every
+ * node's arguments against the current bindings (so rebinding and graph
+ * edits never touch work in flight) and keeps what it uses in a held set
+ * handed to the completion ring. */
+#ifndef KDAG_ENGINE_EXEC_H
+#define KDAG_ENGINE_EXEC_H
+
+#include "graph/graph_impl.h"
+#include "kernels/strided.h"
+
+/* A HOST submission in flight; refcounted by its completion and by sinks
+ * whose latest copy it holds. */
+typedef struct kd_host_run {
+  uint32_t refs;
+  uint32_t remaining;      /* tasks not yet finished */
+  int done;                /* set (under mu) when remaining reaches 0 */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint32_t task_count;
+  struct kd_host_task *tasks;
+  uint32_t *succ_start, *succ;
+  uint32_t *indegree;      /* atomically decremented */
+  uint32_t *roots;         /* tasks with no predecessor, listed before any runs */
+  uint32_t root_count;
+  void **buffers;          /* upload snapshots and sink copies, freed with the run */
+  uint32_t buffer_count;
+  int jitter;              /* test option: random delay before each task */
+  struct kd_host_run *next;/* starts when this one is done (session order), under mu */
+  kd_host_pool *pool;
+} kd_host_run;
+
+struct kd_host_task {
+  kd_host_run *run;
+  uint32_t node;
+  kd_node_kind kind;
+  kd_builtin_op op;
+  kd_kdtype kdt;
+  size_t esize;
+  double alpha;
+  kd_kpattern fill;
+  kd_kview v[3];
+  const void *src;         /* upload: snapshot; sink: tensor memory */
+  void *dst;               /* upload: tensor memory; sink: the run's copy */
+  size_t bytes;
+  kd_host_fn fn;
+  void *user;
+};
+
+/* A view of one access as a kernel view over a base address. */
+kd_kview kd_access_kview(const kd_gaccess *a, uint64_t tensor_base, size_t esize);
+/* The kernel element type of a dtype (f32, f64, i32, i64). */
+kd_kdtype kd_kdtype_of(kd_dtype d);
+
+/* Both resolve and enqueue the whole plan, adding what it uses to held
+ * (each object once per stamp). */
+kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, kd_host_run **out);
+kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp);
+void kd_exec_host_task(kd_host_task *t, kd_host_task **ready, uint32_t *n, uint32_t cap, void *ctx);
+
+void kd_host_run_unref(kd_host_run *r);
+/* Waits for every HOST submission of the session so far (they run in
+ * submission order, like work on a stream). */
+void kd_host_session_wait(kd_session *s);
+/* Blocks until the run is done. */
+void kd_host_run_wait(kd_host_run *r);
+int kd_host_run_done(kd_host_run *r);
+
+#endif

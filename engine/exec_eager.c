@@ -1,0 +1,217 @@
+/* The EAGER executor: every node of the plan, in topological order, on the
+ * session's one stream. Ordering comes from the stream itself; the edges
+ * matter for the HOST pool and for GRAPH mode. */
+#include <ck_pr.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/status_internal.h"
+#include "engine/exec.h"
+#include "kernels/embedded.h"
+
+kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out) {
+  if (!s->builtins) {
+    /* Loaded once per session, before any pipeline runs: with lazy loading
+     * the driver may wait for running kernels when it loads code. */
+    kd_cu_module cu;
+    kd_status st = kd_cu_module_load_image(&s->dev, op, kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size, &cu);
+    if (st == KD_ERR_NO_BINARY_FOR_GPU)
+      st = kd_cu_module_load_ptx(&s->dev, op, (const char *)kd_kernel_builtins_ptx, kd_kernel_builtins_ptx_size, &cu);
+    if (st) return kd_session_note(s, kd_fail_context(st, "%s: loading kdag's built-in kernels", op));
+    kd_module_obj *m = calloc(1, sizeof *m);
+    if (!m) {
+      kd_cu_module_unload(&s->dev, &cu);
+      return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+    }
+    m->cu = cu;
+    m->refs = 1; /* the session's, dropped at destroy */
+    s->builtins = m;
+  }
+  if (out) *out = s->builtins;
+  return KD_OK;
+}
+
+static const char *dtype_suffix(kd_dtype d) {
+  switch (d) {
+    case KD_F32: return "f32";
+    case KD_F64: return "f64";
+    case KD_I32: return "i32";
+    case KD_I64: return "i64";
+    default: return "?";
+  }
+}
+
+static kd_status builtin_launch(kd_session *s, const char *op, kd_gnode *node, kd_kview *v, uint32_t nv) {
+  kd_module_obj *m;
+  kd_status st = kd_builtins_module(s, op, &m);
+  if (st) return st;
+  size_t esize = kd_dtype_size(node->dtype);
+  char name[32];
+  static const char *ops[] = {"fill", "copy", "add", "axpy", "scale", "sum"};
+  if (node->op == KD_BI_FILL || node->op == KD_BI_COPY) snprintf(name, sizeof name, "kd_%s_e%zu", ops[node->op], esize);
+  else snprintf(name, sizeof name, "kd_%s_%s", ops[node->op], dtype_suffix(node->dtype));
+  uint32_t idx;
+  st = kd_session_note(s, kd_cu_module_function(&s->dev, op, &m->cu, name, &idx));
+  if (st) return st;
+  kd_kpattern pat;
+  memcpy(pat.w, node->fill, sizeof pat.w);
+  void *params[4];
+  uint32_t np = 0;
+  for (uint32_t i = 0; i < nv; ++i) params[np++] = &v[i];
+  if (node->op == KD_BI_FILL) params[np++] = &pat;
+  if (node->op == KD_BI_AXPY || node->op == KD_BI_SCALE) params[np++] = &node->alpha;
+  long long n = kd_kview_numel(&v[node->op == KD_BI_SUM ? 1 : 0]);
+  kd_launch_config cfg = {{1, 1, 1}, {256, 1, 1}, 0};
+  if (node->op != KD_BI_SUM) {
+    if (n == 0) return KD_OK;
+    long long blocks = (n + 255) / 256, cap = (long long)s->dev.info.sm_count * 32;
+    cfg.grid[0] = (uint32_t)(blocks < cap ? blocks : cap); /* grid-stride loops cover the rest */
+  } else {
+    cfg.block[0] = KD_KSUM_THREADS;
+  }
+  st = kd_session_note(s, kd_cu_launch(&s->dev, op, &m->cu.fns[idx], &cfg, params));
+  if (!st) s->counters.launches++;
+  return st;
+}
+
+static kd_status kernel_launch(kd_session *s, const char *op, kd_graph *g, kd_gnode *node) {
+  CUdeviceptr ptrs[KD_PTX_MAX_PARAMS];
+  void *params[KD_PTX_MAX_PARAMS];
+  for (uint32_t i = 0; i < node->arg_count && i < KD_PTX_MAX_PARAMS; ++i) {
+    kd_gvalue *a = &node->args[i];
+    if (a->access >= 0) {
+      kd_gaccess *acc = &g->accesses[node->first_access + (uint32_t)a->access];
+      kd_tensor_obj *o = g->bindings[acc->binding].obj;
+      ptrs[i] = o->dptr + (CUdeviceptr)((size_t)acc->view.offset * kd_dtype_size(o->dtype));
+      params[i] = &ptrs[i];
+    } else if (a->value.kind == KD_ARG_BYTES) {
+      params[i] = (void *)a->value.v.bytes.data;
+    } else {
+      params[i] = &a->value.v;
+    }
+  }
+  kd_status st = kd_session_note(s, kd_cu_launch(&s->dev, op, &node->module->cu.fns[node->fn_index], &node->config,
+                                                 node->arg_count ? params : NULL));
+  if (!st) s->counters.launches++;
+  return st;
+}
+
+static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, kd_held_set *held) {
+  kd_tensor_obj *o = g->bindings[g->accesses[node->first_access].binding].obj;
+  kd_staging_block *b;
+  kd_status st = kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &b);
+  if (st) return st;
+  CUresult r;
+  if (node->kind == KD_NODE_UPLOAD) {
+    memcpy(b->host, node->host, node->bytes); /* the caller's memory is read now */
+    r = node->bytes ? s->dev.cu->cuMemcpyHtoDAsync(o->dptr, b->host, node->bytes, s->dev.stream) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) {
+      kd_staging_put(&s->dev, b);
+      return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
+    }
+    return kd_held_add(held, KD_HELD_STAGING, b, op);
+  }
+  kd_sink *sk = node->sink;
+  CUevent ev;
+  st = kd_event_acquire(&s->dev, op, &ev);
+  if (st) {
+    kd_staging_put(&s->dev, b);
+    return st;
+  }
+  r = node->bytes ? s->dev.cu->cuMemcpyDtoHAsync(b->host, o->dptr, node->bytes, s->dev.stream) : CUDA_SUCCESS;
+  if (r == CUDA_SUCCESS) r = s->dev.cu->cuEventRecord(ev, s->dev.stream);
+  if (r != CUDA_SUCCESS) {
+    kd_event_release_to_pool(&s->dev, ev);
+    kd_staging_put(&s->dev, b); /* a failed enqueue left nothing writing it */
+    return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyDtoHAsync"));
+  }
+  /* An earlier copy nobody waited for completes before this submission
+   * does: hand its block and event to this submission's completion. */
+  if (sk->block) {
+    kd_held_add(held, KD_HELD_STAGING, sk->block, op);
+    kd_held_add(held, KD_HELD_EVENT, sk->event, op);
+  }
+  s->counters.event_records++;
+  sk->block = b;
+  sk->event = ev;
+  sk->seq = s->next_seq;
+  sk->pending = 1;
+  return KD_OK;
+}
+
+static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, kd_held_set *held) {
+  kd_span spans[64];
+  for (uint32_t k = 0; k < node->access_count; ++k) {
+    kd_gaccess *a = &g->accesses[node->first_access + k];
+    kd_tensor_obj *o = g->bindings[a->binding].obj;
+    size_t esize = kd_dtype_size(o->dtype);
+    int64_t n = 1;
+    for (int d = 0; d < a->view.rank; ++d) n *= a->view.shape[d];
+    memset(&spans[k], 0, sizeof spans[k]);
+    spans[k].device_ptr = o->dptr + (CUdeviceptr)((size_t)a->view.offset * esize);
+    spans[k].elements = n;
+    spans[k].bytes = (size_t)n * esize;
+    spans[k].dtype = o->dtype;
+    spans[k].tensor.bits = o->handle;
+  }
+  kd_foreign_call call = {(void *)s->dev.stream, spans, node->access_count, 0, node->workspace_bytes,
+                          node->res ? node->res->resource : NULL};
+  kd_status st = KD_OK;
+  if (node->workspace_bytes) {
+    CUdeviceptr ws;
+    st = kd_session_note(s, kd_device_alloc(&s->dev, op, node->workspace_bytes, &ws));
+    if (st) return st;
+    call.workspace = ws;
+    st = kd_held_add(held, KD_HELD_DEVPTR, (void *)(uintptr_t)ws, op);
+    if (st) {
+      kd_device_free(&s->dev, ws);
+      return st;
+    }
+  }
+  if (node->res) {
+    st = kd_held_add(held, KD_HELD_FOREIGN, node->res, op);
+    if (st) return st;
+    ck_pr_inc_32(&node->res->refs);
+  }
+  st = node->foreign_fn(&call, node->user);
+  if (st) return kd_fail_context(st, "%s: foreign node '%s'", op, node->name);
+  return KD_OK;
+}
+
+kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp) {
+  kd_session *s = g->session;
+  kd_status st = KD_OK;
+  for (uint32_t i = 0; !st && i < g->node_count; ++i) {
+    kd_gnode *node = &g->nodes[g->plan.order[i]];
+    for (uint32_t k = 0; !st && k < node->access_count; ++k)
+      st = kd_held_tensor_once(held, g->bindings[g->accesses[node->first_access + k].binding].obj, stamp, op);
+    if (st) break;
+    switch (node->kind) {
+      case KD_NODE_KERNEL:
+        st = kd_held_module_once(held, node->module, stamp, op);
+        if (!st) st = kernel_launch(s, op, g, node);
+        break;
+      case KD_NODE_BUILTIN: {
+        kd_kview v[3];
+        for (uint32_t k = 0; k < node->access_count && k < 3; ++k) {
+          kd_gaccess *a = &g->accesses[node->first_access + k];
+          kd_tensor_obj *o = g->bindings[a->binding].obj;
+          v[k] = kd_access_kview(a, o->dptr, kd_dtype_size(o->dtype));
+        }
+        st = builtin_launch(s, op, node, v, node->access_count);
+        break;
+      }
+      case KD_NODE_UPLOAD:
+      case KD_NODE_SINK: st = transfer(s, op, g, node, held); break;
+      case KD_NODE_HOST: {
+        CUresult r = s->dev.cu->cuLaunchHostFunc(s->dev.stream, node->host_fn, node->user);
+        if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuLaunchHostFunc"));
+        break;
+      }
+      case KD_NODE_FOREIGN: st = foreign_call(s, op, g, node, held); break;
+    }
+    if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, g->plan.order[i]);
+  }
+  return st;
+}

@@ -1,0 +1,127 @@
+/* Submitting graphs, tickets and host sinks. */
+#include <ck_pr.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/status_internal.h"
+#include "engine/exec.h"
+
+kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
+  static const char *op = "kd_graph_submit";
+  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
+  kd_session *s = g->session;
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  if (!g->plan.valid) st = kd_plan_build(g, op);
+  if (st) {
+    kd_session_leave(s);
+    return st;
+  }
+  kd_held_set held = {0};
+  uint64_t stamp = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
+  uint64_t seq = s->next_seq;
+  if (s->backend == KD_BACKEND_CUDA) {
+    st = kd_exec_eager(g, op, &held, stamp);
+    /* Whatever was enqueued, even before a failure, completes with the
+     * objects it uses held: nothing already submitted is lost. */
+    if (s->builtins) {
+      kd_module_ref(s->builtins);
+      if (kd_held_add(&held, KD_HELD_MODULE, s->builtins, op)) kd_module_unref(s, s->builtins);
+    }
+    kd_status cst = kd_completion_submit(s, op, &held);
+    if (cst) {
+      s->counters.stream_syncs++;
+      s->dev.cu->cuStreamSynchronize(s->dev.stream);
+      kd_held_release_all(s, &held);
+      if (!st) st = cst;
+    }
+  } else {
+    kd_host_run *run = NULL;
+    st = kd_exec_host(g, op, &held, stamp, &run);
+    if (!st) st = kd_completion_submit_host(s, op, &held, run);
+    if (st) kd_held_release_all(s, &held);
+  }
+  if (!st) {
+    s->counters.submissions++;
+    /* What the graph writes is written by the time anything after the
+     * submission (a download, a later graph, a raw scope) reads it. */
+    for (uint32_t i = 0; i < g->binding_count; ++i)
+      if (g->bindings[i].written) g->bindings[i].obj->initialized = 1;
+  }
+  if (out) out->seq = seq;
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
+  static const char *op = "kd_ticket_done";
+  if (!done) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument done is NULL", op);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  if (t.seq >= s->next_seq) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: ticket %llu was never issued", op,
+                                         (unsigned long long)t.seq);
+  if (!st) st = kd_completion_reap(s, op);
+  if (!st) *done = t.seq < s->retired_seq;
+  kd_session_leave(s);
+  return st;
+}
+
+void kd_sink_free(kd_session *s, kd_sink *sk) {
+  if (sk->block) {
+    /* The copy may be in flight: its completion retires in order, so wait
+     * for this sink's own event before reusing the block. */
+    if (sk->event) {
+      s->dev.cu->cuEventSynchronize(sk->event);
+      kd_event_release_to_pool(&s->dev, sk->event);
+    }
+    kd_staging_put(&s->dev, sk->block);
+  }
+  if (sk->run) kd_host_run_unref(sk->run);
+  free(sk);
+}
+
+kd_status kd_sink_wait(kd_sink *sk) {
+  static const char *op = "kd_sink_wait";
+  if (!sk) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument sink is NULL", op);
+  kd_session *s = sk->graph->session;
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  if (!sk->pending) {
+    kd_session_leave(s);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: sink '%s' has no submission to wait for (submit the graph "
+                   "first; each submission can be waited for once)", op, sk->graph->nodes[sk->node].name);
+  }
+  if (sk->run) {
+    /* HOST: wait for this run alone, without the session lock, so the
+     * pool and other threads keep going. */
+    kd_host_run *r = sk->run;
+    ck_pr_inc_32(&r->refs);
+    kd_session_leave(s);
+    kd_host_run_wait(r);
+    kd_session_enter(s, op);
+    if (sk->run == r) {
+      memcpy(sk->host, sk->host_copy, sk->bytes);
+      sk->pending = 0;
+    }
+    kd_host_run_unref(r);
+    s->counters.event_waits++;
+    kd_completion_reap(s, op);
+  } else {
+    s->counters.event_waits++;
+    CUresult r = s->dev.cu->cuEventSynchronize(sk->event);
+    if (r != CUDA_SUCCESS) {
+      st = kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
+    } else {
+      memcpy(sk->host, sk->block->host, sk->bytes);
+      kd_staging_put(&s->dev, sk->block);
+      kd_event_release_to_pool(&s->dev, sk->event);
+      sk->block = NULL;
+      sk->event = NULL;
+      sk->pending = 0;
+      /* Everything recorded before this copy has completed too. */
+      kd_completion_retire_before(s, sk->seq);
+    }
+  }
+  kd_session_leave(s);
+  return st;
+}

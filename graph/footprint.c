@@ -1,0 +1,88 @@
+/* Element footprints of views: exact run lists, or a bounding interval. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/status_internal.h"
+#include "graph/footprint.h"
+
+static int cmp_run(const void *x, const void *y) {
+  const kd_run *a = x, *b = y;
+  return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+kd_status kd_footprint_build(const kd_view *v, uint32_t max_runs, kd_footprint *out, const char *op) {
+  memset(out, 0, sizeof *out);
+  out->exact = 1;
+  int64_t numel = 1, lo = v->offset, hi = v->offset;
+  for (int i = 0; i < v->rank; ++i) {
+    numel *= v->shape[i];
+    if (v->shape[i]) hi += (v->shape[i] - 1) * v->strides[i];
+  }
+  if (numel == 0) return KD_OK; /* touches nothing */
+  /* Leading dimensions that are contiguous form one run per outer index. */
+  int inner = 0;
+  int64_t run = 1;
+  while (inner < v->rank && (v->shape[inner] == 1 || v->strides[inner] == run)) run *= v->shape[inner++];
+  int64_t outer = numel / run;
+  if (outer > (int64_t)max_runs) {
+    out->runs = malloc(sizeof *out->runs);
+    if (!out->runs) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a footprint", op);
+    out->runs[0].lo = lo;
+    out->runs[0].hi = hi + 1;
+    out->count = 1;
+    out->exact = 0;
+    return KD_OK;
+  }
+  out->runs = malloc((size_t)outer * sizeof *out->runs);
+  if (!out->runs) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a footprint", op);
+  int64_t idx[KD_MAX_RANK] = {0};
+  for (int64_t r = 0; r < outer; ++r) {
+    int64_t base = v->offset;
+    for (int d = inner; d < v->rank; ++d) base += idx[d] * v->strides[d];
+    out->runs[r].lo = base;
+    out->runs[r].hi = base + run;
+    for (int d = inner; d < v->rank; ++d) { /* next outer index, column-major */
+      if (++idx[d] < v->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  qsort(out->runs, (size_t)outer, sizeof *out->runs, cmp_run);
+  /* Merge overlapping or adjacent runs (a view may revisit elements). */
+  uint32_t n = 0;
+  for (int64_t r = 0; r < outer; ++r) {
+    if (n && out->runs[r].lo <= out->runs[n - 1].hi) {
+      if (out->runs[r].hi > out->runs[n - 1].hi) out->runs[n - 1].hi = out->runs[r].hi;
+    } else {
+      out->runs[n++] = out->runs[r];
+    }
+  }
+  out->count = n;
+  return KD_OK;
+}
+
+void kd_footprint_free(kd_footprint *f) {
+  free(f->runs);
+  memset(f, 0, sizeof *f);
+}
+
+int kd_footprint_overlap(const kd_footprint *a, const kd_footprint *b) {
+  uint32_t i = 0, j = 0;
+  while (i < a->count && j < b->count) {
+    if (a->runs[i].hi <= b->runs[j].lo) ++i;
+    else if (b->runs[j].hi <= a->runs[i].lo) ++j;
+    else return 1;
+  }
+  return 0;
+}
+
+int kd_footprint_covers(const kd_footprint *outer, const kd_footprint *inner) {
+  if (!outer->exact) return 0;
+  uint32_t j = 0;
+  for (uint32_t i = 0; i < inner->count; ++i) {
+    /* Runs are merged, so one outer run must hold the whole inner run. */
+    while (j < outer->count && outer->runs[j].hi <= inner->runs[i].lo) ++j;
+    if (j == outer->count || outer->runs[j].lo > inner->runs[i].lo || outer->runs[j].hi < inner->runs[i].hi)
+      return 0;
+  }
+  return 1;
+}

@@ -1,0 +1,32 @@
+/* Internal: the set of elements a view touches, as sorted disjoint runs of
+ * element indices, for overlap and coverage tests between accesses. */
+#ifndef KDAG_GRAPH_FOOTPRINT_H
+#define KDAG_GRAPH_FOOTPRINT_H
+
+#include <stdint.h>
+
+#include "kdag/tensor.h"
+
+typedef struct kd_run {
+  int64_t lo, hi; /* elements [lo, hi) */
+} kd_run;
+
+typedef struct kd_footprint {
+  kd_run *runs;    /* sorted, disjoint, non-adjacent; malloc'd */
+  uint32_t count;
+  int exact;       /* 0: one run spanning the view's interval (too many runs) */
+} kd_footprint;
+
+/* Builds the footprint of a resolved, in-bounds view. Views of more than
+ * max_runs runs get their bounding interval (exact = 0).
+ * Errors: KD_ERR_OUT_OF_MEMORY. */
+kd_status kd_footprint_build(const kd_view *v, uint32_t max_runs, kd_footprint *out, const char *op);
+void kd_footprint_free(kd_footprint *f);
+
+/* 1 when some element is in both. */
+int kd_footprint_overlap(const kd_footprint *a, const kd_footprint *b);
+/* 1 when every element of inner is in outer (an inexact outer covers only
+ * what its interval provably holds: nothing unless it is exact). */
+int kd_footprint_covers(const kd_footprint *outer, const kd_footprint *inner);
+
+#endif

@@ -1,0 +1,783 @@
+/* Declaring a task graph: nodes, access checks, inferred order, DOT. */
+#include <ck_pr.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/status_internal.h"
+#include "graph/graph_impl.h"
+
+#define KD_NODE_MAX_ACCESSES 64
+
+static void *ht_malloc(size_t n) { return malloc(n); }
+static void ht_free(void *p, size_t n, bool defer) { (void)n, (void)defer; free(p); }
+static void *ht_realloc(void *p, size_t o, size_t n, bool defer) { (void)o, (void)defer; return realloc(p, n); }
+static struct ck_malloc g_alloc = {.malloc = ht_malloc, .realloc = ht_realloc, .free = ht_free};
+
+/* Grows *arr to hold need elements of size sz. */
+static int reserve(void **arr, uint32_t *cap, uint32_t need, size_t sz) {
+  if (need <= *cap) return 1;
+  uint32_t c = *cap ? *cap : 16;
+  while (c < need) c *= 2;
+  void *grown = realloc(*arr, (size_t)c * sz);
+  if (!grown) return 0;
+  *arr = grown;
+  *cap = c;
+  return 1;
+}
+#define KD_RESERVE(arr, cap, need) reserve((void **)&(arr), &(cap), (need), sizeof *(arr))
+
+kd_status kd_graph_create(kd_session *s, kd_graph **out) {
+  static const char *op = "kd_graph_create";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  *out = NULL;
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_graph *g = calloc(1, sizeof *g);
+  if (!g || !ck_ht_init(&g->binding_index, CK_HT_MODE_DIRECT, NULL, &g_alloc, 64, 0x5eed)) {
+    free(g);
+    kd_session_leave(s);
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the graph", op);
+  }
+  g->session = s;
+  *out = g;
+  kd_session_leave(s);
+  return KD_OK;
+}
+
+static void free_node(kd_session *s, kd_gnode *n) {
+  free(n->name);
+  for (uint32_t i = 0; i < n->arg_count; ++i)
+    if (n->args[i].access < 0 && n->args[i].value.kind == KD_ARG_BYTES) free((void *)n->args[i].value.v.bytes.data);
+  free(n->args);
+  if (n->module) kd_module_unref(s, n->module);
+  if (n->res) kd_foreign_res_unref(n->res);
+}
+
+void kd_graph_destroy(kd_graph *g) {
+  if (!g) return;
+  kd_session *s = g->session;
+  pthread_mutex_lock(&s->lock);
+  for (uint32_t i = 0; i < g->node_count; ++i) free_node(s, &g->nodes[i]);
+  for (uint32_t i = 0; i < g->access_count; ++i) kd_footprint_free(&g->accesses[i].fp);
+  for (uint32_t i = 0; i < g->binding_count; ++i) {
+    kd_tensor_unref(s, g->bindings[i].obj);
+    free(g->bindings[i].active);
+  }
+  for (uint32_t i = 0; i < g->sink_count; ++i) kd_sink_free(s, g->sinks[i]);
+  free(g->sinks);
+  free(g->nodes);
+  free(g->accesses);
+  free(g->edges);
+  free(g->bindings);
+  free(g->pred_mark);
+  kd_plan_free(&g->plan);
+  ck_ht_destroy(&g->binding_index);
+  pthread_mutex_unlock(&s->lock);
+  free(g);
+}
+
+static int64_t binding_of(kd_graph *g, kd_tensor_obj *o) {
+  ck_ht_hash_t h;
+  ck_ht_entry_t e;
+  ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)o);
+  ck_ht_entry_key_set_direct(&e, (uintptr_t)o);
+  if (!ck_ht_get_spmc(&g->binding_index, h, &e)) return -1;
+  return (int64_t)ck_ht_entry_value_direct(&e) - 1;
+}
+
+/* ---- one node's accesses, checked before anything changes ------------- */
+
+typedef struct pending {
+  kd_tensor_obj *obj;
+  kd_access mode;
+  kd_view view;
+  kd_footprint fp;
+  size_t arg;        /* argument position, for messages */
+} pending;
+
+typedef struct node_ctx {
+  kd_graph *g;
+  const char *op;    /* "kd_graph_add" */
+  const char *name;  /* the node's name */
+  uint32_t index;    /* the node's index if added */
+  pending acc[KD_NODE_MAX_ACCESSES];
+  uint32_t count;
+} node_ctx;
+
+static void ctx_free(node_ctx *c) {
+  for (uint32_t i = 0; i < c->count; ++i) kd_footprint_free(&c->acc[i].fp);
+  c->count = 0;
+}
+
+/* Resolves and checks one tensor access. compact: user kernels need compact views. */
+static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_view *view, int compact,
+                            int any_residency) {
+  char what[96];
+  snprintf(what, sizeof what, "argument %zu", arg);
+  char op[320];
+  snprintf(op, sizeof op, "%s: node '%s' (#%u), %s", c->op, c->name, c->index, what);
+  if (mode != KD_IN && mode != KD_OUT && mode != KD_INOUT)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: access %d is not KD_IN, KD_OUT or KD_INOUT", op, (int)mode);
+  if (c->count == KD_NODE_MAX_ACCESSES)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: more than %d tensor accesses in one node", op, KD_NODE_MAX_ACCESSES);
+  kd_session *s = c->g->session;
+  kd_tensor_obj *o;
+  kd_status st = kd_tensor_lookup(s, view->tensor, &o, op, "tensor");
+  if (st) return st;
+  if (!any_residency && o->residency != KD_RESIDENCY_DEVICE)
+    return kd_fail(KD_ERR_NOT_RESIDENT, "%s: tensor 0x%llx lives in host memory, not in the session's device memory",
+                   op, (unsigned long long)view->tensor.bits);
+  pending *p = &c->acc[c->count];
+  memset(p, 0, sizeof *p);
+  p->obj = o;
+  p->mode = mode;
+  p->arg = arg;
+  p->view = *view;
+  if (view->rank < 0) { /* kd_whole */
+    p->view.rank = o->rank;
+    p->view.offset = 0;
+    int64_t stride = 1;
+    for (int i = 0; i < o->rank; ++i) {
+      p->view.shape[i] = o->shape[i];
+      p->view.strides[i] = stride;
+      stride *= o->shape[i];
+    }
+  }
+  int64_t n;
+  st = kd_view_extent(op, &p->view, o->elements, &n);
+  if (st) return st;
+  if (compact && !kd_view_is_compact(&p->view))
+    return kd_fail(KD_ERR_NOT_COMPACT, "%s: the view of tensor 0x%llx is strided; user kernels take compact "
+                   "views only: canonicalize it with kd_graph_copy first", op, (unsigned long long)view->tensor.bits);
+  if (mode & KD_IN) {
+    int64_t b = binding_of(c->g, o);
+    if (!o->initialized && !(b >= 0 && c->g->bindings[b].written))
+      return kd_fail(KD_ERR_UNINITIALIZED, "%s: reads tensor 0x%llx, which no earlier node or upload writes",
+                     op, (unsigned long long)view->tensor.bits);
+  }
+  st = kd_footprint_build(&p->view, KD_GRAPH_EXACT_RUNS, &p->fp, op);
+  if (st) return st;
+  c->count++;
+  /* Within one node, two accesses of one tensor that overlap, one writing,
+   * would race inside the kernel. */
+  for (uint32_t j = 0; j + 1 < c->count; ++j) {
+    pending *q = &c->acc[j];
+    if (q->obj == o && ((q->mode | mode) & KD_OUT) && kd_footprint_overlap(&q->fp, &p->fp))
+      return kd_fail(KD_ERR_ALIASING, "%s: overlaps argument %zu on tensor 0x%llx and one of them writes",
+                     op, q->arg, (unsigned long long)view->tensor.bits);
+  }
+  return KD_OK;
+}
+
+static kd_status add_edge(kd_graph *g, uint32_t from, uint32_t to, uint32_t binding, kd_hazard hz) {
+  if (from == to) return KD_OK;
+  if (g->pred_mark[from] == to + 1) {
+    g->edges_dropped++;
+    return KD_OK;
+  }
+  if (!KD_RESERVE(g->edges, g->edge_cap, g->edge_count + 1))
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "kdag graph: no memory for an edge");
+  g->pred_mark[from] = to + 1;
+  g->edges[g->edge_count++] = (kd_gedge){from, to, binding, hz};
+  return KD_OK;
+}
+
+/* Adds the node: everything that can fail for want of memory is reserved
+ * first, so a rejected node leaves the graph as it was. */
+static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
+  kd_graph *g = c->g;
+  uint32_t new_bindings = 0, extra_edges = 0;
+  for (uint32_t i = 0; i < c->count; ++i) {
+    int64_t b = binding_of(g, c->acc[i].obj);
+    if (b < 0) new_bindings++;
+    else extra_edges += g->bindings[b].active_count;
+  }
+  const char *oom = "kdag graph: no memory to add a node";
+  if (!KD_RESERVE(g->nodes, g->node_cap, g->node_count + 1) ||
+      !KD_RESERVE(g->accesses, g->access_cap, g->access_count + c->count) ||
+      !KD_RESERVE(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
+      !KD_RESERVE(g->edges, g->edge_cap, g->edge_count + extra_edges)) {
+    ctx_free(c);
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
+  }
+  uint32_t mark_cap = g->node_cap;
+  uint32_t *marks = realloc(g->pred_mark, (size_t)mark_cap * sizeof *marks);
+  if (!marks) {
+    ctx_free(c);
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
+  }
+  g->pred_mark = marks;
+  marks[g->node_count] = 0;
+  /* Bindings and their active lists: reserve, then index. */
+  uint32_t bind[KD_NODE_MAX_ACCESSES];
+  uint32_t first_new = g->binding_count;
+  for (uint32_t i = 0; i < c->count; ++i) {
+    int64_t b = binding_of(g, c->acc[i].obj);
+    if (b < 0) {
+      for (uint32_t j = first_new; j < g->binding_count && b < 0; ++j)
+        if (g->bindings[j].obj == c->acc[i].obj) b = j;
+    }
+    if (b < 0) {
+      b = g->binding_count++;
+      memset(&g->bindings[b], 0, sizeof g->bindings[b]);
+      g->bindings[b].obj = c->acc[i].obj;
+    }
+    bind[i] = (uint32_t)b;
+  }
+  int ok = 1;
+  for (uint32_t i = 0; i < c->count && ok; ++i) {
+    kd_binding *b = &g->bindings[bind[i]];
+    ok = reserve((void **)&b->active, &b->active_cap, b->active_count + c->count, sizeof *b->active);
+  }
+  for (uint32_t j = first_new; j < g->binding_count && ok; ++j) {
+    ck_ht_hash_t h;
+    ck_ht_entry_t e;
+    ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)g->bindings[j].obj);
+    ck_ht_entry_set_direct(&e, h, (uintptr_t)g->bindings[j].obj, (uintptr_t)j + 1);
+    if (!ck_ht_put_spmc(&g->binding_index, h, &e)) {
+      for (uint32_t k = first_new; k < j; ++k) { /* undo what this node indexed */
+        ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)g->bindings[k].obj);
+        ck_ht_entry_key_set_direct(&e, (uintptr_t)g->bindings[k].obj);
+        ck_ht_remove_spmc(&g->binding_index, h, &e);
+      }
+      ok = 0;
+    }
+  }
+  if (!ok) {
+    for (uint32_t j = first_new; j < g->binding_count; ++j) free(g->bindings[j].active);
+    g->binding_count = first_new;
+    ctx_free(c);
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
+  }
+  /* From here nothing fails: edges were reserved for the worst case. */
+  for (uint32_t j = first_new; j < g->binding_count; ++j) kd_tensor_ref(g->bindings[j].obj);
+  uint32_t node = g->node_count++;
+  proto->first_access = g->access_count;
+  proto->access_count = c->count;
+  g->nodes[node] = *proto;
+  for (uint32_t i = 0; i < c->count; ++i) {
+    uint32_t a = g->access_count++;
+    kd_gaccess *acc = &g->accesses[a];
+    acc->node = node;
+    acc->binding = bind[i];
+    acc->mode = c->acc[i].mode;
+    acc->view = c->acc[i].view;
+    acc->fp = c->acc[i].fp; /* moves ownership */
+    acc->shadowed = 0;
+    kd_binding *b = &g->bindings[bind[i]];
+    uint32_t keep = 0;
+    for (uint32_t k = 0; k < b->active_count; ++k) {
+      kd_gaccess *prev = &g->accesses[b->active[k]];
+      int conflict = ((prev->mode | acc->mode) & KD_OUT) && kd_footprint_overlap(&prev->fp, &acc->fp);
+      if (conflict && prev->shadowed && acc->mode == KD_OUT) {
+        g->edges_dropped++; /* implied: prev -> covering read -> this write */
+      } else if (conflict) {
+        kd_hazard hz = (prev->mode & KD_OUT) ? ((acc->mode & KD_IN) ? KD_HAZ_RAW : KD_HAZ_WAW) : KD_HAZ_WAR;
+        add_edge(g, prev->node, node, bind[i], hz);
+      }
+      if (acc->mode == KD_IN && (prev->mode & KD_OUT) && prev->node != node &&
+          kd_footprint_covers(&acc->fp, &prev->fp))
+        prev->shadowed = 1;
+      /* A write that covers an earlier access orders it before everything
+       * that later conflicts with either: drop it from the active list. */
+      if (!((acc->mode & KD_OUT) && prev->node != node && kd_footprint_covers(&acc->fp, &prev->fp)))
+        b->active[keep++] = b->active[k];
+    }
+    b->active_count = keep;
+    b->active[b->active_count++] = a;
+    if (acc->mode & KD_OUT) b->written = 1;
+  }
+  c->count = 0; /* footprints now belong to the graph */
+  g->plan.valid = 0;
+  if (out) *out = node;
+  return KD_OK;
+}
+
+/* Common prologue: session lock, name, node index for messages. */
+static kd_status node_begin(kd_graph *g, const char *op, const char *name, node_ctx *c) {
+  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
+  if (!name || !*name) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument name is NULL or empty", op);
+  kd_status st = kd_session_enter(g->session, op);
+  if (st) return st;
+  memset(c, 0, sizeof *c);
+  c->g = g;
+  c->op = op;
+  c->name = name;
+  c->index = g->node_count;
+  return KD_OK;
+}
+
+static kd_status node_end(node_ctx *c, kd_status st, kd_gnode *proto, kd_node *out) {
+  if (!st) {
+    proto->name = strdup(c->name);
+    if (!proto->name) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the node's name", c->op);
+  }
+  if (!st) st = ctx_commit(c, proto, out);
+  if (st) {
+    ctx_free(c);
+    free(proto->name);
+  }
+  kd_session_leave(c->g->session);
+  return st;
+}
+
+/* ---- built-in kernels ------------------------------------------------- */
+
+static int same_shape(const kd_view *a, const kd_view *b) {
+  if (a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; ++i)
+    if (a->shape[i] != b->shape[i]) return 0;
+  return 1;
+}
+
+static kd_status need_host_or_builtins(node_ctx *c) {
+  kd_session *s = c->g->session;
+  if (s->backend == KD_BACKEND_CUDA) return kd_builtins_module(s, c->op, NULL);
+  return KD_OK;
+}
+
+/* Checks shapes and dtypes of a built-in's accesses (already resolved). */
+static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
+  pending *a = c->acc;
+  kd_dtype t = a[0].obj->dtype;
+  for (uint32_t i = 1; i < c->count; ++i) {
+    if (a[i].obj->dtype != t)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument %zu is %s, argument 0 is %s", c->op,
+                     c->name, a[i].arg, kd_dtype_name(a[i].obj->dtype), kd_dtype_name(t));
+    if (op != KD_BI_SUM && !same_shape(&a[0].view, &a[i].view))
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument %zu has another shape than argument 0",
+                     c->op, c->name, a[i].arg);
+  }
+  int fp = t == KD_F32 || t == KD_F64, integer = t == KD_I32 || t == KD_I64;
+  if ((op == KD_BI_AXPY || op == KD_BI_SCALE) && !fp)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': dtype %s; this built-in takes f32 or f64", c->op,
+                   c->name, kd_dtype_name(t));
+  if ((op == KD_BI_ADD || op == KD_BI_SUM) && !fp && !integer)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': dtype %s; this built-in takes f32, f64, i32 or i64",
+                   c->op, c->name, kd_dtype_name(t));
+  if (op == KD_BI_SUM) {
+    int64_t n = 1;
+    for (int i = 0; i < a[0].view.rank; ++i) n *= a[0].view.shape[i];
+    if (n != 1)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument 0 (out) must hold one element, it holds %lld",
+                     c->op, c->name, (long long)n);
+  }
+  *dtype = t;
+  return KD_OK;
+}
+
+static kd_status builtin(kd_graph *g, const char *op, const char *name, kd_builtin_op bop,
+                         const kd_view *views, const kd_access *modes, int count, double alpha,
+                         const void *fill, kd_node *out) {
+  node_ctx c;
+  kd_status st = node_begin(g, op, name, &c);
+  if (st) return st;
+  kd_gnode proto;
+  memset(&proto, 0, sizeof proto);
+  proto.kind = KD_NODE_BUILTIN;
+  proto.op = bop;
+  proto.alpha = alpha;
+  for (int i = 0; !st && i < count; ++i) st = ctx_access(&c, (size_t)i, modes[i], &views[i], 0, 0);
+  if (!st) st = builtin_types(&c, bop, &proto.dtype);
+  if (!st && bop == KD_BI_FILL) {
+    if (!fill) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument value is NULL", op, name);
+    else memcpy(proto.fill, fill, kd_dtype_size(proto.dtype));
+  }
+  if (!st) st = need_host_or_builtins(&c);
+  return node_end(&c, st, &proto, out);
+}
+
+kd_status kd_graph_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out) {
+  kd_access m[] = {KD_OUT};
+  return builtin(g, "kd_graph_fill", name, KD_BI_FILL, &dst, m, 1, 0, value, out);
+}
+
+kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out) {
+  kd_view v[] = {dst, src};
+  kd_access m[] = {KD_OUT, KD_IN};
+  return builtin(g, "kd_graph_copy", name, KD_BI_COPY, v, m, 2, 0, NULL, out);
+}
+
+kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out) {
+  if (src.rank == -1) { /* resolve the whole tensor to swap its dimensions */
+    kd_status st = kd_view_whole(g ? g->session : NULL, src.tensor, &src);
+    if (st) return kd_fail_context(st, "kd_graph_transpose: node '%s', argument 1", name ? name : "?");
+  }
+  if (src.rank != 2)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: node '%s': argument 1 has rank %d, not 2",
+                   name ? name : "?", src.rank);
+  int64_t t = src.shape[0];
+  src.shape[0] = src.shape[1];
+  src.shape[1] = t;
+  t = src.strides[0];
+  src.strides[0] = src.strides[1];
+  src.strides[1] = t;
+  kd_view v[] = {dst, src};
+  kd_access m[] = {KD_OUT, KD_IN};
+  return builtin(g, "kd_graph_transpose", name, KD_BI_COPY, v, m, 2, 0, NULL, out);
+}
+
+kd_status kd_graph_add(kd_graph *g, const char *name, kd_view out, kd_view a, kd_view b, kd_node *node) {
+  kd_view v[] = {out, a, b};
+  kd_access m[] = {KD_OUT, KD_IN, KD_IN};
+  return builtin(g, "kd_graph_add", name, KD_BI_ADD, v, m, 3, 0, NULL, node);
+}
+
+kd_status kd_graph_axpy(kd_graph *g, const char *name, kd_view y, kd_view x, double alpha, kd_node *out) {
+  kd_view v[] = {y, x};
+  kd_access m[] = {KD_INOUT, KD_IN};
+  return builtin(g, "kd_graph_axpy", name, KD_BI_AXPY, v, m, 2, alpha, NULL, out);
+}
+
+kd_status kd_graph_scale(kd_graph *g, const char *name, kd_view y, double alpha, kd_node *out) {
+  kd_access m[] = {KD_INOUT};
+  return builtin(g, "kd_graph_scale", name, KD_BI_SCALE, &y, m, 1, alpha, NULL, out);
+}
+
+kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_view x, kd_node *node) {
+  kd_view v[] = {out, x};
+  kd_access m[] = {KD_OUT, KD_IN};
+  return builtin(g, "kd_graph_sum", name, KD_BI_SUM, v, m, 2, 0, NULL, node);
+}
+
+/* ---- transfers, host functions ---------------------------------------- */
+
+kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host, size_t bytes,
+                          kd_node *out) {
+  static const char *op = "kd_graph_upload";
+  node_ctx c;
+  kd_status st = node_begin(g, op, name, &c);
+  if (st) return st;
+  kd_gnode proto;
+  memset(&proto, 0, sizeof proto);
+  proto.kind = KD_NODE_UPLOAD;
+  proto.host = host;
+  proto.bytes = bytes;
+  kd_view whole = kd_whole(dst);
+  if (!host) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument host is NULL", op, name);
+  if (!st) st = ctx_access(&c, 0, KD_OUT, &whole, 1, 0);
+  if (!st && bytes != c.acc[0].obj->bytes)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument bytes is %zu, the tensor holds %zu", op, name,
+                 bytes, c.acc[0].obj->bytes);
+  return node_end(&c, st, &proto, out);
+}
+
+kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes, kd_sink **out) {
+  static const char *op = "kd_graph_sink";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  *out = NULL;
+  node_ctx c;
+  kd_status st = node_begin(g, op, name, &c);
+  if (st) return st;
+  kd_gnode proto;
+  memset(&proto, 0, sizeof proto);
+  proto.kind = KD_NODE_SINK;
+  proto.bytes = bytes;
+  kd_view whole = kd_whole(src);
+  if (!host) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument host is NULL", op, name);
+  if (!st) st = ctx_access(&c, 0, KD_IN, &whole, 1, 0);
+  if (!st && bytes != c.acc[0].obj->bytes)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument bytes is %zu, the tensor holds %zu", op, name,
+                 bytes, c.acc[0].obj->bytes);
+  kd_sink *sink = NULL;
+  if (!st && !(sink = calloc(1, sizeof *sink)))
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the sink", op);
+  if (!st && !KD_RESERVE(g->sinks, g->sink_cap, g->sink_count + 1))
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the sink", op);
+  if (sink) {
+    sink->graph = g;
+    sink->node = c.index;
+    sink->host = host;
+    sink->bytes = bytes;
+    proto.sink = sink;
+  }
+  /* Hold the (recursive) lock across node_end so the sink is listed in the
+   * same critical section that added its node. */
+  pthread_mutex_lock(&g->session->lock);
+  st = node_end(&c, st, &proto, NULL);
+  if (st) free(sink);
+  else g->sinks[g->sink_count++] = sink;
+  pthread_mutex_unlock(&g->session->lock);
+  if (!st) *out = sink;
+  return st;
+}
+
+static kd_status declared(node_ctx *c, const kd_garg *accesses, size_t count, int any_residency) {
+  if (count && !accesses)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': accesses is NULL with count %zu", c->op, c->name, count);
+  for (size_t i = 0; i < count; ++i) {
+    if (!accesses[i].is_tensor)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': access %zu is a value, not a tensor access", c->op,
+                     c->name, i);
+    kd_status st = ctx_access(c, i, accesses[i].access, &accesses[i].view, 0, any_residency);
+    if (st) return st;
+  }
+  return KD_OK;
+}
+
+kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user, const kd_garg *accesses,
+                        size_t count, kd_node *out) {
+  static const char *op = "kd_graph_host";
+  node_ctx c;
+  kd_status st = node_begin(g, op, name, &c);
+  if (st) return st;
+  kd_gnode proto;
+  memset(&proto, 0, sizeof proto);
+  proto.kind = KD_NODE_HOST;
+  proto.host_fn = fn;
+  proto.user = user;
+  if (!fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument fn is NULL", op, name);
+  if (!st) st = declared(&c, accesses, count, 1);
+  return node_end(&c, st, &proto, out);
+}
+
+void kd_foreign_res_unref(kd_foreign_res *r) {
+  bool zero = false;
+  ck_pr_dec_32_zero(&r->refs, &zero);
+  if (!zero) return;
+  if (r->release) r->release(r->resource);
+  free(r);
+}
+
+kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user, const kd_garg *accesses,
+                           size_t count, size_t workspace_bytes, void *resource, void (*release)(void *),
+                           kd_node *out) {
+  static const char *op = "kd_graph_foreign";
+  node_ctx c;
+  kd_status st = node_begin(g, op, name, &c);
+  if (st) return st;
+  kd_gnode proto;
+  memset(&proto, 0, sizeof proto);
+  proto.kind = KD_NODE_FOREIGN;
+  proto.foreign_fn = fn;
+  proto.user = user;
+  proto.workspace_bytes = workspace_bytes;
+  if (g->session->backend != KD_BACKEND_CUDA)
+    st = kd_fail(KD_ERR_NO_HOST_IMPL, "%s: node '%s': a foreign-library node has no host implementation; "
+                 "this session's backend is HOST", op, name);
+  if (!st && !fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument fn is NULL", op, name);
+  if (!st) st = declared(&c, accesses, count, 0);
+  if (!st && (resource || release)) {
+    proto.res = calloc(1, sizeof *proto.res);
+    if (!proto.res) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+    else *proto.res = (kd_foreign_res){1, resource, release};
+  }
+  st = node_end(&c, st, &proto, out);
+  if (st && proto.res) free(proto.res); /* never used: the caller keeps its resource */
+  return st;
+}
+
+/* ---- user kernels ----------------------------------------------------- */
+
+kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const kd_launch_config *config,
+                          const kd_garg *args, size_t n, kd_node *out) {
+  static const char *op = "kd_graph_kernel";
+  node_ctx c;
+  kd_status st = node_begin(g, op, name, &c);
+  if (st) return st;
+  kd_session *s = g->session;
+  kd_gnode proto;
+  memset(&proto, 0, sizeof proto);
+  proto.kind = KD_NODE_KERNEL;
+  kd_module_obj *mod = NULL;
+  kd_cu_function *f = NULL;
+  char ctx[300];
+  snprintf(ctx, sizeof ctx, "%s: node '%s' (#%u)", op, name, c.index);
+  if (s->backend != KD_BACKEND_CUDA)
+    st = kd_fail(KD_ERR_NO_HOST_IMPL, "%s: a user kernel has no host implementation; this session's backend "
+                 "is HOST (%s)", ctx, s->reason);
+  if (!st && !config) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument config is NULL", ctx);
+  if (!st && n && !args) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args is NULL with %zu arguments", ctx, n);
+  if (!st) st = kd_function_lookup(s, fn, &mod, &f, ctx);
+  if (!st) st = kd_session_note(s, kd_cu_check_config(&s->dev, ctx, f, config));
+  if (!st && f->params_known && f->param_count != n)
+    st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel %s takes %u parameters, %zu arguments given", ctx, f->name,
+                 f->param_count, n);
+  if (!st && n && !(proto.args = calloc(n, sizeof *proto.args)))
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", ctx);
+  for (size_t i = 0; !st && i < n; ++i) {
+    size_t size = args[i].is_tensor ? sizeof(CUdeviceptr) : kd_arg_size(&args[i].value);
+    if (!args[i].is_tensor && ((unsigned)args[i].value.kind < KD_ARG_I32 || args[i].value.kind > KD_ARG_BYTES)) {
+      st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %zu is a value of kind %d; tensors go through "
+                   "kd_g_in/kd_g_out/kd_g_inout", ctx, i, (int)args[i].value.kind);
+      break;
+    }
+    if (f->params_known && size != f->param_sizes[i]) {
+      st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel %s parameter %zu is %u bytes, argument %zu is %zu bytes",
+                   ctx, f->name, i, f->param_sizes[i], i, size);
+      break;
+    }
+    if (args[i].is_tensor) {
+      proto.args[i].access = (int)c.count;
+      st = ctx_access(&c, i, args[i].access, &args[i].view, 1, 0);
+    } else {
+      proto.args[i].access = -1;
+      proto.args[i].value = args[i].value;
+      if (args[i].value.kind == KD_ARG_BYTES) {
+        const kd_arg *a = &args[i].value;
+        void *copy = a->v.bytes.data && a->v.bytes.size ? malloc(a->v.bytes.size) : NULL;
+        if (!copy) {
+          st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %zu (bytes) is NULL, empty, or out of memory", ctx, i);
+          proto.args[i].value.kind = KD_ARG_I32; /* nothing to free */
+          break;
+        }
+        memcpy(copy, a->v.bytes.data, a->v.bytes.size);
+        proto.args[i].value.v.bytes.data = copy;
+      }
+    }
+    proto.arg_count = (uint32_t)(i + 1);
+  }
+  if (!st) {
+    proto.module = mod;
+    proto.fn_index = fn.index;
+    proto.config = *config;
+    kd_module_ref(mod);
+  }
+  kd_gnode copy = proto;
+  st = node_end(&c, st, &proto, out);
+  if (st) {
+    copy.name = NULL;
+    free_node(s, &copy);
+  }
+  return st;
+}
+
+/* ---- edges, rebinding, DOT ------------------------------------------- */
+
+/* 1 when to is reachable from from along the graph's edges. */
+static int reachable(kd_graph *g, uint32_t from, uint32_t to, uint32_t *stack, uint8_t *seen) {
+  uint32_t top = 0;
+  stack[top++] = from;
+  seen[from] = 1;
+  while (top) {
+    uint32_t n = stack[--top];
+    if (n == to) return 1;
+    for (uint32_t e = 0; e < g->edge_count; ++e)
+      if (g->edges[e].from == n && !seen[g->edges[e].to]) {
+        seen[g->edges[e].to] = 1;
+        stack[top++] = g->edges[e].to;
+      }
+  }
+  return 0;
+}
+
+kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
+  static const char *op = "kd_graph_edge";
+  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
+  kd_status st = kd_session_enter(g->session, op);
+  if (st) return st;
+  if (before >= g->node_count || after >= g->node_count || before == after)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: nodes %u -> %u: %s", op, before, after,
+                 before == after ? "a node cannot follow itself" : "no such node");
+  uint32_t *stack = NULL;
+  uint8_t *seen = NULL;
+  if (!st && (!(stack = malloc((size_t)g->node_count * sizeof *stack)) || !(seen = calloc(g->node_count, 1))))
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+  if (!st && reachable(g, after, before, stack, seen))
+    st = kd_fail(KD_ERR_CYCLE, "%s: edge '%s' (#%u) -> '%s' (#%u) would close a cycle: '%s' already runs after '%s'",
+                 op, g->nodes[before].name, before, g->nodes[after].name, after, g->nodes[before].name,
+                 g->nodes[after].name);
+  if (!st && !KD_RESERVE(g->edges, g->edge_cap, g->edge_count + 1))
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+  if (!st) {
+    g->edges[g->edge_count++] = (kd_gedge){before, after, UINT32_MAX, KD_HAZ_EXPLICIT};
+    g->plan.valid = 0;
+  }
+  free(stack);
+  free(seen);
+  kd_session_leave(g->session);
+  return st;
+}
+
+kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
+  static const char *op = "kd_graph_rebind";
+  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
+  kd_status st = kd_session_enter(g->session, op);
+  if (st) return st;
+  kd_tensor_obj *a = NULL, *b = NULL;
+  st = kd_tensor_lookup(g->session, old, &a, op, "old");
+  if (!st) st = kd_tensor_lookup(g->session, replacement, &b, op, "replacement");
+  int64_t idx = st ? -1 : binding_of(g, a);
+  if (!st && idx < 0) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument old is not used by this graph", op);
+  if (!st && binding_of(g, b) >= 0)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument replacement is already used by this graph", op);
+  if (!st) {
+    int same = a->dtype == b->dtype && a->rank == b->rank && a->residency == b->residency;
+    for (int i = 0; same && i < a->rank; ++i) same = a->shape[i] == b->shape[i];
+    if (!same)
+      st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: replacement differs from old in dtype, shape or residency", op);
+  }
+  if (!st && !b->initialized) {
+    /* Reads of the binding were checked against old's state. */
+    for (uint32_t i = 0; !st && i < g->access_count; ++i)
+      if (g->accesses[i].binding == (uint32_t)idx && (g->accesses[i].mode & KD_IN) && !g->bindings[idx].written)
+        st = kd_fail(KD_ERR_UNINITIALIZED, "%s: the graph reads old before writing it, and replacement was never written", op);
+  }
+  if (!st) {
+    ck_ht_hash_t h;
+    ck_ht_entry_t e;
+    ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)b);
+    ck_ht_entry_set_direct(&e, h, (uintptr_t)b, (uintptr_t)idx + 1);
+    if (!ck_ht_put_spmc(&g->binding_index, h, &e)) {
+      st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+    } else {
+      ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)a);
+      ck_ht_entry_key_set_direct(&e, (uintptr_t)a);
+      ck_ht_remove_spmc(&g->binding_index, h, &e);
+      kd_tensor_ref(b);
+      g->bindings[idx].obj = b;
+      kd_tensor_unref(g->session, a);
+    }
+  }
+  kd_session_leave(g->session);
+  return st;
+}
+
+static const char *kind_name(const kd_gnode *n) {
+  static const char *bi[] = {"fill", "copy", "add", "axpy", "scale", "sum"};
+  switch (n->kind) {
+    case KD_NODE_KERNEL: return "kernel";
+    case KD_NODE_BUILTIN: return bi[n->op];
+    case KD_NODE_UPLOAD: return "upload";
+    case KD_NODE_SINK: return "sink";
+    case KD_NODE_HOST: return "host";
+    case KD_NODE_FOREIGN: return "foreign";
+  }
+  return "?";
+}
+
+kd_status kd_graph_write_dot(kd_graph *g, FILE *f) {
+  static const char *op = "kd_graph_write_dot";
+  if (!g || !f) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, g ? "out" : "graph");
+  kd_status st = kd_session_enter(g->session, op);
+  if (st) return st;
+  static const char *hz[] = {"", "RAW", "WAR", "WAW", "explicit"};
+  fprintf(f, "digraph kdag {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
+  for (uint32_t i = 0; i < g->node_count; ++i) {
+    fprintf(f, "  n%u [label=\"#%u ", i, i);
+    for (const char *p = g->nodes[i].name; *p; ++p) fputs(*p == '"' ? "\\\"" : (char[]){*p, 0}, f);
+    fprintf(f, "\\n%s\"];\n", kind_name(&g->nodes[i]));
+  }
+  for (uint32_t e = 0; e < g->edge_count; ++e) {
+    const kd_gedge *x = &g->edges[e];
+    if (x->hazard == KD_HAZ_EXPLICIT)
+      fprintf(f, "  n%u -> n%u [label=\"explicit\", style=dashed];\n", x->from, x->to);
+    else
+      fprintf(f, "  n%u -> n%u [label=\"%s t%u\"];\n", x->from, x->to, hz[x->hazard], x->binding);
+  }
+  fprintf(f, "}\n");
+  kd_session_leave(g->session);
+  return ferror(f) ? kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: writing the stream failed", op) : KD_OK;
+}
+
+kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out) {
+  if (!g || !out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_stats_get: argument %s is NULL", g ? "out" : "graph");
+  kd_status st = kd_session_enter(g->session, "kd_graph_stats_get");
+  if (st) return st;
+  out->nodes = g->node_count;
+  out->edges = g->edge_count;
+  out->accesses = g->access_count;
+  out->edges_dropped = g->edges_dropped;
+  kd_session_leave(g->session);
+  return KD_OK;
+}

@@ -1,0 +1,128 @@
+/* Internal: the task graph's data, shared by graph/ (declaring, checking,
+ * inferring order) and engine/ (planning, executing). */
+#ifndef KDAG_GRAPH_GRAPH_IMPL_H
+#define KDAG_GRAPH_GRAPH_IMPL_H
+
+#include <ck_ht.h>
+
+#include "engine/session_impl.h"
+#include "graph/footprint.h"
+#include "kdag/graph.h"
+
+typedef enum kd_node_kind {
+  KD_NODE_KERNEL, KD_NODE_BUILTIN, KD_NODE_UPLOAD, KD_NODE_SINK, KD_NODE_HOST, KD_NODE_FOREIGN
+} kd_node_kind;
+
+typedef enum kd_builtin_op {
+  KD_BI_FILL, KD_BI_COPY, KD_BI_ADD, KD_BI_AXPY, KD_BI_SCALE, KD_BI_SUM
+} kd_builtin_op;
+
+typedef enum kd_hazard { KD_HAZ_RAW = 1, KD_HAZ_WAR = 2, KD_HAZ_WAW = 3, KD_HAZ_EXPLICIT = 4 } kd_hazard;
+
+/* A graph-level tensor slot: accesses name bindings, so rebinding a
+ * tensor changes one pointer, not every access. */
+typedef struct kd_binding {
+  kd_tensor_obj *obj;      /* the graph holds a reference */
+  int written;             /* an earlier node of this graph writes it */
+  uint32_t *active;        /* access indices still able to conflict with later ones */
+  uint32_t active_count, active_cap;
+} kd_binding;
+
+typedef struct kd_gaccess {
+  uint32_t node, binding;
+  kd_access mode;
+  kd_view view;            /* resolved: rank >= 0, in bounds */
+  kd_footprint fp;
+  int shadowed;            /* a write that a later read of another node covers:
+                              later writes are ordered after it through that read */
+} kd_gaccess;
+
+typedef struct kd_gvalue {
+  int access;              /* >= 0: index into the node's accesses; -1: value */
+  kd_arg value;            /* KD_ARG_BYTES data is owned by the node */
+} kd_gvalue;
+
+struct kd_sink {
+  kd_graph *graph;
+  uint32_t node;
+  void *host;
+  size_t bytes;
+  /* latest submission's copy: */
+  int pending;             /* submitted, not yet waited for */
+  uint64_t seq;            /* completion sequence of that submission */
+  kd_staging_block *block; /* CUDA: the pinned copy (kept until waited) */
+  CUevent event;           /* CUDA: recorded right after the copy */
+  void *host_copy;         /* HOST: the copy, written by the executor */
+  struct kd_host_run *run; /* HOST: the submission that writes host_copy */
+};
+
+typedef struct kd_foreign_res {
+  uint32_t refs;
+  void *resource;
+  void (*release)(void *);
+} kd_foreign_res;
+
+typedef struct kd_gnode {
+  kd_node_kind kind;
+  char *name;
+  uint32_t first_access, access_count;
+  /* kernel */
+  kd_module_obj *module;   /* the graph holds a reference */
+  uint32_t fn_index;
+  kd_launch_config config;
+  kd_gvalue *args;
+  uint32_t arg_count;
+  /* builtin */
+  kd_builtin_op op;
+  kd_dtype dtype;
+  double alpha;
+  unsigned char fill[16];
+  /* upload / sink */
+  const void *host;
+  size_t bytes;
+  kd_sink *sink;
+  /* host function / foreign */
+  kd_host_fn host_fn;
+  kd_foreign_fn foreign_fn;
+  void *user;
+  size_t workspace_bytes;
+  kd_foreign_res *res;
+} kd_gnode;
+
+typedef struct kd_gedge {
+  uint32_t from, to;
+  uint32_t binding;        /* the tensor that caused it (UINT32_MAX if explicit) */
+  kd_hazard hazard;
+} kd_gedge;
+
+/* The plan: built once, reused by every submission until the graph changes. */
+typedef struct kd_plan {
+  uint32_t *order;         /* topological order */
+  uint32_t *succ_start;    /* CSR successors: succ[succ_start[n] .. succ_start[n+1]) */
+  uint32_t *succ;
+  uint32_t *indegree;
+  int valid;
+} kd_plan;
+
+struct kd_graph {
+  kd_session *session;
+  kd_gnode *nodes;
+  uint32_t node_count, node_cap;
+  kd_gaccess *accesses;
+  uint32_t access_count, access_cap;
+  kd_gedge *edges;
+  uint32_t edge_count, edge_cap, edges_dropped;
+  kd_binding *bindings;
+  uint32_t binding_count, binding_cap;
+  ck_ht_t binding_index;   /* kd_tensor_obj * -> binding index + 1 */
+  uint32_t *pred_mark;     /* pred_mark[p] == n + 1: edge p -> n exists */
+  kd_sink **sinks;
+  uint32_t sink_count, sink_cap;
+  kd_plan plan;
+};
+
+/* engine/plan.c */
+kd_status kd_plan_build(kd_graph *g, const char *op);
+void kd_plan_free(kd_plan *p);
+
+#endif

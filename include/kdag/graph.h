@@ -1,0 +1,175 @@
+/* kdag/graph.h — a task graph: nodes with declared tensor accesses, order
+ * inferred from them, run as a whole on the session's backend.
+ *
+ * Declaring: every tensor argument says how the node uses it (KD_IN,
+ * KD_OUT, KD_INOUT) over a view. Nodes are checked when added (aliasing
+ * inside the node, session, release, residency, bounds, reads of tensors
+ * nothing has written, launch config, argument count and sizes); a rejected
+ * node leaves the graph exactly as it was. Order follows insertion order:
+ * read-after-write, write-after-read and write-after-write edges are added
+ * only where the accessed elements can overlap. The overlap test is exact
+ * for views of up to KD_GRAPH_EXACT_RUNS contiguous runs each (even and odd
+ * columns of a matrix are independent) and falls back to the views' element
+ * intervals beyond that (conservative: it may order, never misses).
+ *
+ * Running: kd_graph_submit plans the graph once (topological order, edges,
+ * resolved arguments) and reuses the plan on every later submission. A CUDA
+ * session runs the nodes in topological order on its one stream (EAGER); a
+ * HOST session runs each node's host implementation on a thread pool,
+ * independent nodes in parallel. Every submission keeps what it touches
+ * alive until its completion; the caller may release every handle at once.
+ * The host waits only in kd_sink_wait.
+ *
+ * Ownership: the graph is owned by the caller (kd_graph_destroy) and holds a
+ * reference on every tensor and module it names. kd_node values are indices,
+ * valid for the graph's life. kd_sink pointers are owned by the graph.
+ * Threads: as for the session (all calls serialised by its lock).
+ */
+#ifndef KDAG_GRAPH_H
+#define KDAG_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kdag/raw.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KD_GRAPH_EXACT_RUNS 4096
+
+typedef struct kd_graph kd_graph;
+typedef uint32_t kd_node;
+typedef struct kd_sink kd_sink;
+
+typedef enum kd_access { KD_IN = 1, KD_OUT = 2, KD_INOUT = 3 } kd_access;
+
+/* A view covering the whole tensor, resolved when the node is added. */
+static inline kd_view kd_whole(kd_tensor t) {
+  kd_view v;
+  v.tensor = t;
+  v.rank = -1;
+  v.offset = 0;
+  for (int i = 0; i < KD_MAX_RANK; ++i) v.shape[i] = v.strides[i] = 0;
+  return v;
+}
+
+/* One argument of a kernel or foreign node: a tensor access or a value. */
+typedef struct kd_garg {
+  int is_tensor;
+  kd_access access;
+  kd_view view;
+  kd_arg value; /* is_tensor == 0: any scalar or KD_ARG_BYTES kind (bytes copied at add) */
+} kd_garg;
+
+static inline kd_garg kd_g_access(kd_access a, kd_view v) { kd_garg g; g.is_tensor = 1; g.access = a; g.view = v; g.value = kd_arg_i32(0); return g; }
+static inline kd_garg kd_g_in(kd_view v) { return kd_g_access(KD_IN, v); }
+static inline kd_garg kd_g_out(kd_view v) { return kd_g_access(KD_OUT, v); }
+static inline kd_garg kd_g_inout(kd_view v) { return kd_g_access(KD_INOUT, v); }
+static inline kd_garg kd_g_value(kd_arg a) { kd_garg g; g.is_tensor = 0; g.access = KD_IN; g.view = kd_whole((kd_tensor){0}); g.value = a; return g; }
+
+/* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out owned. */
+kd_status kd_graph_create(kd_session *session, kd_graph **out);
+/* Waits for nothing: in-flight submissions keep what they use. NULL ignored. */
+void kd_graph_destroy(kd_graph *graph);
+
+/* A user kernel. Tensor arguments must be compact, device-resident views
+ * (a strided view is KD_ERR_NOT_COMPACT: canonicalize it with kd_graph_copy
+ * into a compact tensor first). On a HOST session: KD_ERR_NO_HOST_IMPL.
+ * name is copied and used in errors and DOT output. */
+kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
+                          const kd_launch_config *config, const kd_garg *args,
+                          size_t arg_count, kd_node *out);
+
+/* Built-in kernels (kernels/): views may be strided; shapes must match.
+ * fill: value points to one element of dst's dtype (copied). copy also
+ * canonicalizes (strided src, compact dst). transpose swaps the first two
+ * dimensions of a rank-2 src. sum writes the sum of x into the one-element
+ * out. add/axpy/scale/sum take f32 or f64 (add and sum also i32, i64). */
+kd_status kd_graph_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out);
+kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
+kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
+kd_status kd_graph_add(kd_graph *g, const char *name, kd_view out, kd_view a, kd_view b, kd_node *node);
+kd_status kd_graph_axpy(kd_graph *g, const char *name, kd_view y, kd_view x, double alpha, kd_node *out);
+kd_status kd_graph_scale(kd_graph *g, const char *name, kd_view y, double alpha, kd_node *out);
+kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_view x, kd_node *node);
+
+/* Uploads host memory into a whole compact tensor on every submission. The
+ * caller's memory is read during kd_graph_submit (copied into staging), so
+ * it may change between submissions. host must stay valid while the graph
+ * can be submitted; kd_graph_rebind_upload points it elsewhere. */
+kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host,
+                          size_t bytes, kd_node *out);
+
+/* A host sink: the tensor is copied out at the node's turn, and
+ * kd_sink_wait(sink) waits for the latest submission's copy (its event
+ * alone), then writes host. host must stay valid while the graph lives. */
+kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes,
+                        kd_sink **out);
+
+/* A host function node: fn(user) runs after every node it depends on and
+ * before every node depending on it; its accesses only declare order. On a
+ * CUDA session it runs as a stream-ordered host callback (cuLaunchHostFunc):
+ * it must not call kdag or CUDA. */
+typedef void (*kd_host_fn)(void *user);
+kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user,
+                        const kd_garg *accesses, size_t count, kd_node *out);
+
+/* A foreign-library node (cuBLAS, cuSOLVER, ...): fn receives the session
+ * stream, one span per declared access (bounded, valid only during the
+ * call), and a workspace of the declared size that kdag allocates per
+ * submission. resource (may be NULL) is released with release(resource)
+ * only after the last submission using it has completed. CUDA only. */
+typedef struct kd_foreign_call {
+  void *stream;              /* CUstream; never keep it, never destroy it */
+  const kd_span *spans;      /* one per access, in declaration order */
+  size_t span_count;
+  uint64_t workspace;        /* CUdeviceptr, workspace_bytes long (0 if none) */
+  size_t workspace_bytes;
+  void *resource;
+} kd_foreign_call;
+typedef kd_status (*kd_foreign_fn)(const kd_foreign_call *call, void *user);
+kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user,
+                           const kd_garg *accesses, size_t count, size_t workspace_bytes,
+                           void *resource, void (*release)(void *resource), kd_node *out);
+
+/* An explicit edge: after runs after before. One that would close a cycle
+ * is KD_ERR_CYCLE and leaves the graph unchanged. */
+kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
+
+/* Rebinds every access of tensor old to tensor replacement (same dtype,
+ * shape and residency) for later submissions, without re-planning. */
+kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement);
+
+/* Writes the graph as Graphviz DOT: nodes, and edges labelled with the
+ * hazard (RAW/WAR/WAW and the tensor) or "explicit". */
+kd_status kd_graph_write_dot(kd_graph *g, FILE *out);
+
+typedef struct kd_graph_stats {
+  uint32_t nodes, edges, accesses;
+  uint32_t edges_dropped; /* duplicate hazards between one pair of nodes */
+} kd_graph_stats;
+kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
+
+typedef struct kd_ticket {
+  uint64_t seq;
+} kd_ticket;
+
+/* Plans (once) and enqueues the whole graph. Errors: KD_ERR_DEVICE_FAULT and
+ * enqueue failures; nothing already submitted is lost. */
+kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
+
+/* Non-blocking: 1 when the submission has completed, 0 if not yet. */
+kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done);
+
+/* Waits for the sink of the latest submission that ran it, then copies the
+ * data into the sink's host memory. Errors: KD_ERR_INVALID_ARGUMENT (never
+ * submitted), KD_ERR_DEVICE_FAULT. */
+kd_status kd_sink_wait(kd_sink *sink);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KDAG_GRAPH_H */

@@ -1,0 +1,164 @@
+// Built-in kernels of kdag's task graph. kernels/host_builtins.c implements
+// each with the same semantics; the two must change together.
+//
+// Every view argument is a kd_kview passed by value (kernels/strided.h).
+// All views of one call have identical shapes (the launcher guarantees it),
+// except kd_sum_*'s out, of which only element 0 is written. n = numel of
+// the first view; n == 0 is a no-op (sum: writes 0).
+//
+// Launch rules:
+//  - fill, copy, add, axpy, scale: any grid and block (all three dimensions
+//    are folded into one grid-stride loop over n).
+//  - sum: exactly ONE block of KD_KSUM_THREADS = 256 threads, grid 1x1x1,
+//    block 256x1x1, no dynamic shared memory. Any other shape traps (a
+//    launcher bug, reported as a device fault). The result is deterministic:
+//    thread t sums elements t, t+256, t+512, ... in index order, then a
+//    fixed tree adds partials s[t] += s[t+h] for h = 128, 64, ..., 1.
+//
+// Overlap: dst/out/y may be the very same view as an input (each element is
+// read before it is written by the same thread); partially overlapping views
+// give undefined results.
+//
+// Integers are added in unsigned arithmetic (wrapping, no UB); floats are
+// IEEE with no contraction: axpy rounds the product and then the sum
+// (__fmul_rn/__fadd_rn), as the host code does.
+//
+// ABI (every kd_kview is 144 bytes, kd_kpattern 16):
+//   kd_fill_e{1,2,4,8,16}(kd_kview dst, kd_kpattern value)
+//   kd_copy_e{1,2,4,8,16}(kd_kview dst, kd_kview src)
+//   kd_add_{f32,f64,i32,i64}(kd_kview out, kd_kview a, kd_kview b)
+//   kd_axpy_{f32,f64}(kd_kview y, kd_kview x, double alpha)
+//   kd_scale_{f32,f64}(kd_kview y, double alpha)
+//   kd_sum_{f32,f64,i32,i64}(kd_kview out, kd_kview x)
+#include "strided.h"
+
+namespace {
+
+// The element of each size moved by fill and copy: plain bits.
+template <int E> struct Bits;
+template <> struct Bits<1> { typedef unsigned char T; };
+template <> struct Bits<2> { typedef unsigned short T; };
+template <> struct Bits<4> { typedef unsigned int T; };
+template <> struct Bits<8> { typedef unsigned long long T; };
+struct Bits16 { unsigned long long lo, hi; };  // 8-byte aligned
+template <> struct Bits<16> { typedef Bits16 T; };
+
+// The low E bytes of a pattern as an element (little-endian device).
+template <int E> __device__ __forceinline__ typename Bits<E>::T pattern_value(const kd_kpattern &p) {
+  return (typename Bits<E>::T)p.w[0];
+}
+template <> __device__ __forceinline__ Bits16 pattern_value<16>(const kd_kpattern &p) {
+  Bits16 b;
+  b.lo = p.w[0];
+  b.hi = p.w[1];
+  return b;
+}
+
+template <typename T> __device__ __forceinline__ T *at(const kd_kview &v, long long linear) {
+  return reinterpret_cast<T *>(v.base + (unsigned long long)(kd_kview_offset(&v, linear) * (long long)sizeof(T)));
+}
+
+// One index per thread of the whole launch, folded over all dimensions.
+__device__ __forceinline__ long long thread_index() {
+  unsigned long long block = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  unsigned long long in_block = ((unsigned long long)threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  return (long long)(block * ((unsigned long long)blockDim.x * blockDim.y * blockDim.z) + in_block);
+}
+
+__device__ __forceinline__ long long thread_count() {
+  return (long long)((unsigned long long)gridDim.x * gridDim.y * gridDim.z *
+                     ((unsigned long long)blockDim.x * blockDim.y * blockDim.z));
+}
+
+#define KD_GRID_STRIDE(i, n) for (long long i = thread_index(), i##_step = thread_count(); i < (n); i += i##_step)
+
+template <int E> __device__ __forceinline__ void fill(const kd_kview &dst, const kd_kpattern &value) {
+  typedef typename Bits<E>::T T;
+  const T v = pattern_value<E>(value);
+  const long long n = kd_kview_numel(&dst);
+  KD_GRID_STRIDE(i, n) *at<T>(dst, i) = v;
+}
+
+template <int E> __device__ __forceinline__ void copy(const kd_kview &dst, const kd_kview &src) {
+  typedef typename Bits<E>::T T;
+  const long long n = kd_kview_numel(&dst);
+  KD_GRID_STRIDE(i, n) *at<T>(dst, i) = *at<const T>(src, i);
+}
+
+// Arithmetic per element type: integers wrap through their unsigned type.
+__device__ __forceinline__ float add_op(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ double add_op(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ unsigned int add_op(unsigned int a, unsigned int b) { return a + b; }
+__device__ __forceinline__ unsigned long long add_op(unsigned long long a, unsigned long long b) { return a + b; }
+
+template <typename T> __device__ __forceinline__ void add(const kd_kview &out, const kd_kview &a, const kd_kview &b) {
+  const long long n = kd_kview_numel(&out);
+  KD_GRID_STRIDE(i, n) *at<T>(out, i) = add_op(*at<const T>(a, i), *at<const T>(b, i));
+}
+
+__device__ __forceinline__ float mul_op(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_op(double a, double b) { return __dmul_rn(a, b); }
+
+// y = alpha*x + y: the product is rounded, then the sum (never an FMA).
+template <typename T> __device__ __forceinline__ void axpy(const kd_kview &y, const kd_kview &x, double alpha) {
+  const T a = (T)alpha;
+  const long long n = kd_kview_numel(&y);
+  KD_GRID_STRIDE(i, n) {
+    T *yi = at<T>(y, i);
+    *yi = add_op(mul_op(a, *at<const T>(x, i)), *yi);
+  }
+}
+
+template <typename T> __device__ __forceinline__ void scale(const kd_kview &y, double alpha) {
+  const T a = (T)alpha;
+  const long long n = kd_kview_numel(&y);
+  KD_GRID_STRIDE(i, n) {
+    T *yi = at<T>(y, i);
+    *yi = mul_op(a, *yi);
+  }
+}
+
+// Deterministic one-block sum; see the launch rules above.
+template <typename T> __device__ __forceinline__ void sum(const kd_kview &out, const kd_kview &x) {
+  __shared__ T s[KD_KSUM_THREADS];
+  if (blockDim.x != KD_KSUM_THREADS || blockDim.y != 1 || blockDim.z != 1 || gridDim.x != 1 || gridDim.y != 1 ||
+      gridDim.z != 1)
+    __trap();
+  const unsigned t = threadIdx.x;
+  const long long n = kd_kview_numel(&x);
+  T acc = (T)0;
+  for (long long i = t; i < n; i += KD_KSUM_THREADS) acc = add_op(acc, *at<const T>(x, i));
+  s[t] = acc;
+  __syncthreads();
+#pragma unroll
+  for (unsigned h = KD_KSUM_THREADS / 2; h > 0; h >>= 1) {
+    if (t < h) s[t] = add_op(s[t], s[t + h]);
+    __syncthreads();
+  }
+  if (t == 0) *reinterpret_cast<T *>(out.base) = s[0];
+}
+
+}  // namespace
+
+#define KD_FILL_COPY(E)                                                                                     \
+  extern "C" __global__ void kd_fill_e##E(kd_kview dst, kd_kpattern value) { fill<E>(dst, value); }         \
+  extern "C" __global__ void kd_copy_e##E(kd_kview dst, kd_kview src) { copy<E>(dst, src); }
+KD_FILL_COPY(1)
+KD_FILL_COPY(2)
+KD_FILL_COPY(4)
+KD_FILL_COPY(8)
+KD_FILL_COPY(16)
+
+#define KD_ARITH(name, T)                                                                                   \
+  extern "C" __global__ void kd_add_##name(kd_kview out, kd_kview a, kd_kview b) { add<T>(out, a, b); }     \
+  extern "C" __global__ void kd_sum_##name(kd_kview out, kd_kview x) { sum<T>(out, x); }
+KD_ARITH(f32, float)
+KD_ARITH(f64, double)
+KD_ARITH(i32, unsigned int)
+KD_ARITH(i64, unsigned long long)
+
+#define KD_FLOAT(name, T)                                                                                   \
+  extern "C" __global__ void kd_axpy_##name(kd_kview y, kd_kview x, double alpha) { axpy<T>(y, x, alpha); } \
+  extern "C" __global__ void kd_scale_##name(kd_kview y, double alpha) { scale<T>(y, alpha); }
+KD_FLOAT(f32, float)
+KD_FLOAT(f64, double)

@@ -1,0 +1,116 @@
+/* Host implementations of kernels/builtins.cu; the semantics, including the
+ * order of every floating-point operation, must stay identical to the GPU
+ * kernels. Floats are never contracted into FMAs: this file is compiled
+ * with -ffp-contract=off (kernels/CMakeLists.txt) and the kernels use
+ * __fmul_rn/__fadd_rn. Integer arithmetic is done in uint32_t/uint64_t so
+ * it wraps without undefined behaviour. */
+#include <string.h>
+
+#include "kernels/host.h"
+
+/* Address of the element with linear index i, computed in integers so that
+ * negative strides never form an out-of-object pointer on the way. */
+static unsigned char *elem(const kd_kview *v, size_t esize, long long i) {
+  unsigned long long off = (unsigned long long)kd_kview_offset(v, i) * (unsigned long long)esize;
+  return (unsigned char *)(uintptr_t)(v->base + off);
+}
+
+void kd_host_fill(size_t esize, kd_kview dst, kd_kpattern value) {
+  if (esize == 0 || esize > 16) return;
+  unsigned char bytes[16];
+  for (size_t k = 0; k < esize; ++k) bytes[k] = (unsigned char)(value.w[k / 8] >> (8 * (k % 8)));
+  long long n = kd_kview_numel(&dst);
+  for (long long i = 0; i < n; ++i) memcpy(elem(&dst, esize, i), bytes, esize);
+}
+
+void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
+  long long n = kd_kview_numel(&dst);
+  for (long long i = 0; i < n; ++i) memcpy(elem(&dst, esize, i), elem(&src, esize, i), esize);
+}
+
+/* One loader/storer and the arithmetic per element type. */
+#define KD_HOST_TYPE(name, T)                                                       \
+  static T load_##name(const kd_kview *v, long long i) {                            \
+    T x;                                                                            \
+    memcpy(&x, elem(v, sizeof(T), i), sizeof(T));                                   \
+    return x;                                                                       \
+  }                                                                                 \
+  static void store_##name(const kd_kview *v, long long i, T x) {                   \
+    memcpy(elem(v, sizeof(T), i), &x, sizeof(T));                                   \
+  }                                                                                 \
+  static void add_##name(const kd_kview *out, const kd_kview *a, const kd_kview *b) { \
+    long long n = kd_kview_numel(out);                                              \
+    for (long long i = 0; i < n; ++i) {                                             \
+      T r = (T)(load_##name(a, i) + load_##name(b, i));                             \
+      store_##name(out, i, r);                                                      \
+    }                                                                               \
+  }                                                                                 \
+  static void sum_##name(const kd_kview *out, const kd_kview *x) {                  \
+    T p[KD_KSUM_THREADS];                                                           \
+    for (int t = 0; t < KD_KSUM_THREADS; ++t) p[t] = (T)0;                          \
+    long long n = kd_kview_numel(x);                                                \
+    for (long long i = 0; i < n; ++i) {                                             \
+      int t = (int)(i % KD_KSUM_THREADS);                                           \
+      p[t] = (T)(p[t] + load_##name(x, i));                                         \
+    }                                                                               \
+    for (int h = KD_KSUM_THREADS / 2; h > 0; h >>= 1)                               \
+      for (int t = 0; t < h; ++t) p[t] = (T)(p[t] + p[t + h]);                      \
+    store_##name(out, 0, p[0]);                                                     \
+  }
+KD_HOST_TYPE(f32, float)
+KD_HOST_TYPE(f64, double)
+KD_HOST_TYPE(i32, uint32_t)
+KD_HOST_TYPE(i64, uint64_t)
+#undef KD_HOST_TYPE
+
+#define KD_HOST_FLOAT(name, T)                                                      \
+  static void axpy_##name(const kd_kview *y, const kd_kview *x, double alpha) {     \
+    const T a = (T)alpha;                                                           \
+    long long n = kd_kview_numel(y);                                                \
+    for (long long i = 0; i < n; ++i) {                                             \
+      T prod = a * load_##name(x, i); /* rounded to T before the add */             \
+      store_##name(y, i, prod + load_##name(y, i));                                 \
+    }                                                                               \
+  }                                                                                 \
+  static void scale_##name(const kd_kview *y, double alpha) {                       \
+    const T a = (T)alpha;                                                           \
+    long long n = kd_kview_numel(y);                                                \
+    for (long long i = 0; i < n; ++i) store_##name(y, i, a * load_##name(y, i));    \
+  }
+KD_HOST_FLOAT(f32, float)
+KD_HOST_FLOAT(f64, double)
+#undef KD_HOST_FLOAT
+
+void kd_host_add(kd_kdtype t, kd_kview out, kd_kview a, kd_kview b) {
+  switch (t) {
+    case KD_K_F32: add_f32(&out, &a, &b); break;
+    case KD_K_F64: add_f64(&out, &a, &b); break;
+    case KD_K_I32: add_i32(&out, &a, &b); break;
+    case KD_K_I64: add_i64(&out, &a, &b); break;
+  }
+}
+
+void kd_host_axpy(kd_kdtype t, kd_kview y, kd_kview x, double alpha) {
+  switch (t) {
+    case KD_K_F32: axpy_f32(&y, &x, alpha); break;
+    case KD_K_F64: axpy_f64(&y, &x, alpha); break;
+    default: break;
+  }
+}
+
+void kd_host_scale(kd_kdtype t, kd_kview y, double alpha) {
+  switch (t) {
+    case KD_K_F32: scale_f32(&y, alpha); break;
+    case KD_K_F64: scale_f64(&y, alpha); break;
+    default: break;
+  }
+}
+
+void kd_host_sum(kd_kdtype t, kd_kview out, kd_kview x) {
+  switch (t) {
+    case KD_K_F32: sum_f32(&out, &x); break;
+    case KD_K_F64: sum_f64(&out, &x); break;
+    case KD_K_I32: sum_i32(&out, &x); break;
+    case KD_K_I64: sum_i64(&out, &x); break;
+  }
+}

@@ -1,0 +1,93 @@
+/* Strided views shared by the built-in kernels (kernels/builtins.cu) and
+ * their host implementations (kernels/host_builtins.c).
+ *
+ * Usable from C11, from nvcc and from NVRTC: it includes no header, because
+ * NVRTC has no C library headers; everything here is built-in types.
+ *
+ * A kd_kview is passed BY VALUE to every kernel and host function (144
+ * bytes; the PTX parameter is `.param .align 8 .b8 name[144]`). Element
+ * (i0, i1, ..., i{rank-1}) lives at byte address
+ *   base + esize * (i0*strides[0] + i1*strides[1] + ...)
+ * Strides are in elements and may be zero or negative. Linear indices are
+ * column-major: dimension 0 varies fastest. Rank 0 is one element at base.
+ * Every element address must be aligned to the element size (8 bytes for
+ * 16-byte elements). */
+#ifndef KDAG_KERNELS_STRIDED_H
+#define KDAG_KERNELS_STRIDED_H
+
+#define KD_KMAX_RANK 8
+
+/* Threads of the one block every kd_sum_* kernel is launched with. */
+#define KD_KSUM_THREADS 256
+
+#if defined(__CUDACC__)
+#define KD_KHD __host__ __device__ __forceinline__
+#else
+#define KD_KHD static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kd_kview {
+  /* Address of the view's first element (the tensor's offset already
+   * applied): a device pointer on the GPU, a host pointer cast through
+   * uintptr_t on the host. */
+  unsigned long long base;
+  int rank; /* 0..KD_KMAX_RANK; 0 means one element */
+  long long shape[KD_KMAX_RANK];   /* entries [rank, KD_KMAX_RANK) are ignored */
+  long long strides[KD_KMAX_RANK]; /* in elements, column-major (see above) */
+} kd_kview;
+
+/* A fill value as raw bits, low bytes first: byte k of the element (in
+ * memory order) is bits 8*(k%8)..8*(k%8)+7 of w[k/8]. Only the first esize
+ * bytes are used; on a little-endian machine (x86-64, aarch64, every GPU)
+ * this is exactly the in-memory image of w. */
+typedef struct kd_kpattern {
+  unsigned long long w[2];
+} kd_kpattern;
+
+/* Arithmetic element types of the add/axpy/scale/sum kernels. Integers are
+ * two's complement and wrap modulo 2^32 / 2^64 (never undefined). */
+typedef enum kd_kdtype { KD_K_F32 = 0, KD_K_F64 = 1, KD_K_I32 = 2, KD_K_I64 = 3 } kd_kdtype;
+
+/* Number of elements: the product of shape[0..rank); 1 for rank 0. */
+KD_KHD long long kd_kview_numel(const kd_kview *v) {
+  long long n = 1;
+  for (int d = 0; d < KD_KMAX_RANK; ++d) {
+    if (d >= v->rank) break;
+    n *= v->shape[d];
+  }
+  return n;
+}
+
+/* Element offset (in elements, relative to base) of the element whose
+ * column-major linear index is `linear`, 0 <= linear < numel. The loop runs
+ * over the fixed KD_KMAX_RANK bound so that, unrolled, every shape/stride
+ * index is a constant and the view stays in kernel parameter space. The last
+ * dimension takes the remaining quotient, so rank 1 needs no division. */
+KD_KHD long long kd_kview_offset(const kd_kview *v, long long linear) {
+  long long off = 0;
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int d = 0; d < KD_KMAX_RANK; ++d) {
+    if (d >= v->rank) break;
+    if (d == v->rank - 1) {
+      off += linear * v->strides[d];
+    } else {
+      long long i = linear % v->shape[d];
+      linear /= v->shape[d];
+      off += i * v->strides[d];
+    }
+  }
+  return off;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#undef KD_KHD
+#endif /* KDAG_KERNELS_STRIDED_H */

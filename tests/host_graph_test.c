@@ -1,0 +1,265 @@
+/* Host lane: declaring graphs (checks, inferred order, DOT) and running them
+ * on a HOST session's thread pool. */
+#include <ck_pr.h>
+#include <math.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "kdag_test.h"
+#include "kernels/host.h"
+
+static kd_tensor ivec(kd_session *s, int64_t n, const int32_t *init) {
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {n}};
+  kd_tensor t;
+  if (init) KDT_OK(kd_tensor_from_host(s, &d, init, sizeof(int32_t) * (size_t)n, &t));
+  else KDT_OK(kd_tensor_create(s, &d, &t));
+  return t;
+}
+
+static kd_graph_stats stats(kd_graph *g) {
+  kd_graph_stats st;
+  KDT_OK(kd_graph_stats_get(g, &st));
+  return st;
+}
+
+static int has_edge_text(kd_graph *g, const char *needle) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  KDT_OK(kd_graph_write_dot(g, f));
+  fclose(f);
+  int found = strstr(buf, needle) != NULL;
+  free(buf);
+  return found;
+}
+
+Test(host_graph, add_time_checks_have_their_own_codes) {
+  kd_session *s = kdt_host_session(), *other = kdt_host_session();
+  int32_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  kd_tensor a = ivec(s, 8, ones), b = ivec(s, 8, NULL), foreign = ivec(other, 8, ones);
+  kd_tensor_desc hd = {.dtype = KD_I32, .rank = 1, .shape = {8}, .residency = KD_RESIDENCY_HOST};
+  kd_tensor host;
+  KDT_OK(kd_tensor_from_host(s, &hd, ones, sizeof ones, &host));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_node n;
+  KDT_OK(kd_graph_copy(g, "first", kd_whole(b), kd_whole(a), &n));
+  kd_graph_stats before = stats(g);
+  kd_view lo = {.tensor = a, .rank = 1, .offset = 0, .shape = {5}, .strides = {1}};
+  kd_view hi = {.tensor = a, .rank = 1, .offset = 3, .shape = {5}, .strides = {1}};
+  KDT_FAILS(kd_graph_copy(g, "alias", hi, lo, &n), KD_ERR_ALIASING, "node 'alias'");
+  cr_assert(strstr(kd_last_error(), "overlaps argument 0"), "%s", kd_last_error());
+  KDT_FAILS(kd_graph_copy(g, "foreign", kd_whole(b), kd_whole(foreign), &n), KD_ERR_WRONG_SESSION, "argument 1");
+  kd_tensor dead = ivec(s, 8, ones);
+  KDT_OK(kd_tensor_release(s, dead));
+  KDT_FAILS(kd_graph_copy(g, "dead", kd_whole(b), kd_whole(dead), &n), KD_ERR_RELEASED, "node 'dead'");
+  KDT_FAILS(kd_graph_copy(g, "host", kd_whole(b), kd_whole(host), &n), KD_ERR_NOT_RESIDENT, "host memory");
+  kd_view past = {.tensor = a, .rank = 1, .offset = 4, .shape = {5}, .strides = {1}};
+  KDT_FAILS(kd_graph_copy(g, "bounds", kd_whole(b), past, &n), KD_ERR_OUT_OF_BOUNDS, "argument 1");
+  kd_tensor never = ivec(s, 8, NULL);
+  KDT_FAILS(kd_graph_copy(g, "uninit", kd_whole(a), kd_whole(never), &n), KD_ERR_UNINITIALIZED, "node 'uninit'");
+  cr_assert(strstr(kd_last_error(), "argument 1"), "%s", kd_last_error());
+  kd_view half = {.tensor = b, .rank = 1, .offset = 0, .shape = {4}, .strides = {1}};
+  KDT_FAILS(kd_graph_copy(g, "shape", half, kd_whole(a), &n), KD_ERR_INVALID_ARGUMENT, "another shape");
+  KDT_FAILS(kd_graph_axpy(g, "int axpy", kd_whole(b), kd_whole(a), 2.0, &n), KD_ERR_INVALID_ARGUMENT, "f32 or f64");
+  kd_function fn = {{0}, 0};
+  kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  KDT_FAILS(kd_graph_kernel(g, "user", fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL, "no host implementation");
+  KDT_FAILS(kd_graph_foreign(g, "blas", NULL, NULL, NULL, 0, 0, NULL, NULL, &n), KD_ERR_NO_HOST_IMPL, "HOST");
+  KDT_FAILS(kd_graph_fill(g, "", kd_whole(b), ones, &n), KD_ERR_INVALID_ARGUMENT, "name");
+  /* Every rejected node left the graph exactly as it was. */
+  kd_graph_stats after = stats(g);
+  cr_assert_eq(after.nodes, before.nodes);
+  cr_assert_eq(after.edges, before.edges);
+  cr_assert_eq(after.accesses, before.accesses);
+  kd_graph_destroy(g);
+  kd_session_destroy(other);
+  kd_session_destroy(s);
+}
+
+Test(host_graph, order_is_inferred_from_hazards) {
+  kd_session *s = kdt_host_session();
+  int32_t v[8] = {0};
+  kd_tensor a = ivec(s, 8, v), b = ivec(s, 8, NULL), c = ivec(s, 8, NULL);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_node n0, n1, n2, n3;
+  KDT_OK(kd_graph_copy(g, "b=a", kd_whole(b), kd_whole(a), &n0));
+  KDT_OK(kd_graph_copy(g, "c=b", kd_whole(c), kd_whole(b), &n1));   /* RAW on b */
+  KDT_OK(kd_graph_fill(g, "b=7", kd_whole(b), (int32_t[]){7}, &n2)); /* WAR on b (after c=b), WAW after b=a */
+  KDT_OK(kd_graph_fill(g, "c=1", kd_whole(c), (int32_t[]){1}, &n3)); /* WAW on c */
+  cr_assert(has_edge_text(g, "n0 -> n1 [label=\"RAW t0\"]"));
+  cr_assert(has_edge_text(g, "n1 -> n2 [label=\"WAR t0\"]"));
+  cr_assert(has_edge_text(g, "n1 -> n3 [label=\"WAW t2\"]"));
+  /* b=a -> b=7 is implied through c=b, which read all of what b=a wrote:
+   * the local shadowing rule leaves it out. */
+  cr_assert_not(has_edge_text(g, "n0 -> n2"));
+  cr_assert_eq(stats(g).edges, 3);
+  KDT_FAILS(kd_graph_edge(g, n3, n0), KD_ERR_CYCLE, "would close a cycle");
+  KDT_OK(kd_graph_edge(g, n2, n3));
+  cr_assert(has_edge_text(g, "n2 -> n3 [label=\"explicit\""));
+  KDT_FAILS(kd_graph_edge(g, n0, n0), KD_ERR_INVALID_ARGUMENT, "itself");
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+Test(host_graph, disjoint_views_stay_independent) {
+  kd_session *s = kdt_host_session();
+  kd_tensor_desc d = {.dtype = KD_F64, .rank = 2, .shape = {4, 6}};
+  kd_tensor m;
+  KDT_OK(kd_tensor_create(s, &d, &m));
+  kd_view even = {.tensor = m, .rank = 2, .offset = 0, .shape = {4, 3}, .strides = {1, 8}};
+  kd_view odd = {.tensor = m, .rank = 2, .offset = 4, .shape = {4, 3}, .strides = {1, 8}};
+  kd_view row0 = {.tensor = m, .rank = 1, .offset = 0, .shape = {6}, .strides = {4}};
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_fill(g, "even", even, (double[]){1.0}, NULL));
+  KDT_OK(kd_graph_fill(g, "odd", odd, (double[]){2.0}, NULL));
+  cr_assert_eq(stats(g).edges, 0, "even and odd columns are disjoint");
+  KDT_OK(kd_graph_scale(g, "row0", row0, 3.0, NULL)); /* touches both */
+  cr_assert(has_edge_text(g, "n0 -> n2 [label=\"RAW t0\"]"));
+  cr_assert(has_edge_text(g, "n1 -> n2 [label=\"RAW t0\"]"));
+  double out[24];
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "out", m, out, sizeof out, &sink));
+  kd_ticket t;
+  KDT_OK(kd_graph_submit(g, &t));
+  KDT_OK(kd_sink_wait(sink));
+  for (int j = 0; j < 6; ++j)
+    for (int i = 0; i < 4; ++i) {
+      double want = (j % 2 ? 2.0 : 1.0) * (i == 0 ? 3.0 : 1.0);
+      cr_assert_eq(out[j * 4 + i], want, "m(%d,%d) = %g, want %g", i, j, out[j * 4 + i], want);
+    }
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+Test(host_graph, pipeline_runs_and_resubmits_with_rebinding) {
+  kd_session *s = kdt_host_session();
+  float x[16], y[16];
+  kdt_fill_random(x, 16, 3);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {16}};
+  kd_tensor tx, ty, tz, tsum;
+  KDT_OK(kd_tensor_create(s, &d, &tx));
+  KDT_OK(kd_tensor_create(s, &d, &ty));
+  KDT_OK(kd_tensor_create(s, &d, &tz));
+  kd_tensor_desc one = {.dtype = KD_F32, .rank = 0};
+  KDT_OK(kd_tensor_create(s, &one, &tsum));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_upload(g, "x", tx, x, sizeof x, NULL));
+  KDT_OK(kd_graph_fill(g, "y=1", kd_whole(ty), (float[]){1.0f}, NULL));
+  KDT_OK(kd_graph_axpy(g, "y+=2x", kd_whole(ty), kd_whole(tx), 2.0, NULL));
+  KDT_OK(kd_graph_add(g, "z=x+y", kd_whole(tz), kd_whole(tx), kd_whole(ty), NULL));
+  KDT_OK(kd_graph_scale(g, "z*=0.5", kd_whole(tz), 0.5, NULL));
+  KDT_OK(kd_graph_sum(g, "sum", kd_whole(tsum), kd_whole(tz), NULL));
+  float z[16], total = 0;
+  kd_sink *sz, *ss;
+  KDT_OK(kd_graph_sink(g, "z", tz, z, sizeof z, &sz));
+  KDT_OK(kd_graph_sink(g, "sum", tsum, &total, sizeof total, &ss));
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 16; ++i) x[i] += 1.0f; /* read at submit */
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_sink_wait(sz));
+    KDT_OK(kd_sink_wait(ss));
+    float want_total = 0;
+    for (int i = 0; i < 16; ++i) {
+      float yi = 2.0f * x[i] + 1.0f, zi = (x[i] + yi) * 0.5f;
+      cr_assert_eq(z[i], zi, "round %d z[%d] = %g, want %g", round, i, z[i], zi);
+      want_total += zi;
+    }
+    cr_assert_float_eq(total, want_total, 1e-4f * (1 + fabsf(want_total)));
+  }
+  KDT_FAILS(kd_sink_wait(sz), KD_ERR_INVALID_ARGUMENT, "no submission");
+  /* Rebind z to a fresh tensor: same plan, new output. */
+  kd_tensor tz2;
+  KDT_OK(kd_tensor_create(s, &d, &tz2));
+  KDT_OK(kd_graph_rebind(g, tz, tz2));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sz));
+  float direct[16];
+  KDT_OK(kd_tensor_download(s, tz2, direct, sizeof direct));
+  for (int i = 0; i < 16; ++i)
+    cr_assert_eq(direct[i], z[i], "the rebound tensor holds the result: [%d] %g vs sink %g", i, direct[i], z[i]);
+  kd_tensor_desc other = {.dtype = KD_F64, .rank = 1, .shape = {16}};
+  kd_tensor wrong;
+  KDT_OK(kd_tensor_create(s, &other, &wrong));
+  KDT_FAILS(kd_graph_rebind(g, tz2, wrong), KD_ERR_INVALID_ARGUMENT, "dtype, shape");
+  (void)y;
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+Test(host_graph, release_everything_right_after_submit) {
+  kd_session *s = kdt_host_session();
+  int32_t a[1000];
+  for (int i = 0; i < 1000; ++i) a[i] = i;
+  kd_tensor ta = ivec(s, 1000, a), tb = ivec(s, 1000, NULL);
+  kd_tensor_desc one = {.dtype = KD_I32, .rank = 0};
+  kd_tensor ts;
+  KDT_OK(kd_tensor_create(s, &one, &ts));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(tb), kd_whole(ta), kd_whole(ta), NULL));
+  KDT_OK(kd_graph_sum(g, "sum", kd_whole(ts), kd_whole(tb), NULL));
+  int32_t total = 0;
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "sum", ts, &total, sizeof total, &sink));
+  for (int i = 0; i < 50; ++i) KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_tensor_release(s, ta));
+  KDT_OK(kd_tensor_release(s, tb));
+  KDT_OK(kd_tensor_release(s, ts));
+  KDT_OK(kd_sink_wait(sink));
+  cr_assert_eq(total, 999 * 1000);
+  kd_graph_destroy(g); /* the last holder: the tensors go once their work is done */
+  uint32_t pending = 1;
+  for (int i = 0; i < 1000 && pending; ++i) KDT_OK(kd_session_reap(s, &pending));
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(pending, 0);
+  cr_assert_eq(k.device_syncs, 0);
+  cr_assert_eq(k.submissions, 50);
+  kd_session_destroy(s);
+}
+
+typedef struct meet {
+  int arrived;
+  int met[2];
+} meet;
+
+static void meet_fn(void *p, int who) {
+  meet *m = p;
+  ck_pr_inc_int(&m->arrived);
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do { /* wait up to 5 s for the other node */
+    if (ck_pr_load_int(&m->arrived) == 2) {
+      m->met[who] = 1;
+      return;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 5000000000L);
+}
+static void meet0(void *p) { meet_fn(p, 0); }
+static void meet1(void *p) { meet_fn(p, 1); }
+
+Test(host_graph, independent_nodes_run_at_the_same_time) {
+  kd_session *s = kdt_host_session();
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  meet m = {0, {0, 0}};
+  KDT_OK(kd_graph_host(g, "left", meet0, &m, NULL, 0, NULL));
+  KDT_OK(kd_graph_host(g, "right", meet1, &m, NULL, 0, NULL));
+  kd_ticket t;
+  KDT_OK(kd_graph_submit(g, &t));
+  int done = 0;
+  for (int i = 0; i < 10000 && !done; ++i) {
+    KDT_OK(kd_ticket_done(s, t, &done));
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  cr_assert(done);
+  cr_assert(m.met[0] && m.met[1], "the two independent host nodes never ran concurrently");
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
