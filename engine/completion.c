@@ -75,6 +75,15 @@ static void retire(kd_session *s, kd_completion *c) {
   if (c->event) kd_event_release_to_pool(&s->dev, c->event);
   if (c->run) kd_host_run_unref(c->run);
   s->retired_seq = c->seq + 1;
+  for (uint32_t i = 0; i < s->orphan_count;) { /* sink copies of destroyed graphs */
+    if (s->orphans[i].seq < s->retired_seq) {
+      kd_event_release_to_pool(&s->dev, s->orphans[i].event);
+      kd_staging_put(&s->dev, s->orphans[i].block);
+      s->orphans[i] = s->orphans[--s->orphan_count];
+    } else {
+      ++i;
+    }
+  }
   s->counters.completions_retired++;
   s->counters.inflight--;
   free(c);

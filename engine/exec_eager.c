@@ -179,6 +179,21 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
   return KD_OK;
 }
 
+/* Debug option: wait for each node's own event so a fault is charged to
+ * the node that caused it (slow: the host waits after every node). */
+static kd_status debug_wait(kd_session *s, const char *op) {
+  CUevent ev;
+  kd_status st = kd_event_acquire(&s->dev, op, &ev);
+  if (st) return st;
+  CUresult r = s->dev.cu->cuEventRecord(ev, s->dev.stream);
+  if (r == CUDA_SUCCESS) {
+    s->counters.event_waits++;
+    r = s->dev.cu->cuEventSynchronize(ev);
+  }
+  kd_event_release_to_pool(&s->dev, ev);
+  return r == CUDA_SUCCESS ? KD_OK : kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize (per-node debug event)"));
+}
+
 kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp) {
   kd_session *s = g->session;
   kd_status st = KD_OK;
@@ -211,6 +226,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
       }
       case KD_NODE_FOREIGN: st = foreign_call(s, op, g, node, held); break;
     }
+    if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) st = debug_wait(s, op);
     if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, g->plan.order[i]);
   }
   return st;

@@ -49,7 +49,7 @@ static kd_status validate_options(const kd_session_options *o) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: options->completion_ring_capacity %u must be a power of two in [1, 2^20]",
                    op, c);
-  if (o->flags & ~(uint32_t)(KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE | KD_SESSION_HOST_JITTER))
+  if (o->flags & ~(uint32_t)(KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE | KD_SESSION_HOST_JITTER | KD_SESSION_DEBUG_NODES))
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->flags 0x%x has unknown bits", op, o->flags);
   return KD_OK;
 }
@@ -154,6 +154,7 @@ void kd_session_destroy(kd_session *s) {
   if (s->has_device) kd_device_close(&s->dev);
   kd_handle_table_fini(&s->handles);
   free(s->raw.held.items);
+  free(s->orphans);
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&s->lock);
   free(s);

@@ -98,6 +98,10 @@ struct kd_session {
   uint64_t retired_seq;     /* every completion with seq < this has retired */
   kd_raw raw;
   uint64_t next_scope;
+  /* Sink copies orphaned by a destroyed graph: each goes back to the
+   * staging pool when the completion it belongs to (seq) retires. */
+  struct kd_orphan { uint64_t seq; kd_staging_block *block; CUevent event; } *orphans;
+  uint32_t orphan_count, orphan_cap;
   ck_ht_t module_cache;     /* key string -> kd_module_obj * */
   int module_cache_ready;
   int destroy_requested;    /* kd_session_destroy called inside a raw callback */

@@ -68,13 +68,26 @@ kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
 
 void kd_sink_free(kd_session *s, kd_sink *sk) {
   if (sk->block) {
-    /* The copy may be in flight: its completion retires in order, so wait
-     * for this sink's own event before reusing the block. */
-    if (sk->event) {
-      s->dev.cu->cuEventSynchronize(sk->event);
+    /* The copy may still be in flight, and destroying a graph never waits:
+     * the block is reused once the submission that wrote it has retired. */
+    if (sk->seq < s->retired_seq) {
       kd_event_release_to_pool(&s->dev, sk->event);
+      kd_staging_put(&s->dev, sk->block);
+    } else {
+      struct kd_orphan *grown = s->orphan_count == s->orphan_cap
+                                    ? realloc(s->orphans, (s->orphan_cap ? s->orphan_cap * 2 : 8) * sizeof *grown)
+                                    : s->orphans;
+      if (grown) {
+        if (s->orphan_count == s->orphan_cap) s->orphan_cap = s->orphan_cap ? s->orphan_cap * 2 : 8;
+        s->orphans = grown;
+        s->orphans[s->orphan_count++] = (struct kd_orphan){sk->seq, sk->block, sk->event};
+      } else { /* no memory to defer: waiting on this copy alone is the safe fallback */
+        s->counters.event_waits++;
+        s->dev.cu->cuEventSynchronize(sk->event);
+        kd_event_release_to_pool(&s->dev, sk->event);
+        kd_staging_put(&s->dev, sk->block);
+      }
     }
-    kd_staging_put(&s->dev, sk->block);
   }
   if (sk->run) kd_host_run_unref(sk->run);
   free(sk);

@@ -24,13 +24,12 @@ kd_status kd_footprint_build(const kd_view *v, uint32_t max_runs, kd_footprint *
   int64_t run = 1;
   while (inner < v->rank && (v->shape[inner] == 1 || v->strides[inner] == run)) run *= v->shape[inner++];
   int64_t outer = numel / run;
-  if (outer > (int64_t)max_runs) {
-    out->runs = malloc(sizeof *out->runs);
-    if (!out->runs) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a footprint", op);
-    out->runs[0].lo = lo;
-    out->runs[0].hi = hi + 1;
+  if (outer > (int64_t)max_runs || outer == 1) {
+    /* One run, inline: the whole view (outer == 1, exact) or its interval. */
+    out->one.lo = lo;
+    out->one.hi = outer == 1 ? lo + run : hi + 1;
     out->count = 1;
-    out->exact = 0;
+    out->exact = outer == 1;
     return KD_OK;
   }
   out->runs = malloc((size_t)outer * sizeof *out->runs);
@@ -65,11 +64,12 @@ void kd_footprint_free(kd_footprint *f) {
   memset(f, 0, sizeof *f);
 }
 
-int kd_footprint_overlap(const kd_footprint *a, const kd_footprint *b) {
+int kd_footprint_overlap(const kd_footprint *fa, const kd_footprint *fb) {
+  const kd_run *a = kd_footprint_runs(fa), *b = kd_footprint_runs(fb);
   uint32_t i = 0, j = 0;
-  while (i < a->count && j < b->count) {
-    if (a->runs[i].hi <= b->runs[j].lo) ++i;
-    else if (b->runs[j].hi <= a->runs[i].lo) ++j;
+  while (i < fa->count && j < fb->count) {
+    if (a[i].hi <= b[j].lo) ++i;
+    else if (b[j].hi <= a[i].lo) ++j;
     else return 1;
   }
   return 0;
@@ -77,12 +77,12 @@ int kd_footprint_overlap(const kd_footprint *a, const kd_footprint *b) {
 
 int kd_footprint_covers(const kd_footprint *outer, const kd_footprint *inner) {
   if (!outer->exact) return 0;
+  const kd_run *o = kd_footprint_runs(outer), *in = kd_footprint_runs(inner);
   uint32_t j = 0;
   for (uint32_t i = 0; i < inner->count; ++i) {
     /* Runs are merged, so one outer run must hold the whole inner run. */
-    while (j < outer->count && outer->runs[j].hi <= inner->runs[i].lo) ++j;
-    if (j == outer->count || outer->runs[j].lo > inner->runs[i].lo || outer->runs[j].hi < inner->runs[i].hi)
-      return 0;
+    while (j < outer->count && o[j].hi <= in[i].lo) ++j;
+    if (j == outer->count || o[j].lo > in[i].lo || o[j].hi < in[i].hi) return 0;
   }
   return 1;
 }

@@ -12,10 +12,14 @@ typedef struct kd_run {
 } kd_run;
 
 typedef struct kd_footprint {
-  kd_run *runs;    /* sorted, disjoint, non-adjacent; malloc'd */
+  kd_run *runs;    /* sorted, disjoint, non-adjacent; malloc'd, or NULL when
+                      the one run is stored inline (the common case) */
+  kd_run one;
   uint32_t count;
   int exact;       /* 0: one run spanning the view's interval (too many runs) */
 } kd_footprint;
+
+static inline const kd_run *kd_footprint_runs(const kd_footprint *f) { return f->runs ? f->runs : &f->one; }
 
 /* Builds the footprint of a resolved, in-bounds view. Views of more than
  * max_runs runs get their bounding interval (exact = 0).

@@ -93,6 +93,7 @@ typedef struct pending {
   kd_view view;
   kd_footprint fp;
   size_t arg;        /* argument position, for messages */
+  int64_t binding;   /* existing binding of obj, -1 if new to the graph */
 } pending;
 
 typedef struct node_ctx {
@@ -112,21 +113,22 @@ static void ctx_free(node_ctx *c) {
 /* Resolves and checks one tensor access. compact: user kernels need compact views. */
 static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_view *view, int compact,
                             int any_residency) {
-  char what[96];
-  snprintf(what, sizeof what, "argument %zu", arg);
-  char op[320];
-  snprintf(op, sizeof op, "%s: node '%s' (#%u), %s", c->op, c->name, c->index, what);
+  /* Messages are formatted only on failure: this runs for every access. */
+#define KD_AT "%s: node '%s' (#%u), argument %zu"
+#define KD_AT_ARGS c->op, c->name, c->index, arg
+  const char *op = c->op;
   if (mode != KD_IN && mode != KD_OUT && mode != KD_INOUT)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: access %d is not KD_IN, KD_OUT or KD_INOUT", op, (int)mode);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, KD_AT ": access %d is not KD_IN, KD_OUT or KD_INOUT", KD_AT_ARGS, (int)mode);
   if (c->count == KD_NODE_MAX_ACCESSES)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: more than %d tensor accesses in one node", op, KD_NODE_MAX_ACCESSES);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, KD_AT ": more than %d tensor accesses in one node", KD_AT_ARGS,
+                   KD_NODE_MAX_ACCESSES);
   kd_session *s = c->g->session;
   kd_tensor_obj *o;
   kd_status st = kd_tensor_lookup(s, view->tensor, &o, op, "tensor");
-  if (st) return st;
+  if (st) return kd_fail_context(st, "node '%s' (#%u), argument %zu", c->name, c->index, arg);
   if (!any_residency && o->residency != KD_RESIDENCY_DEVICE)
-    return kd_fail(KD_ERR_NOT_RESIDENT, "%s: tensor 0x%llx lives in host memory, not in the session's device memory",
-                   op, (unsigned long long)view->tensor.bits);
+    return kd_fail(KD_ERR_NOT_RESIDENT, KD_AT ": tensor 0x%llx lives in host memory, not in the session's device memory",
+                   KD_AT_ARGS, (unsigned long long)view->tensor.bits);
   pending *p = &c->acc[c->count];
   memset(p, 0, sizeof *p);
   p->obj = o;
@@ -145,16 +147,15 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   }
   int64_t n;
   st = kd_view_extent(op, &p->view, o->elements, &n);
-  if (st) return st;
+  if (st) return kd_fail_context(st, "node '%s' (#%u), argument %zu", c->name, c->index, arg);
   if (compact && !kd_view_is_compact(&p->view))
-    return kd_fail(KD_ERR_NOT_COMPACT, "%s: the view of tensor 0x%llx is strided; user kernels take compact "
-                   "views only: canonicalize it with kd_graph_copy first", op, (unsigned long long)view->tensor.bits);
-  if (mode & KD_IN) {
-    int64_t b = binding_of(c->g, o);
-    if (!o->initialized && !(b >= 0 && c->g->bindings[b].written))
-      return kd_fail(KD_ERR_UNINITIALIZED, "%s: reads tensor 0x%llx, which no earlier node or upload writes",
-                     op, (unsigned long long)view->tensor.bits);
-  }
+    return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; user kernels take compact "
+                   "views only: canonicalize it with kd_graph_copy first", KD_AT_ARGS,
+                   (unsigned long long)view->tensor.bits);
+  p->binding = binding_of(c->g, o);
+  if ((mode & KD_IN) && !o->initialized && !(p->binding >= 0 && c->g->bindings[p->binding].written))
+    return kd_fail(KD_ERR_UNINITIALIZED, KD_AT ": reads tensor 0x%llx, which no earlier node or upload writes",
+                   KD_AT_ARGS, (unsigned long long)view->tensor.bits);
   st = kd_footprint_build(&p->view, KD_GRAPH_EXACT_RUNS, &p->fp, op);
   if (st) return st;
   c->count++;
@@ -163,10 +164,12 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   for (uint32_t j = 0; j + 1 < c->count; ++j) {
     pending *q = &c->acc[j];
     if (q->obj == o && ((q->mode | mode) & KD_OUT) && kd_footprint_overlap(&q->fp, &p->fp))
-      return kd_fail(KD_ERR_ALIASING, "%s: overlaps argument %zu on tensor 0x%llx and one of them writes",
-                     op, q->arg, (unsigned long long)view->tensor.bits);
+      return kd_fail(KD_ERR_ALIASING, KD_AT ": overlaps argument %zu on tensor 0x%llx and one of them writes",
+                     KD_AT_ARGS, q->arg, (unsigned long long)view->tensor.bits);
   }
   return KD_OK;
+#undef KD_AT
+#undef KD_AT_ARGS
 }
 
 static kd_status add_edge(kd_graph *g, uint32_t from, uint32_t to, uint32_t binding, kd_hazard hz) {
@@ -188,7 +191,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   kd_graph *g = c->g;
   uint32_t new_bindings = 0, extra_edges = 0;
   for (uint32_t i = 0; i < c->count; ++i) {
-    int64_t b = binding_of(g, c->acc[i].obj);
+    int64_t b = c->acc[i].binding;
     if (b < 0) new_bindings++;
     else extra_edges += g->bindings[b].active_count;
   }
@@ -212,7 +215,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   uint32_t bind[KD_NODE_MAX_ACCESSES];
   uint32_t first_new = g->binding_count;
   for (uint32_t i = 0; i < c->count; ++i) {
-    int64_t b = binding_of(g, c->acc[i].obj);
+    int64_t b = c->acc[i].binding;
     if (b < 0) {
       for (uint32_t j = first_new; j < g->binding_count && b < 0; ++j)
         if (g->bindings[j].obj == c->acc[i].obj) b = j;
@@ -263,11 +266,10 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     acc->mode = c->acc[i].mode;
     acc->view = c->acc[i].view;
     acc->fp = c->acc[i].fp; /* moves ownership */
-    acc->shadowed = 0;
     kd_binding *b = &g->bindings[bind[i]];
     uint32_t keep = 0;
     for (uint32_t k = 0; k < b->active_count; ++k) {
-      kd_gaccess *prev = &g->accesses[b->active[k]];
+      kd_active *prev = &b->active[k];
       int conflict = ((prev->mode | acc->mode) & KD_OUT) && kd_footprint_overlap(&prev->fp, &acc->fp);
       if (conflict && prev->shadowed && acc->mode == KD_OUT) {
         g->edges_dropped++; /* implied: prev -> covering read -> this write */
@@ -284,7 +286,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
         b->active[keep++] = b->active[k];
     }
     b->active_count = keep;
-    b->active[b->active_count++] = a;
+    b->active[b->active_count++] = (kd_active){node, (uint8_t)acc->mode, 0, acc->fp};
     if (acc->mode & KD_OUT) b->written = 1;
   }
   c->count = 0; /* footprints now belong to the graph */

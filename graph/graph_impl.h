@@ -19,12 +19,22 @@ typedef enum kd_builtin_op {
 
 typedef enum kd_hazard { KD_HAZ_RAW = 1, KD_HAZ_WAR = 2, KD_HAZ_WAW = 3, KD_HAZ_EXPLICIT = 4 } kd_hazard;
 
+/* An access that can still conflict with later ones, with what inference
+ * needs copied in, so scanning a tensor's list touches one array. */
+typedef struct kd_active {
+  uint32_t node;
+  uint8_t mode;            /* kd_access */
+  uint8_t shadowed;        /* a write that a later read of another node covers:
+                              later writes are ordered after it through that read */
+  kd_footprint fp;         /* shallow copy; the access owns the runs */
+} kd_active;
+
 /* A graph-level tensor slot: accesses name bindings, so rebinding a
  * tensor changes one pointer, not every access. */
 typedef struct kd_binding {
   kd_tensor_obj *obj;      /* the graph holds a reference */
   int written;             /* an earlier node of this graph writes it */
-  uint32_t *active;        /* access indices still able to conflict with later ones */
+  kd_active *active;
   uint32_t active_count, active_cap;
 } kd_binding;
 
@@ -33,8 +43,6 @@ typedef struct kd_gaccess {
   kd_access mode;
   kd_view view;            /* resolved: rank >= 0, in bounds */
   kd_footprint fp;
-  int shadowed;            /* a write that a later read of another node covers:
-                              later writes are ordered after it through that read */
 } kd_gaccess;
 
 typedef struct kd_gvalue {

@@ -3,7 +3,7 @@
 # The CUDA toolkit (nvcc, headers, NVRTC, nvJitLink) is expected at
 # /usr/local/cuda or on PATH; kdag needs no GPU and no driver to build.
 set -euo pipefail
-pkgs=(cmake pkg-config gcc make libck-dev libhwloc-dev libcriterion-dev)
+pkgs=(cmake pkg-config gcc make libck-dev libhwloc-dev libcriterion-dev libjansson-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

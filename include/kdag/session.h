@@ -42,7 +42,10 @@ enum {
   KD_SESSION_VERBOSE = 1u << 1,
   /* Test option, HOST backend: sleep a random 0-200 us before each node so
    * a missing dependency shows as a wrong result even on two cores. */
-  KD_SESSION_HOST_JITTER = 1u << 2
+  KD_SESSION_HOST_JITTER = 1u << 2,
+  /* Debug option, CUDA backend: wait for an event after every graph node,
+   * so a device fault is reported naming the node that caused it. */
+  KD_SESSION_DEBUG_NODES = 1u << 3
 };
 
 typedef struct kd_session_options {

@@ -1,0 +1,390 @@
+/* GPU lane: graphs on a CUDA session (EAGER), checked against the HOST
+ * backend running the same node lists. */
+#include <ck_pr.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <time.h>
+
+#include "kernels/embedded.h"
+#include "random_graph.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+Test(gpu_graph, random_graphs_eager_match_host_bit_exact) {
+  kd_session *gpu = kdt_gpu_session(), *host = kdt_host_session();
+  static int32_t init[RG_POOL][RG_LEN], a[RG_POOL][RG_LEN], b[RG_POOL][RG_LEN];
+  rg_rng seeds = {0x9E3779B97F4A7C15ull};
+  int graphs = 300;
+  for (int gi = 0; gi < graphs; ++gi) {
+    for (int i = 0; i < RG_POOL; ++i)
+      for (int j = 0; j < RG_LEN; ++j) init[i][j] = (int32_t)(rg_next(&seeds) % 2000) - 1000;
+    rg_rng r = {seeds.s ^ (uint64_t)gi * 0x100000001B3ull};
+    kd_session *both[2] = {gpu, host};
+    int32_t (*outs[2])[RG_LEN] = {a, b};
+    for (int w = 0; w < 2; ++w) {
+      kd_session *s = both[w];
+      kd_tensor t[RG_POOL];
+      kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
+      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_from_host(s, &d, init[i], sizeof init[i], &t[i]));
+      kd_graph *g;
+      KDT_OK(kd_graph_create(s, &g));
+      rg_rng copy = r;
+      rg_build(g, t, &copy, NULL);
+      kd_sink *sinks[RG_POOL];
+      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_graph_sink(g, "out", t[i], outs[w][i], sizeof outs[w][i], &sinks[i]));
+      KDT_OK(kd_graph_submit(g, NULL));
+      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_release(s, t[i])); /* in flight: kept alive */
+      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_sink_wait(sinks[i]));
+      kd_graph_destroy(g);
+    }
+    cr_assert_eq(memcmp(a, b, sizeof a), 0, "graph %d: EAGER and HOST differ", gi);
+  }
+  kd_counters k;
+  KDT_OK(kd_session_counters(gpu, &k));
+  cr_assert_eq(k.device_syncs, 0);
+  cr_assert_eq(k.stream_syncs, 0);
+  kd_session_destroy(host);
+  kd_session_destroy(gpu);
+}
+
+/* A float pipeline with strided views and a transpose, on both backends. */
+static void float_pipeline(kd_session *s, const float *m0, float *out_t, float *out_sum) {
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 2, .shape = {64, 48}};
+  kd_tensor_desc dt = {.dtype = KD_F32, .rank = 2, .shape = {48, 64}};
+  kd_tensor_desc one = {.dtype = KD_F32, .rank = 0};
+  kd_tensor m, even, t, sum;
+  KDT_OK(kd_tensor_from_host(s, &d, m0, sizeof(float) * 64 * 48, &m));
+  kd_tensor_desc de = {.dtype = KD_F32, .rank = 2, .shape = {64, 24}};
+  KDT_OK(kd_tensor_create(s, &de, &even));
+  KDT_OK(kd_tensor_create(s, &dt, &t));
+  KDT_OK(kd_tensor_create(s, &one, &sum));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_view ev = {.tensor = m, .rank = 2, .offset = 0, .shape = {64, 24}, .strides = {1, 128}};
+  kd_view od = {.tensor = m, .rank = 2, .offset = 64, .shape = {64, 24}, .strides = {1, 128}};
+  KDT_OK(kd_graph_scale(g, "odd*=3", od, 3.0, NULL));
+  KDT_OK(kd_graph_copy(g, "even (canonicalize)", kd_whole(even), ev, NULL));
+  KDT_OK(kd_graph_axpy(g, "odd+=0.5 even", od, kd_whole(even), 0.5, NULL));
+  KDT_OK(kd_graph_transpose(g, "t=m^T", kd_whole(t), kd_whole(m), NULL));
+  KDT_OK(kd_graph_sum(g, "sum", kd_whole(sum), kd_whole(t), NULL));
+  kd_sink *st, *ss;
+  KDT_OK(kd_graph_sink(g, "t", t, out_t, sizeof(float) * 48 * 64, &st));
+  KDT_OK(kd_graph_sink(g, "sum", sum, out_sum, sizeof(float), &ss));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(st));
+  KDT_OK(kd_sink_wait(ss));
+  kd_graph_destroy(g);
+  kd_tensor_release(s, m);
+  kd_tensor_release(s, even);
+  kd_tensor_release(s, t);
+  kd_tensor_release(s, sum);
+}
+
+Test(gpu_graph, float_pipeline_matches_host_within_rounding) {
+  kd_session *gpu = kdt_gpu_session(), *host = kdt_host_session();
+  static float m0[64 * 48], tg[48 * 64], th[48 * 64];
+  kdt_fill_random(m0, 64 * 48, 77);
+  float sg, sh;
+  float_pipeline(gpu, m0, tg, &sg);
+  float_pipeline(host, m0, th, &sh);
+  double worst = 0;
+  for (int i = 0; i < 48 * 64; ++i) {
+    double e = fabs((double)tg[i] - th[i]) / (fabs((double)th[i]) + 1e-30);
+    if (e > worst) worst = e;
+  }
+  cr_assert_lt(worst, 1e-6, "elementwise relative error %g", worst);
+  cr_assert_lt(fabs((double)sg - sh), 1e-5 * (1 + fabs((double)sh)), "sum %g vs %g", sg, sh);
+  /* Spot-check against the definition: t(j,i) = m(i,j) after the updates. */
+  float m10 = m0[0 + 1 * 64] * 3.0f + 0.5f * m0[0]; /* odd column 1 = 3*m + 0.5*even column 0 */
+  cr_assert_float_eq(th[1 + 0 * 48], m10, 1e-5f, "t(1,0) = %g, want %g", th[1], m10);
+  fprintf(stderr, "float pipeline: worst relative difference GPU vs HOST %.3g, sums %.9g vs %.9g%s\n", worst,
+          sg, sh, worst == 0 && sg == sh ? " (bit-exact)" : "");
+  kd_session_destroy(host);
+  kd_session_destroy(gpu);
+}
+
+/* ---- user kernels, spin, trap ----------------------------------------- */
+
+typedef struct loaded {
+  kd_module m;
+  kd_function spin, trap, add;
+} loaded;
+
+static kd_status load(kd_raw *raw, void *user) {
+  loaded *l = user;
+  kd_session *s = kd_raw_session(raw);
+  kd_module add;
+  kd_status st = kd_raw_load_image(raw, kd_kernel_test_cubin, kd_kernel_test_cubin_size, &l->m);
+  if (!st) st = kd_module_function(s, l->m, "spin_kernel", &l->spin);
+  if (!st) st = kd_module_function(s, l->m, "trap_kernel", &l->trap);
+  if (!st) st = kd_raw_load_image(raw, kd_kernel_add_cubin, kd_kernel_add_cubin_size, &add);
+  if (!st) st = kd_module_function(s, add, "add_kernel", &l->add);
+  return st;
+}
+
+Test(gpu_graph, sink_waits_alone_behind_a_spinning_kernel) {
+  kd_session *s = kdt_gpu_session();
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  int32_t v[256];
+  for (int i = 0; i < 256; ++i) v[i] = i;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {256}};
+  kd_tensor a, b, flag;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &a));
+  KDT_OK(kd_tensor_create(s, &d, &b));
+  kd_tensor_desc df = {.dtype = KD_I32, .rank = 1, .shape = {1}};
+  KDT_OK(kd_tensor_create(s, &df, &flag));
+  /* Earlier work: b = a + a, with a sink. */
+  kd_graph *early;
+  int32_t got[256];
+  kd_sink *sink;
+  KDT_OK(kd_graph_create(s, &early));
+  KDT_OK(kd_graph_add(early, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  KDT_OK(kd_graph_sink(early, "b", b, got, sizeof got, &sink));
+  /* Warm the staging pool with one round trip. */
+  KDT_OK(kd_graph_submit(early, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  KDT_OK(kd_graph_submit(early, NULL));
+  /* Then a ~200 ms spin kernel as its own graph node. */
+  kd_graph *late;
+  KDT_OK(kd_graph_create(s, &late));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_garg args[] = {kd_g_value(kd_arg_u64(200ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
+  KDT_OK(kd_graph_kernel(late, "spin", l.spin, &one, args, 2, NULL));
+  kd_ticket spin_ticket;
+  double t0 = now_ms();
+  KDT_OK(kd_graph_submit(late, &spin_ticket));
+  double t1 = now_ms();
+  KDT_OK(kd_tensor_release(s, a));
+  KDT_OK(kd_tensor_release(s, b));
+  uint32_t pending;
+  KDT_OK(kd_session_reap(s, &pending));
+  double t2 = now_ms();
+  KDT_OK(kd_sink_wait(sink)); /* earlier work: its own event, not the spin */
+  double t3 = now_ms();
+  int done = 1;
+  KDT_OK(kd_ticket_done(s, spin_ticket, &done));
+  fprintf(stderr, "sink witness: submit %.3f ms, release+reap %.3f ms, sink wait %.3f ms, spin done=%d\n", t1 - t0,
+          t2 - t1, t3 - t2, done);
+  cr_assert_eq(done, 0, "the spin kernel's completion is still pending");
+  cr_assert_lt(t3 - t0, 20.0, "submit, release, reap and the sink took %.1f ms behind a 200 ms kernel", t3 - t0);
+  for (int i = 0; i < 256; ++i) cr_assert_eq(got[i], 2 * i);
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.stream_syncs, 0);
+  cr_assert_eq(k.device_syncs, 0);
+  kd_graph_destroy(late);
+  kd_graph_destroy(early);
+  kd_session_destroy(s);
+}
+
+Test(gpu_graph, user_kernel_node_resubmits_with_rebinding) {
+  kd_session *s = kdt_gpu_session();
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  float x[1024], y[1024], out[1024];
+  kdt_fill_random(x, 1024, 1);
+  kdt_fill_random(y, 1024, 2);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {1024}};
+  kd_tensor tx, ty, tz, tz2;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &tx));
+  KDT_OK(kd_tensor_from_host(s, &d, y, sizeof y, &ty));
+  KDT_OK(kd_tensor_create(s, &d, &tz));
+  KDT_OK(kd_tensor_create(s, &d, &tz2));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config cfg;
+  KDT_OK(kd_launch_config_flat(1024, 256, 0, &cfg));
+  kd_garg args[] = {kd_g_out(kd_whole(tz)), kd_g_in(kd_whole(tx)), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(1024))};
+  KDT_OK(kd_graph_kernel(g, "z=x+y", l.add, &cfg, args, 4, NULL));
+  kd_garg bad[] = {kd_g_out(kd_whole(tz)), kd_g_in(kd_whole(tx)), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i64(1))};
+  KDT_FAILS(kd_graph_kernel(g, "bad", l.add, &cfg, bad, 4, NULL), KD_ERR_ARGUMENT_MISMATCH, "parameter 3");
+  kd_view strided = {.tensor = tx, .rank = 1, .offset = 0, .shape = {512}, .strides = {2}};
+  kd_garg nc[] = {kd_g_out(kd_whole(tz)), kd_g_in(strided), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(512))};
+  KDT_FAILS(kd_graph_kernel(g, "strided", l.add, &cfg, nc, 4, NULL), KD_ERR_NOT_COMPACT, "canonicalize");
+  kd_launch_config huge = cfg;
+  huge.block[0] = 2048;
+  KDT_FAILS(kd_graph_kernel(g, "config", l.add, &huge, args, 4, NULL), KD_ERR_LAUNCH_CONFIG, "block.x");
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "z", tz, out, sizeof out, &sink));
+  for (int round = 0; round < 2; ++round) {
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_sink_wait(sink));
+    for (int i = 0; i < 1024; ++i) cr_assert_eq(out[i], x[i] + y[i]);
+    KDT_OK(kd_graph_rebind(g, tz, tz2)); /* second round writes tz2 */
+    kd_tensor swap = tz;
+    tz = tz2;
+    tz2 = swap;
+    if (round == 1) break;
+  }
+  float direct[1024];
+  KDT_OK(kd_tensor_download(s, tz2, direct, sizeof direct)); /* the tensor of the second round */
+  cr_assert_eq(memcmp(direct, out, sizeof out), 0);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+Test(gpu_graph, release_while_in_flight_100k_submissions) {
+  kd_session *s = kdt_gpu_session();
+  int32_t v[64];
+  for (int i = 0; i < 64; ++i) v[i] = i;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {64}};
+  kd_tensor a, b;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &a));
+  KDT_OK(kd_tensor_create(s, &d, &b));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  KDT_OK(kd_graph_add(g, "a=b+b", kd_whole(a), kd_whole(b), kd_whole(b), NULL));
+  int32_t got[64];
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
+  const int n = 100000;
+  double t0 = now_ms();
+  for (int i = 0; i < n; ++i) {
+    KDT_OK(kd_graph_submit(g, NULL));
+    if (i == 0) { /* the caller lets go at once; the graph and in-flight work keep them */
+      KDT_OK(kd_tensor_release(s, a));
+      KDT_OK(kd_tensor_release(s, b));
+    }
+  }
+  double t1 = now_ms();
+  KDT_OK(kd_sink_wait(sink));
+  /* Each submission multiplies by 4: after n of them a = i * 4^n mod 2^32 = 0 for n >= 16. */
+  for (int i = 0; i < 64; ++i) cr_assert_eq(got[i], 0, "a[%d] = %d", i, got[i]);
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  fprintf(stderr, "100k submissions: %.2f us each on the host, ring-full waits %llu, in flight at the end %llu\n",
+          (t1 - t0) * 1e3 / n, (unsigned long long)k.ring_full_waits, (unsigned long long)k.inflight);
+  cr_assert_eq(k.device_syncs, 0);
+  cr_assert_eq(k.stream_syncs, 0);
+  cr_assert_eq(k.submissions, (uint64_t)n);
+  kd_graph_destroy(g);
+  uint32_t pending = 1;
+  for (int i = 0; i < 100000 && pending; ++i) KDT_OK(kd_session_reap(s, &pending));
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(pending, 0);
+  cr_assert_eq(k.bytes_device, 0, "every tensor went back to the pool (%llu bytes left)", (unsigned long long)k.bytes_device);
+  kd_session_destroy(s);
+}
+
+/* ---- foreign library node: cuBLAS ------------------------------------- */
+
+typedef int (*cublas_create_fn)(void **);
+typedef int (*cublas_destroy_fn)(void *);
+typedef int (*cublas_set_stream_fn)(void *, void *);
+typedef int (*cublas_set_workspace_fn)(void *, void *, size_t);
+typedef int (*cublas_saxpy_fn)(void *, int, const float *, const float *, int, float *, int);
+
+typedef struct blas {
+  void *lib, *handle;
+  cublas_destroy_fn destroy;
+  cublas_set_stream_fn set_stream;
+  cublas_set_workspace_fn set_workspace;
+  cublas_saxpy_fn saxpy;
+  int released;
+} blas;
+
+static void release_blas(void *p) {
+  blas *b = p;
+  b->destroy(b->handle);
+  ck_pr_store_int(&b->released, 1);
+}
+
+static kd_status saxpy_node(const kd_foreign_call *call, void *user) {
+  blas *b = user;
+  float alpha = 2.0f;
+  if (call->span_count != 2 || !call->workspace) return KD_ERR_INVALID_ARGUMENT;
+  if (b->set_stream(call->resource, call->stream) || b->set_workspace(call->resource, (void *)call->workspace, call->workspace_bytes))
+    return KD_ERR_DRIVER;
+  /* spans[0] is y (inout), spans[1] is x (in); both hold elements floats. */
+  int st = b->saxpy(call->resource, (int)call->spans[0].elements, &alpha, (const float *)call->spans[1].device_ptr, 1,
+                    (float *)call->spans[0].device_ptr, 1);
+  return st ? KD_ERR_DRIVER : KD_OK;
+}
+
+Test(gpu_graph, foreign_cublas_node_keeps_workspace_and_resource_until_done) {
+  kd_session *s = kdt_gpu_session();
+  blas b = {0};
+  b.lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!b.lib) b.lib = dlopen("/usr/local/cuda/lib64/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!b.lib) cr_skip_test("GPU lane: cuBLAS (libcublas.so.13) not found: %s", dlerror());
+  cublas_create_fn create = (cublas_create_fn)dlsym(b.lib, "cublasCreate_v2");
+  b.destroy = (cublas_destroy_fn)dlsym(b.lib, "cublasDestroy_v2");
+  b.set_stream = (cublas_set_stream_fn)dlsym(b.lib, "cublasSetStream_v2");
+  b.set_workspace = (cublas_set_workspace_fn)dlsym(b.lib, "cublasSetWorkspace_v2");
+  b.saxpy = (cublas_saxpy_fn)dlsym(b.lib, "cublasSaxpy_v2");
+  cr_assert(create && b.destroy && b.set_stream && b.set_workspace && b.saxpy);
+  cr_assert_eq(create(&b.handle), 0);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  float x[4096], y[4096], out[4096];
+  kdt_fill_random(x, 4096, 5);
+  kdt_fill_random(y, 4096, 6);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4096}};
+  kd_tensor tx, ty, flag;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &tx));
+  KDT_OK(kd_tensor_from_host(s, &d, y, sizeof y, &ty));
+  kd_tensor_desc df = {.dtype = KD_I32, .rank = 1, .shape = {1}};
+  KDT_OK(kd_tensor_create(s, &df, &flag));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_garg spin_args[] = {kd_g_value(kd_arg_u64(150ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
+  KDT_OK(kd_graph_kernel(g, "spin", l.spin, &one, spin_args, 2, NULL));
+  kd_garg acc[] = {kd_g_inout(kd_whole(ty)), kd_g_in(kd_whole(tx))};
+  KDT_OK(kd_graph_foreign(g, "cublasSaxpy", saxpy_node, &b, acc, 2, 1 << 20, b.handle, release_blas, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "y", ty, out, sizeof out, &sink));
+  KDT_OK(kd_graph_submit(g, NULL));
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  uint64_t device_bytes = k.bytes_device;
+  kd_graph_destroy(g); /* the graph's hold on the resource goes; the submission's stays */
+  KDT_OK(kd_tensor_release(s, tx));
+  KDT_OK(kd_tensor_release(s, ty));
+  uint32_t pending;
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(ck_pr_load_int(&b.released), 0, "cuBLAS handle released while its work was in flight");
+  cr_assert_gt(pending, 0);
+  /* The sink went with the graph; the results are checked through the
+   * completion instead: wait for everything, then the handle goes. */
+  for (int i = 0; i < 100000 && pending; ++i) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+    KDT_OK(kd_session_reap(s, &pending));
+  }
+  cr_assert_eq(pending, 0);
+  cr_assert_eq(ck_pr_load_int(&b.released), 1, "released after completion");
+  (void)device_bytes;
+  (void)out;
+  kd_session_destroy(s);
+  dlclose(b.lib);
+}
+
+Test(gpu_graph, debug_nodes_name_the_node_that_faulted) {
+  kd_session *s = kdt_gpu_session_flags(KD_SESSION_DEBUG_NODES);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};
+  kd_tensor t;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  for (int i = 0; i < 10; ++i) {
+    char name[16];
+    snprintf(name, sizeof name, "node%d", i);
+    if (i == 6) KDT_OK(kd_graph_kernel(g, name, l.trap, &one, NULL, 0, NULL));
+    else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
+  }
+  KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_DEVICE_FAULT, "node 'node6' (#6)");
+  int32_t host[16];
+  KDT_FAILS(kd_tensor_download(s, t, host, sizeof host), KD_ERR_DEVICE_FAULT, "device fault");
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}

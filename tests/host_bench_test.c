@@ -1,0 +1,649 @@
+/* Host lane: the kdag-bench harness. Statistics, the stopping rule (with a
+ * fake clock, so the tests are exact), batching and cold mode, ratios and
+ * bandwidth shares, the JSON / CSV / markdown outputs, and --compare. */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/harness.h"
+
+/* ---- statistics ---------------------------------------------------------- */
+
+Test(host_bench, stats_on_known_data) {
+  kb_stats s;
+  const double odd[] = {5, 1, 4, 2, 3};
+  cr_assert_eq(kb_stats_compute(odd, 5, &s), 0);
+  cr_assert_eq(s.n, 5);
+  cr_assert_float_eq(s.median, 3, 1e-12);
+  cr_assert_float_eq(s.min, 1, 1e-12);
+  cr_assert_float_eq(s.max, 5, 1e-12);
+  cr_assert_float_eq(s.mean, 3, 1e-12);
+  /* Quartiles 2 and 4: IQR 2. */
+  cr_assert_float_eq(s.noise, 2 / (1.349 * 3), 1e-12);
+
+  const double even[] = {10, 1, 3, 2};
+  cr_assert_eq(kb_stats_compute(even, 4, &s), 0);
+  cr_assert_float_eq(s.median, 2.5, 1e-12);
+  /* Sorted {1,2,3,10}: Q1 at position 0.75 = 1.75, Q3 at 2.25 = 4.75. */
+  cr_assert_float_eq(s.noise, 3 / (1.349 * 2.5), 1e-12);
+  cr_assert_float_eq(s.min, 1, 1e-12);
+  cr_assert_float_eq(s.max, 10, 1e-12);
+
+  /* One outlier moves max, not the median or the noise. */
+  const double outlier[] = {10, 10, 10, 10, 1000};
+  cr_assert_eq(kb_stats_compute(outlier, 5, &s), 0);
+  cr_assert_float_eq(s.median, 10, 1e-12);
+  cr_assert_float_eq(s.noise, 0, 1e-12);
+  cr_assert_float_eq(s.max, 1000, 1e-12);
+
+  const double one[] = {7};
+  cr_assert_eq(kb_stats_compute(one, 1, &s), 0);
+  cr_assert(isnan(s.noise), "noise of one sample is undefined, got %g", s.noise);
+  cr_assert_float_eq(s.median, 7, 1e-12);
+  cr_assert_eq(kb_stats_compute(one, 0, &s), -1);
+  /* A quantised two-valued series keeps its noise even when most samples
+   * share one value (a MAD would say 0 here). */
+  const double two[] = {1, 3, 1, 3, 3, 3, 1, 3, 1, 3, 3};
+  cr_assert_eq(kb_stats_compute(two, 11, &s), 0);
+  cr_assert_float_eq(s.median, 3, 1e-12);
+  cr_assert(s.noise > 0.4, "noise %g", s.noise);
+  /* The input is left alone. */
+  cr_assert(odd[0] == 5 && odd[4] == 3);
+}
+
+Test(host_bench, stop_rule_as_a_function) {
+  kb_stop_rule r = {.min_samples = 10, .max_samples = 100, .min_time_s = 0.5, .max_time_s = 2, .max_noise = 0.02};
+  cr_assert_eq(kb_stop_check(&r, 9, 1, 1, 0.0), KB_CONTINUE);        /* too few samples */
+  cr_assert_eq(kb_stop_check(&r, 10, 1, 1, 0.01), KB_STOP_CONVERGED);
+  cr_assert_eq(kb_stop_check(&r, 10, 0.4, 1, 0.01), KB_CONTINUE);    /* too little time */
+  cr_assert_eq(kb_stop_check(&r, 50, 1, 1, 0.05), KB_CONTINUE);      /* noisy */
+  cr_assert_eq(kb_stop_check(&r, 50, 1, 1, NAN), KB_CONTINUE);       /* undefined noise */
+  cr_assert_eq(kb_stop_check(&r, 50, 1, 2, 0.05), KB_STOP_MAX_TIME);
+  cr_assert_eq(kb_stop_check(&r, 3, 0.1, 2.5, 0.0), KB_STOP_MAX_TIME); /* before min_samples */
+  cr_assert_eq(kb_stop_check(&r, 100, 1, 1, 0.05), KB_STOP_MAX_SAMPLES);
+  cr_assert_eq(kb_stop_check(&r, 0, 0, 5, 0), KB_CONTINUE); /* every row gets a sample */
+  cr_assert_str_eq(kb_stop_name(KB_STOP_CONVERGED), "converged");
+}
+
+/* ---- fake suites over a fake clock -------------------------------------- */
+
+static uint64_t fake_now;
+static uint64_t fake_clock(void *user) {
+  (void)user;
+  return fake_now;
+}
+
+typedef struct fake_case {
+  double per_iteration_ns; /* host ns per iteration */
+  double gpu_fraction;     /* > 0: report gpu_ns = fraction * host */
+  int noisy;               /* alternate 1x and 3x */
+  double items;            /* kb_run_per_iteration */
+  double bytes;            /* kb_run_throughput */
+  int fail;
+  uint64_t batches, iterations, max_iterations_seen;
+} fake_case;
+
+static int flushes;
+
+static kb_status fake_setup(kb_run *run, void **state) {
+  fake_case *c = kb_run_user(run);
+  *state = c;
+  if (c->items > 0) kb_run_per_iteration(run, c->items, "node");
+  if (c->bytes > 0) kb_run_throughput(run, 0, c->bytes);
+  return KB_OK;
+}
+
+static kb_status fake_batch(kb_run *run, void *state, uint64_t k, kb_timing *out) {
+  fake_case *c = state;
+  if (c->fail) return kb_run_fail(run, "deliberate failure %d", 42);
+  double scale = c->noisy ? ((c->batches % 2) ? 3.0 : 1.0) : 1.0;
+  /* An axis scales the work, so sweeps give distinct medians. */
+  scale *= (double)kb_run_axis(run, "N", 1);
+  out->host_ns = c->per_iteration_ns * scale * (double)k;
+  out->gpu_ns = c->gpu_fraction > 0 ? out->host_ns * c->gpu_fraction : -1;
+  fake_now += (uint64_t)out->host_ns;
+  c->batches++;
+  c->iterations += k;
+  if (k > c->max_iterations_seen) c->max_iterations_seen = k;
+  return KB_OK;
+}
+
+static kb_status fake_flush(void *state, char *why, size_t cap) {
+  (void)state, (void)why, (void)cap;
+  flushes++;
+  return KB_OK;
+}
+
+static kb_options fake_options(void) {
+  kb_options o;
+  kb_options_init(&o);
+  o.clock_ns = fake_clock;
+  o.warmup_s = 0;
+  o.target_batch_s = 0; /* one iteration per batch unless a test asks */
+  o.stop.min_samples = 10;
+  o.stop.min_time_s = 0;
+  o.stop.max_time_s = 10;
+  o.stop.max_noise = 0.02;
+  return o;
+}
+
+/* A harness with one suite "s" (axis N when given) and the cases passed. */
+static kb_harness *fake_harness(const int64_t *n_values, size_t n_count, fake_case *cases,
+                                const char *const *names, const int *baselines, size_t count) {
+  kb_harness *h = kb_harness_create();
+  cr_assert(h);
+  kb_suite_desc sd = {.name = "s", .description = "fake", .flush = fake_flush};
+  kb_suite *s = kb_suite_add(h, &sd);
+  cr_assert(s);
+  if (n_count) cr_assert_eq(kb_suite_axis(s, "N", n_values, n_count), 0);
+  for (size_t i = 0; i < count; ++i) {
+    kb_case_desc cd = {.name = names[i], .baseline = baselines ? baselines[i] : 0,
+                       .setup = fake_setup, .batch = fake_batch, .user = &cases[i]};
+    cr_assert_eq(kb_case_add(s, &cd), 0);
+  }
+  return h;
+}
+
+static const kb_result *find_row(const kb_report *r, const char *case_name, const char *metric,
+                                 int64_t n) {
+  for (size_t i = 0; i < r->count; ++i) {
+    const kb_result *row = &r->rows[i];
+    if (strcmp(row->case_name, case_name) || strcmp(row->metric, metric)) continue;
+    if (n >= 0 && (row->axis_count != 1 || row->axis_values[0] != n)) continue;
+    return row;
+  }
+  return NULL;
+}
+
+static double ratio_of(const kb_result *row, const char *baseline) {
+  for (size_t i = 0; i < row->ratio_count; ++i)
+    if (!strcmp(row->ratios[i].baseline, baseline)) return row->ratios[i].value;
+  return NAN;
+}
+
+static const kb_result *run_single(fake_case *c, kb_options *o, kb_harness **out) {
+  const char *names[] = {"c"};
+  kb_harness *h = fake_harness(NULL, 0, c, names, NULL, 1);
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, o, why, sizeof why), 0, "%s", why);
+  *out = h;
+  const kb_result *row = find_row(kb_harness_report(h), "c", "host_time_per_iteration", -1);
+  cr_assert(row, "no host_time_per_iteration row");
+  return row;
+}
+
+Test(host_bench, stops_at_min_samples_when_quiet) {
+  fake_case c = {.per_iteration_ns = 1e6};
+  kb_options o = fake_options();
+  kb_harness *h;
+  const kb_result *row = run_single(&c, &o, &h);
+  cr_assert_eq(row->samples, 10, "quiet series should stop at min_samples, took %zu", row->samples);
+  cr_assert_str_eq(row->stop, "converged");
+  cr_assert_float_eq(row->median, 1e6, 1e-6);
+  cr_assert_float_eq(row->noise, 0, 1e-12);
+  cr_assert_eq(row->batch, 1);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, min_time_keeps_sampling) {
+  fake_case c = {.per_iteration_ns = 1e6};
+  kb_options o = fake_options();
+  o.stop.min_time_s = 0.05; /* 50 samples of 1 ms */
+  kb_harness *h;
+  const kb_result *row = run_single(&c, &o, &h);
+  cr_assert(row->samples >= 50 && row->samples <= 51, "min_time 50 ms at 1 ms per sample: %zu", row->samples);
+  cr_assert_str_eq(row->stop, "converged");
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, noisy_series_runs_to_max_time) {
+  fake_case c = {.per_iteration_ns = 1e6, .noisy = 1};
+  kb_options o = fake_options();
+  o.stop.max_time_s = 0.1; /* samples take 1 or 3 ms: about 50 fit */
+  kb_harness *h;
+  const kb_result *row = run_single(&c, &o, &h);
+  cr_assert_str_eq(row->stop, "max_time");
+  cr_assert(row->samples >= 45 && row->samples <= 55, "expected ~50 samples, got %zu", row->samples);
+  cr_assert(row->noise > 0.5, "alternating 1x/3x is noisy, noise %g", row->noise);
+  cr_assert_float_eq(row->min, 1e6, 1e-6);
+  cr_assert_float_eq(row->max, 3e6, 1e-6);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, max_time_wins_over_min_samples) {
+  fake_case c = {.per_iteration_ns = 1e6};
+  kb_options o = fake_options();
+  o.stop.min_samples = 1000;
+  o.stop.max_time_s = 0.02;
+  kb_harness *h;
+  const kb_result *row = run_single(&c, &o, &h);
+  cr_assert_str_eq(row->stop, "max_time");
+  cr_assert(row->samples >= 19 && row->samples <= 21, "20 ms of 1 ms samples: %zu", row->samples);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, max_samples_caps) {
+  fake_case c = {.per_iteration_ns = 1e6, .noisy = 1};
+  kb_options o = fake_options();
+  o.stop.max_samples = 25;
+  kb_harness *h;
+  const kb_result *row = run_single(&c, &o, &h);
+  cr_assert_str_eq(row->stop, "max_samples");
+  cr_assert_eq(row->samples, 25);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, batch_mode_grows_batches_and_normalises) {
+  fake_case c = {.per_iteration_ns = 1e5, .items = 10, .gpu_fraction = 0.5};
+  kb_options o = fake_options();
+  o.target_batch_s = 0.002; /* 2 ms: at least 40 iterations of 50 us GPU time */
+  kb_harness *h;
+  const char *names[] = {"c"};
+  h = fake_harness(NULL, 0, &c, names, NULL, 1);
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_report *r = kb_harness_report(h);
+  const kb_result *gpu = find_row(r, "c", "gpu_time_per_node", -1);
+  const kb_result *host = find_row(r, "c", "host_time_per_node", -1);
+  cr_assert(gpu && host, "rows per node, GPU and host");
+  cr_assert(gpu->batch >= 40, "batch should grow to the target, got %llu", (unsigned long long)gpu->batch);
+  /* Per node: 1e5 ns per iteration of 10 nodes; GPU half of it. */
+  cr_assert_float_eq(host->median, 1e4, 1e-6);
+  cr_assert_float_eq(gpu->median, 5e3, 1e-6);
+  cr_assert_eq(flushes, 0, "batch mode never flushes");
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, cold_mode_flushes_every_sample_one_iteration_each) {
+  fake_case c = {.per_iteration_ns = 1e5};
+  kb_options o = fake_options();
+  o.modes = KB_MODE_COLD;
+  o.target_batch_s = 0.01; /* ignored in cold mode */
+  kb_harness *h;
+  const kb_result *row = run_single(&c, &o, &h);
+  cr_assert_str_eq(row->mode, "cold");
+  cr_assert_eq(row->batch, 1);
+  cr_assert_eq(c.max_iterations_seen, 1);
+  cr_assert_eq((uint64_t)flushes, c.batches, "one flush per batch: %d flushes, %llu batches", flushes,
+               (unsigned long long)c.batches);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, throughput_rows) {
+  fake_case c = {.per_iteration_ns = 1e6, .bytes = 4e6}; /* 4 MB per ms */
+  kb_options o = fake_options();
+  kb_harness *h;
+  run_single(&c, &o, &h);
+  const kb_result *bw = find_row(kb_harness_report(h), "c", "bytes_per_second", -1);
+  cr_assert(bw);
+  cr_assert_float_eq(bw->median, 4e9, 1e-3);
+  cr_assert_str_eq(bw->unit, "B/s");
+  cr_assert(bw->higher_is_better);
+  kb_harness_destroy(h);
+}
+
+/* ---- ratios, axes, skips, failures --------------------------------------- */
+
+Test(host_bench, ratios_against_baselines_per_axis_point) {
+  fake_case c[3] = {{.per_iteration_ns = 2e6}, {.per_iteration_ns = 1e6}, {.per_iteration_ns = 4e6}};
+  const char *names[] = {"base", "fast", "slow"};
+  const int baselines[] = {1, 0, 0};
+  const int64_t n[] = {1, 2};
+  kb_harness *h = fake_harness(n, 2, c, names, baselines, 3);
+  kb_options o = fake_options();
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_report *r = kb_harness_report(h);
+  for (int64_t v = 1; v <= 2; ++v) {
+    const kb_result *fast = find_row(r, "fast", "host_time_per_iteration", v);
+    const kb_result *slow = find_row(r, "slow", "host_time_per_iteration", v);
+    const kb_result *base = find_row(r, "base", "host_time_per_iteration", v);
+    cr_assert(fast && slow && base);
+    cr_assert_float_eq(fast->median, 1e6 * (double)v, 1e-6);
+    cr_assert_eq(fast->ratio_count, 1, "only one baseline ran");
+    cr_assert_float_eq(ratio_of(fast, "base"), 0.5, 1e-12);
+    cr_assert_float_eq(ratio_of(slow, "base"), 2.0, 1e-12);
+    cr_assert_float_eq(ratio_of(base, "base"), 1.0, 1e-12);
+  }
+  /* Filtering the baseline out leaves no ratio. */
+  kb_harness_destroy(h);
+  memset(c, 0, sizeof c);
+  c[0].per_iteration_ns = 2e6, c[1].per_iteration_ns = 1e6, c[2].per_iteration_ns = 4e6;
+  h = fake_harness(n, 2, c, names, baselines, 3);
+  const char *only[] = {"fast"};
+  o.cases = only, o.case_count = 1;
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_result *fast = find_row(kb_harness_report(h), "fast", "host_time_per_iteration", 1);
+  cr_assert(fast);
+  cr_assert_eq(fast->ratio_count, 0);
+  cr_assert_null(find_row(kb_harness_report(h), "base", "host_time_per_iteration", 1));
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, axis_override_and_errors) {
+  fake_case c = {.per_iteration_ns = 1e3};
+  const char *names[] = {"c"};
+  const int64_t n[] = {1};
+  kb_harness *h = fake_harness(n, 1, &c, names, NULL, 1);
+  kb_options o = fake_options();
+  kb_axis ax;
+  char why[256];
+  cr_assert_eq(kb_axis_parse("N=3,5,7", &ax, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(ax.count, 3);
+  cr_assert_eq(kb_axis_parse("N=3,x", &ax, why, sizeof why), -1);
+  cr_assert_eq(kb_axis_parse("=3", &ax, why, sizeof why), -1);
+  cr_assert_eq(kb_axis_parse("N=3,5,7", &ax, why, sizeof why), 0);
+  o.axes = &ax, o.axis_count = 1;
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_report *r = kb_harness_report(h);
+  cr_assert_not_null(find_row(r, "c", "host_time_per_iteration", 3));
+  cr_assert_not_null(find_row(r, "c", "host_time_per_iteration", 7));
+  cr_assert_null(find_row(r, "c", "host_time_per_iteration", 1), "the override replaces the default");
+  cr_assert_float_eq(find_row(r, "c", "host_time_per_iteration", 7)->median, 7e3, 1e-6);
+
+  kb_axis bad;
+  cr_assert_eq(kb_axis_parse("Q=1", &bad, why, sizeof why), 0);
+  o.axes = &bad;
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), -1);
+  cr_assert(strstr(why, "Q"), "%s", why);
+  o.axes = NULL, o.axis_count = 0;
+  const char *nothing[] = {"nope*"};
+  o.suites = nothing, o.suite_count = 1;
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), -1);
+  kb_harness_destroy(h);
+}
+
+static kb_status no_gpu_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
+  (void)h, (void)user, (void)state;
+  snprintf(why, cap, "no driver on this machine");
+  return KB_SKIP;
+}
+
+Test(host_bench, gpu_suite_skip_and_case_failure_are_reported) {
+  fake_case c[2] = {{.per_iteration_ns = 1e3}, {.per_iteration_ns = 1e3, .fail = 1}};
+  const char *names[] = {"ok", "broken"};
+  kb_harness *h = fake_harness(NULL, 0, c, names, NULL, 2);
+  kb_suite_desc gd = {.name = "gpu", .needs_gpu = 1, .init = no_gpu_init};
+  kb_suite *g = kb_suite_add(h, &gd);
+  kb_case_desc gc = {.name = "never", .batch = fake_batch, .user = &c[0]};
+  cr_assert_eq(kb_case_add(g, &gc), 0);
+  cr_assert_null(kb_suite_add(h, &gd), "duplicate suite names are refused");
+  kb_options o = fake_options();
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 1, "one failed case");
+  const kb_report *r = kb_harness_report(h);
+  cr_assert_not_null(find_row(r, "ok", "host_time_per_iteration", -1));
+  cr_assert_null(find_row(r, "broken", "host_time_per_iteration", -1));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  kb_write_markdown(r, f);
+  fclose(f);
+  cr_assert(strstr(buf, "GPU suites skipped: no driver on this machine"), "%s", buf);
+  cr_assert(strstr(buf, "FAILED s/broken"), "%s", buf);
+  cr_assert(strstr(buf, "deliberate failure 42"), "%s", buf);
+  cr_assert(strstr(buf, "| s | ok |"), "%s", buf);
+  free(buf);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, bandwidth_share_against_reference) {
+  kb_report r;
+  kb_report_init(&r);
+  kb_result row;
+  memset(&row, 0, sizeof row);
+  snprintf(row.suite, sizeof row.suite, "copy");
+  snprintf(row.case_name, sizeof row.case_name, "d2d_copy");
+  snprintf(row.mode, sizeof row.mode, "batch");
+  snprintf(row.metric, sizeof row.metric, "bytes_per_second");
+  snprintf(row.unit, sizeof row.unit, "B/s");
+  row.median = 4e12, row.min = 3e12, row.max = 5e12, row.noise = 0.01, row.samples = 10;
+  row.baseline = 1;
+  cr_assert(kb_report_add(&r, &row));
+  snprintf(row.suite, sizeof row.suite, "kernels");
+  snprintf(row.case_name, sizeof row.case_name, "stream");
+  row.median = 2e12, row.min = 1e12, row.max = 3e12, row.baseline = 0;
+  cr_assert(kb_report_add(&r, &row));
+  kb_report_finalize(&r, "copy", "d2d_copy");
+  kb_report_finalize(&r, "copy", "d2d_copy"); /* idempotent */
+  cr_assert_eq(r.count, 4, "two share rows, got %zu rows", r.count);
+  const kb_result *share = find_row(&r, "stream", "bandwidth_share", -1);
+  cr_assert(share);
+  cr_assert_float_eq(share->median, 0.5, 1e-12);
+  cr_assert_float_eq(share->max, 0.75, 1e-12);
+  cr_assert_str_eq(share->unit, "fraction");
+  /* Ratios only within a suite: the other suite has no baseline. */
+  cr_assert_eq(share->ratio_count, 0);
+  cr_assert_float_eq(find_row(&r, "d2d_copy", "bandwidth_share", -1)->median, 1.0, 1e-12);
+  kb_report_free(&r);
+}
+
+/* ---- outputs --------------------------------------------------------------- */
+
+static char tmpdir[64];
+static void make_tmpdir(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/kdag_bench_test_XXXXXX");
+  cr_assert(mkdtemp(tmpdir), "mkdtemp");
+}
+static void remove_tmpdir(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+/* A report from a real (fake-clock) run: base/fast over N = 1, 2, GPU time. */
+static kb_harness *sample_run(fake_case *c) {
+  const char *names[] = {"base", "fast"};
+  const int baselines[] = {1, 0};
+  const int64_t n[] = {1, 2};
+  c[0] = (fake_case){.per_iteration_ns = 2e6, .gpu_fraction = 0.5, .items = 4, .bytes = 1e6};
+  c[1] = (fake_case){.per_iteration_ns = 1e6, .gpu_fraction = 0.5, .items = 4, .bytes = 1e6};
+  kb_harness *h = fake_harness(n, 2, c, names, baselines, 2);
+  kb_machine *m = kb_harness_machine(h);
+  snprintf(m->gpu_name, sizeof m->gpu_name, "Fake GPU");
+  m->has_gpu = 1, m->sm_count = 132, m->sm_clock_khz = 1980000, m->memory_clock_khz = 2619000;
+  m->driver_version = 13000, m->toolkit_version = 13000;
+  kb_options o = fake_options();
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  return h;
+}
+
+Test(host_bench, json_has_every_required_field, .init = make_tmpdir, .fini = remove_tmpdir) {
+  fake_case c[2];
+  kb_harness *h = sample_run(c);
+  char path[128], why[256];
+  snprintf(path, sizeof path, "%s/out.json", tmpdir);
+  cr_assert_eq(kb_write_json_file(kb_harness_report(h), path, why, sizeof why), 0, "%s", why);
+
+  json_error_t err;
+  json_t *root = json_load_file(path, 0, &err);
+  cr_assert(root, "JSON does not parse: line %d: %s", err.line, err.text);
+  cr_assert(json_is_object(root));
+  json_t *m = json_object_get(root, "machine");
+  cr_assert(json_is_object(m));
+  static const char *const machine_keys[] = {"gpu_name", "sm_count", "sm_clock_mhz", "memory_clock_mhz",
+                                             "driver_version", "toolkit_version", "host_cpu"};
+  for (size_t i = 0; i < sizeof machine_keys / sizeof *machine_keys; ++i)
+    cr_assert(json_object_get(m, machine_keys[i]), "machine lacks %s", machine_keys[i]);
+  cr_assert_str_eq(json_string_value(json_object_get(m, "gpu_name")), "Fake GPU");
+  cr_assert_eq(json_integer_value(json_object_get(m, "sm_count")), 132);
+  cr_assert_str_eq(json_string_value(json_object_get(m, "driver_version")), "13.0");
+  cr_assert(json_is_string(json_object_get(m, "host_cpu")));
+
+  json_t *rows = json_object_get(root, "results");
+  cr_assert(json_is_array(rows));
+  /* 2 cases x 2 points x {gpu, host, bytes_per_second} */
+  cr_assert_eq(json_array_size(rows), 12, "rows: %zu", json_array_size(rows));
+  static const char *const row_keys[] = {"suite", "case", "axes", "metric", "median", "min",
+                                         "max", "noise", "unit", "samples", "ratios"};
+  size_t i;
+  json_t *row;
+  int found = 0;
+  json_array_foreach(rows, i, row) {
+    for (size_t k = 0; k < sizeof row_keys / sizeof *row_keys; ++k)
+      cr_assert(json_object_get(row, row_keys[k]), "results[%zu] lacks %s", i, row_keys[k]);
+    cr_assert(json_is_object(json_object_get(row, "axes")));
+    cr_assert(json_is_object(json_object_get(row, "ratios")));
+    cr_assert(json_is_number(json_object_get(row, "median")));
+    cr_assert(json_is_integer(json_object_get(row, "samples")));
+    const char *cs = json_string_value(json_object_get(row, "case"));
+    const char *metric = json_string_value(json_object_get(row, "metric"));
+    json_int_t nv = json_integer_value(json_object_get(json_object_get(row, "axes"), "N"));
+    if (!strcmp(cs, "fast") && !strcmp(metric, "gpu_time_per_node") && nv == 2) {
+      found = 1;
+      /* 1e6 ns x N=2 per iteration of 4 nodes, GPU half: 2.5e5 ns. */
+      cr_assert_float_eq(json_number_value(json_object_get(row, "median")), 2.5e5, 1e-3);
+      cr_assert_str_eq(json_string_value(json_object_get(row, "unit")), "ns");
+      json_t *ratio = json_object_get(json_object_get(row, "ratios"), "base");
+      cr_assert(json_is_number(ratio));
+      cr_assert_float_eq(json_number_value(ratio), 0.5, 1e-9);
+    }
+  }
+  cr_assert(found, "no fast/gpu_time_per_node/N=2 row");
+  json_decref(root);
+
+  /* Read back for --compare: the same rows. */
+  kb_report back;
+  kb_report_init(&back);
+  cr_assert_eq(kb_read_json_file(path, &back, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(back.count, kb_harness_report(h)->count);
+  for (size_t k = 0; k < back.count; ++k) {
+    cr_assert_float_eq(back.rows[k].median, kb_harness_report(h)->rows[k].median,
+                       1e-6 * fabs(back.rows[k].median));
+    cr_assert_eq(back.rows[k].ratio_count, kb_harness_report(h)->rows[k].ratio_count);
+  }
+  kb_report_free(&back);
+  kb_harness_destroy(h);
+}
+
+static size_t count_fields(const char *line) {
+  size_t n = 1;
+  int quoted = 0;
+  for (; *line && *line != '\n'; ++line) {
+    if (*line == '"') quoted = !quoted;
+    else if (*line == ',' && !quoted) ++n;
+  }
+  return n;
+}
+
+Test(host_bench, csv_header_and_rows) {
+  fake_case c[2];
+  kb_harness *h = sample_run(c);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert_eq(kb_write_csv(kb_harness_report(h), f), 0);
+  fclose(f);
+  const char *header = "suite,case,axes,mode,metric,median,min,max,noise,unit,samples,batch,stop,baseline,ratios\n";
+  cr_assert(!strncmp(buf, header, strlen(header)), "header: %.*s", (int)strcspn(buf, "\n"), buf);
+  size_t lines = 0;
+  for (const char *p = buf; *p; p = strchr(p, '\n') + 1) {
+    cr_assert_eq(count_fields(p), 15, "line %zu has %zu fields: %.*s", lines, count_fields(p),
+                 (int)strcspn(p, "\n"), p);
+    ++lines;
+    if (!strchr(p, '\n')) break;
+  }
+  cr_assert_eq(lines, 1 + kb_harness_report(h)->count);
+  cr_assert(strstr(buf, "s,fast,N=2,batch,gpu_time_per_node,250000,"), "%s", buf);
+  cr_assert(strstr(buf, "base=0.5"), "ratios column: %s", buf);
+  free(buf);
+  kb_harness_destroy(h);
+}
+
+/* ---- compare --------------------------------------------------------------- */
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  cr_assert(f, "open %s", path);
+  fputs(text, f);
+  fclose(f);
+}
+
+#define ROW(c, metric, median, noise, unit, hib)                                          \
+  "{\"suite\":\"launch\",\"case\":\"" c "\",\"axes\":{\"N\":100},\"mode\":\"batch\","     \
+  "\"metric\":\"" metric "\",\"median\":" #median ",\"min\":" #median ",\"max\":" #median \
+  ",\"noise\":" #noise ",\"unit\":\"" unit "\",\"samples\":20,\"higher_is_better\":" hib \
+  ",\"ratios\":{}}"
+
+Test(host_bench, compare_flags_changes_beyond_noise_only, .init = make_tmpdir, .fini = remove_tmpdir) {
+  char old_path[128], new_path[128], why[256];
+  snprintf(old_path, sizeof old_path, "%s/old.json", tmpdir);
+  snprintf(new_path, sizeof new_path, "%s/new.json", tmpdir);
+  write_file(old_path,
+             "{\"machine\":{\"gpu_name\":\"A\",\"host_cpu\":\"x\"},\"results\":["
+             ROW("slower", "gpu_time_per_node", 100.0, 0.01, "ns", "false") ","
+             ROW("jitter", "gpu_time_per_node", 100.0, 0.05, "ns", "false") ","
+             ROW("faster", "gpu_time_per_node", 100.0, 0.02, "ns", "false") ","
+             ROW("wider", "bytes_per_second", 1e12, 0.01, "B/s", "true") ","
+             ROW("gone", "gpu_time_per_node", 100.0, 0.01, "ns", "false") "]}");
+  write_file(new_path,
+             "{\"machine\":{\"gpu_name\":\"A\",\"host_cpu\":\"x\"},\"results\":["
+             ROW("slower", "gpu_time_per_node", 120.0, 0.01, "ns", "false") ","  /* +20% vs 1% noise */
+             ROW("jitter", "gpu_time_per_node", 104.0, 0.01, "ns", "false") ","  /* +4% vs 5% noise */
+             ROW("faster", "gpu_time_per_node", 90.0, 0.02, "ns", "false") ","   /* -10% */
+             ROW("wider", "bytes_per_second", 1.2e12, 0.01, "B/s", "true") ","   /* +20%, higher is better */
+             ROW("added", "gpu_time_per_node", 50.0, 0.01, "ns", "false") "]}");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  kb_compare_summary s;
+  cr_assert_eq(kb_compare_files(old_path, new_path, 0, out, &s, why, sizeof why), 0, "%s", why);
+  fclose(out);
+  cr_assert_eq(s.compared, 4);
+  cr_assert_eq(s.regressed, 1, "%s", buf);
+  cr_assert_eq(s.improved, 2, "%s", buf);
+  cr_assert_eq(s.within_noise, 1, "%s", buf);
+  cr_assert_eq(s.only_old, 1);
+  cr_assert_eq(s.only_new, 1);
+  /* The text names each verdict on its row. */
+  const char *slower = strstr(buf, "| slower |");
+  cr_assert(slower && strstr(slower, "+20.00%") && strstr(slower, "REGRESSED"), "%s", buf);
+  const char *jitter = strstr(buf, "| jitter |");
+  cr_assert(jitter, "%s", buf);
+  size_t line = strcspn(jitter, "\n");
+  cr_assert(memmem(jitter, line, "within noise", 12), "%.*s", (int)line, jitter);
+  free(buf);
+
+  /* A floor above the change turns the regression into noise. */
+  cr_assert_eq(kb_compare_files(old_path, new_path, 0.25, NULL, &s, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(s.regressed, 0);
+  cr_assert_eq(s.within_noise, 4);
+
+  /* A file that is not a report is an error with a message. */
+  write_file(new_path, "{\"results\": 3}");
+  cr_assert_eq(kb_compare_files(old_path, new_path, 0, NULL, &s, why, sizeof why), -1);
+  cr_assert(strstr(why, "results"), "%s", why);
+  write_file(new_path, "not json");
+  cr_assert_eq(kb_compare_files(old_path, new_path, 0, NULL, &s, why, sizeof why), -1);
+  cr_assert(strstr(why, "not valid JSON"), "%s", why);
+}
+
+Test(host_bench, compare_own_output_is_within_noise, .init = make_tmpdir, .fini = remove_tmpdir) {
+  fake_case c[2];
+  kb_harness *h = sample_run(c);
+  char path[128], why[256];
+  snprintf(path, sizeof path, "%s/same.json", tmpdir);
+  cr_assert_eq(kb_write_json_file(kb_harness_report(h), path, why, sizeof why), 0, "%s", why);
+  kb_compare_summary s;
+  cr_assert_eq(kb_compare_files(path, path, 0, NULL, &s, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(s.compared, kb_harness_report(h)->count);
+  cr_assert_eq(s.within_noise, s.compared);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, format_values) {
+  char b[32];
+  kb_format_value(1520, "ns", b, sizeof b);
+  cr_assert_str_eq(b, "1.520 us");
+  kb_format_value(3.91e12, "B/s", b, sizeof b);
+  cr_assert_str_eq(b, "3.910 TB/s");
+  kb_format_value(0.871, "fraction", b, sizeof b);
+  cr_assert_str_eq(b, "87.10 %");
+  kb_format_value(NAN, "ns", b, sizeof b);
+  cr_assert_str_eq(b, "-");
+}
