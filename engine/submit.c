@@ -28,7 +28,12 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
       kd_module_ref(s->builtins);
       if (kd_held_add(&held, KD_HELD_MODULE, s->builtins, op)) kd_module_unref(s, s->builtins);
     }
+    char *first = st ? strdup(kd_last_error()) : NULL; /* the node's error names it: keep it */
     kd_status cst = kd_completion_submit(s, op, &held);
+    if (first) {
+      kd_fail(st, "%s", first);
+      free(first);
+    }
     if (cst) {
       s->counters.stream_syncs++;
       s->dev.cu->cuStreamSynchronize(s->dev.stream);
