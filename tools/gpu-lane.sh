@@ -66,6 +66,7 @@ run() {
     "$t" --jobs 1 2>&1 | grep -E "Synthesis|FAIL|SKIP|witness|pipeline|submissions" | sed "s|^|$(basename "$t"): |"
   done
   "$build/examples/add"
+  (cd "$out" && "$here/$build/examples/pipeline")
   if command -v compute-sanitizer >/dev/null; then
     # The deliberate trap tests are left out: memcheck reports the trap.
     # API-error reports are off: kdag counts a kernel's parameters by probing
@@ -80,7 +81,7 @@ run() {
     echo "compute-sanitizer memcheck exit: $mc"
     [ $mc -eq 0 ] || rc=1
   fi
-  if [ -x "$build/bench/kdag-bench" ]; then
+  if [ "${KDAG_LANE_BENCH:-1}" = 1 ] && [ -x "$build/bench/kdag-bench" ]; then  # KDAG_LANE_BENCH=0: tests only
     "$build/bench/kdag-bench" --json "$out/bench.json" --csv "$out/bench.csv" > "$out/bench.md" 2>"$out/bench.stderr"
     echo "kdag-bench exit: $?"
     cat "$out/bench.md"
