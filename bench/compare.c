@@ -21,19 +21,9 @@ kb_verdict kb_compare_rows(const kb_result *o, const kb_result *n, double min_ch
   return up == (n->higher_is_better != 0) ? KB_IMPROVED : KB_REGRESSED;
 }
 
-static int axes_equal(const kb_result *a, const kb_result *b) {
-  if (a->axis_count != b->axis_count) return 0;
-  for (size_t i = 0; i < a->axis_count; ++i) {
-    size_t j = 0;
-    while (j < b->axis_count && strcmp(a->axis_names[i], b->axis_names[j])) ++j;
-    if (j == b->axis_count || a->axis_values[i] != b->axis_values[j]) return 0;
-  }
-  return 1;
-}
-
 static int same_row(const kb_result *a, const kb_result *b) {
   return !strcmp(a->suite, b->suite) && !strcmp(a->case_name, b->case_name) &&
-         !strcmp(a->mode, b->mode) && !strcmp(a->metric, b->metric) && axes_equal(a, b);
+         !strcmp(a->mode, b->mode) && !strcmp(a->metric, b->metric) && kb_result_same_axes(a, b);
 }
 
 static const kb_result *find(const kb_report *r, const kb_result *key) {

@@ -152,6 +152,8 @@ void kb_report_free(kb_report *r); /* frees the arrays; r can be reused after in
 /* Appends a copy of row; returns the stored row or NULL (out of memory). */
 kb_result *kb_report_add(kb_report *r, const kb_result *row);
 int kb_report_add_skip(kb_report *r, const kb_skip *skip);
+/* 1 when two rows have the same axes with the same values (in any order). */
+int kb_result_same_axes(const kb_result *a, const kb_result *b);
 /* Axes as "N=10;M=2" ("" without axes). */
 void kb_result_axes_string(const kb_result *row, char *buf, size_t cap);
 

@@ -50,7 +50,7 @@ void kb_result_axes_string(const kb_result *row, char *buf, size_t cap) {
   }
 }
 
-static int same_axes(const kb_result *a, const kb_result *b) {
+int kb_result_same_axes(const kb_result *a, const kb_result *b) {
   if (a->axis_count != b->axis_count) return 0;
   for (size_t i = 0; i < a->axis_count; ++i) {
     /* Axis order may differ between producers: match by name. */
@@ -63,7 +63,7 @@ static int same_axes(const kb_result *a, const kb_result *b) {
 
 static int same_point(const kb_result *a, const kb_result *b) {
   return !strcmp(a->suite, b->suite) && !strcmp(a->mode, b->mode) &&
-         !strcmp(a->metric, b->metric) && same_axes(a, b);
+         !strcmp(a->metric, b->metric) && kb_result_same_axes(a, b);
 }
 
 static void compute_ratios(kb_report *r) {

@@ -444,23 +444,30 @@ kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_view x, kd
 
 /* ---- transfers, host functions ---------------------------------------- */
 
+/* The checks shared by uploads and sinks: one whole, compact tensor whose
+ * size is the host buffer's. */
+static kd_status transfer_node(node_ctx *c, kd_gnode *proto, kd_node_kind kind, kd_tensor t, const void *host,
+                               size_t bytes) {
+  memset(proto, 0, sizeof *proto);
+  proto->kind = kind;
+  proto->host = host;
+  proto->bytes = bytes;
+  kd_view whole = kd_whole(t);
+  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument host is NULL", c->op, c->name);
+  kd_status st = ctx_access(c, 0, kind == KD_NODE_UPLOAD ? KD_OUT : KD_IN, &whole, 1, 0);
+  if (!st && bytes != c->acc[0].obj->bytes)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument bytes is %zu, the tensor holds %zu", c->op,
+                 c->name, bytes, c->acc[0].obj->bytes);
+  return st;
+}
+
 kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host, size_t bytes,
                           kd_node *out) {
-  static const char *op = "kd_graph_upload";
   node_ctx c;
-  kd_status st = node_begin(g, op, name, &c);
+  kd_status st = node_begin(g, "kd_graph_upload", name, &c);
   if (st) return st;
   kd_gnode proto;
-  memset(&proto, 0, sizeof proto);
-  proto.kind = KD_NODE_UPLOAD;
-  proto.host = host;
-  proto.bytes = bytes;
-  kd_view whole = kd_whole(dst);
-  if (!host) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument host is NULL", op, name);
-  if (!st) st = ctx_access(&c, 0, KD_OUT, &whole, 1, 0);
-  if (!st && bytes != c.acc[0].obj->bytes)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument bytes is %zu, the tensor holds %zu", op, name,
-                 bytes, c.acc[0].obj->bytes);
+  st = transfer_node(&c, &proto, KD_NODE_UPLOAD, dst, host, bytes);
   return node_end(&c, st, &proto, out);
 }
 
@@ -472,15 +479,8 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
   kd_status st = node_begin(g, op, name, &c);
   if (st) return st;
   kd_gnode proto;
-  memset(&proto, 0, sizeof proto);
-  proto.kind = KD_NODE_SINK;
-  proto.bytes = bytes;
-  kd_view whole = kd_whole(src);
-  if (!host) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument host is NULL", op, name);
-  if (!st) st = ctx_access(&c, 0, KD_IN, &whole, 1, 0);
-  if (!st && bytes != c.acc[0].obj->bytes)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument bytes is %zu, the tensor holds %zu", op, name,
-                 bytes, c.acc[0].obj->bytes);
+  st = transfer_node(&c, &proto, KD_NODE_SINK, src, host, bytes);
+  proto.host = NULL; /* a sink's host memory belongs to the kd_sink */
   kd_sink *sink = NULL;
   if (!st && !(sink = calloc(1, sizeof *sink)))
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the sink", op);
