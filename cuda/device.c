@@ -1,4 +1,5 @@
 /* Session device state: context, stream, pool, events, allocations. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,32 @@
     if (kd_r_ != CUDA_SUCCESS) return kd_fail_cu(kd_r_, op, #call); \
   } while (0)
 
+#define KD_MAX_DEVICES 64
+
+static struct {
+  pthread_mutex_t mu;
+  struct { int sessions, faulted; char message[512]; } dev[KD_MAX_DEVICES];
+} g_devices = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void kd_device_fault_report(const kd_device *d, const char *message) {
+  if (d->info.ordinal < 0 || d->info.ordinal >= KD_MAX_DEVICES) return;
+  pthread_mutex_lock(&g_devices.mu);
+  if (!g_devices.dev[d->info.ordinal].faulted) {
+    g_devices.dev[d->info.ordinal].faulted = 1;
+    snprintf(g_devices.dev[d->info.ordinal].message, sizeof g_devices.dev[0].message, "%s", message);
+  }
+  pthread_mutex_unlock(&g_devices.mu);
+}
+
+int kd_device_fault_get(const kd_device *d, char *message, size_t cap) {
+  if (d->info.ordinal < 0 || d->info.ordinal >= KD_MAX_DEVICES) return 0;
+  pthread_mutex_lock(&g_devices.mu);
+  int f = g_devices.dev[d->info.ordinal].faulted;
+  if (f) snprintf(message, cap, "%s", g_devices.dev[d->info.ordinal].message);
+  pthread_mutex_unlock(&g_devices.mu);
+  return f;
+}
+
 static kd_status open_impl(const kd_session_options *o, kd_device *d) {
   static const char *op = "kd_session_create";
   kd_status st = kd_driver_load(op, &d->cu);
@@ -23,7 +50,19 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
     return kd_fail(KD_ERR_NO_DEVICE, "%s: options->device_ordinal %d out of range (%d device%s)",
                    op, o->device_ordinal, count, count == 1 ? "" : "s");
   KD_CU(d, op, cuDeviceGet, (&d->dev, o->device_ordinal));
+  if (o->device_ordinal >= KD_MAX_DEVICES)
+    return kd_fail(KD_ERR_NO_DEVICE, "%s: options->device_ordinal %d: kdag handles devices 0..%d", op,
+                   o->device_ordinal, KD_MAX_DEVICES - 1);
+  d->info.ordinal = o->device_ordinal;
+  char why[512];
+  if (kd_device_fault_get(d, why, sizeof why))
+    return kd_fail(KD_ERR_DEVICE_FAULT, "%s: device %d faulted and still has sessions; destroy them all to "
+                   "reset it (%s)", op, o->device_ordinal, why);
   KD_CU(d, op, cuDevicePrimaryCtxRetain, (&d->ctx, d->dev));
+  pthread_mutex_lock(&g_devices.mu);
+  g_devices.dev[o->device_ordinal].sessions++;
+  pthread_mutex_unlock(&g_devices.mu);
+  d->joined = 1;
   KD_CU(d, op, cuCtxSetCurrent, (d->ctx));
   kd_device_info *info = &d->info;
   info->ordinal = o->device_ordinal;
@@ -74,6 +113,18 @@ void kd_device_close(kd_device *d) {
   if (d->pool) d->cu->cuMemPoolDestroy(d->pool);
   if (d->stream) d->cu->cuStreamDestroy(d->stream);
   if (d->ctx) d->cu->cuDevicePrimaryCtxRelease(d->dev);
+  if (d->joined) {
+    /* The last session of a faulted device resets its primary context, so
+     * the process can use the device again. */
+    pthread_mutex_lock(&g_devices.mu);
+    int ord = d->info.ordinal;
+    if (--g_devices.dev[ord].sessions == 0 && g_devices.dev[ord].faulted) {
+      d->cu->cuDevicePrimaryCtxReset(d->dev);
+      g_devices.dev[ord].faulted = 0;
+    }
+    pthread_mutex_unlock(&g_devices.mu);
+    d->joined = 0;
+  }
   d->pool = NULL;
   d->stream = NULL;
   d->ctx = NULL;

@@ -163,6 +163,8 @@ void kd_session_destroy(kd_session *s) {
 kd_status kd_session_enter(kd_session *s, const char *op) {
   if (!s) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument session is NULL", op);
   pthread_mutex_lock(&s->lock);
+  if (!s->fault && s->has_device && kd_device_fault_get(&s->dev, s->fault_msg, sizeof s->fault_msg))
+    s->fault = KD_ERR_DEVICE_FAULT; /* another session of this device faulted */
   if (s->fault) {
     kd_status st = kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op,
                            s->fault_msg);
@@ -185,6 +187,7 @@ kd_status kd_session_note(kd_session *s, kd_status st) {
   if (st == KD_ERR_DEVICE_FAULT && !s->fault) {
     s->fault = st;
     snprintf(s->fault_msg, sizeof s->fault_msg, "%s", kd_last_error());
+    if (s->has_device) kd_device_fault_report(&s->dev, s->fault_msg);
   }
   return st;
 }

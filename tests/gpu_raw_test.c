@@ -624,3 +624,29 @@ Test(gpu_raw, cache_and_span_misuse_is_refused) {
   KDT_OK(in_scope(s, swap_span, &t));
   kd_session_destroy(s);
 }
+
+Test(gpu_raw, a_fault_poisons_every_session_of_the_device_until_all_are_gone) {
+  kd_session *s1 = kdt_gpu_session(), *s2 = kdt_gpu_session();
+  tensors3 t2 = make_tensors(s2, 8);
+  kd_status st = in_scope(s1, trap, NULL);
+  cr_assert(st == KD_OK || st == KD_ERR_DEVICE_FAULT, "%s", kd_last_error());
+  uint32_t pending;
+  for (int i = 0; i < 1000 && kd_session_reap(s1, &pending) == KD_OK && pending; ++i) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  KDT_FAILS(kd_session_reap(s1, &pending), KD_ERR_DEVICE_FAULT, "device fault");
+  /* The other session of the device refuses work with the same fault. */
+  float buf[8] = {0};
+  KDT_FAILS(kd_tensor_upload(s2, t2.a, buf, sizeof buf), KD_ERR_DEVICE_FAULT, "unusable after a device fault");
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  kd_session *s3 = NULL;
+  KDT_FAILS(kd_session_create(&o, &s3), KD_ERR_DEVICE_FAULT, "destroy them all");
+  KDT_OK(kd_tensor_release(s2, t2.a)); /* releasing still works */
+  kd_session_destroy(s1);
+  kd_session_destroy(s2);
+  /* The last one reset the primary context: the device works again. */
+  roundtrip(FROM_CUBIN, 8);
+}
