@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when a kd_raw_launch call in examples/ or tests/ is not preceded,
+# Fails when a kd_raw_launch call in examples/, tests/ or bench/ is not preceded,
 # within the 12 lines above it, by a "SAFETY:" comment (the seed's rule:
 # every launch states ABI, order, bounds, aliasing, initialisation, lifetime).
 set -euo pipefail
@@ -18,7 +18,7 @@ while IFS= read -r file; do
   read -r calls bad <<<"$(echo "$out" | grep '^#' | tr -d '#')"
   count=$((count + calls))
   [ "$bad" -eq 0 ] || status=1
-done < <(find "$root/examples" "$root/tests" -name '*.c' | sort)
+done < <(find "$root/examples" "$root/tests" "$root/bench" -name '*.c' | sort)
 echo "checked $count kd_raw_launch calls"
 [ "$count" -gt 0 ] || { echo "no kd_raw_launch calls found: wrong root?"; exit 1; }
 exit $status
