@@ -20,8 +20,9 @@
  * alive until its completion; the caller may release every handle at once.
  * The host waits only in kd_sink_wait.
  *
- * Ownership: the graph is owned by the caller (kd_graph_destroy) and holds a
- * reference on every tensor and module it names. kd_node values are indices,
+ * Ownership: the graph is owned by the caller (kd_graph_destroy, before its
+ * session is destroyed) and holds a reference on every tensor and module it
+ * names. kd_node values are indices,
  * valid for the graph's life. kd_sink pointers are owned by the graph.
  * Threads: as for the session (all calls serialised by its lock).
  */
