@@ -263,3 +263,37 @@ Test(host_graph, independent_nodes_run_at_the_same_time) {
   kd_graph_destroy(g);
   kd_session_destroy(s);
 }
+
+Test(host_graph, a_full_completion_ring_waits_for_the_oldest_and_counts_it) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  o.completion_ring_capacity = 2;
+  o.flags = KD_SESSION_HOST_JITTER; /* keep submissions in flight */
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  int32_t v[64];
+  for (int i = 0; i < 64; ++i) v[i] = i;
+  kd_tensor a = ivec(s, 64, v), b = ivec(s, 64, NULL);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  for (int i = 0; i < 8; ++i) {
+    KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+    KDT_OK(kd_graph_copy(g, "a=b", kd_whole(a), kd_whole(b), NULL));
+  }
+  int32_t got[64];
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
+  for (int i = 0; i < 10; ++i) KDT_OK(kd_graph_submit(g, NULL));
+  int32_t mid[64];
+  KDT_OK(kd_tensor_download(s, b, mid, sizeof mid)); /* waits for all ten */
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_leq(k.inflight, 2, "never more than the ring's capacity in flight");
+  cr_assert_gt(k.ring_full_waits, 0, "a full ring waits for its oldest entry and counts it");
+  KDT_OK(kd_sink_wait(sink));
+  /* Each submission doubles a eight times: after ten, a = i * 2^80 = 0 mod 2^32. */
+  for (int i = 0; i < 64; ++i) cr_assert_eq(got[i], 0, "a[%d] = %d", i, got[i]);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
