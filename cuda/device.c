@@ -119,8 +119,13 @@ void kd_device_close(kd_device *d) {
     pthread_mutex_lock(&g_devices.mu);
     int ord = d->info.ordinal;
     if (--g_devices.dev[ord].sessions == 0 && g_devices.dev[ord].faulted) {
-      d->cu->cuDevicePrimaryCtxReset(d->dev);
-      g_devices.dev[ord].faulted = 0;
+      /* Unbind the dead context from this thread first: a thread still
+       * bound to it keeps reporting the old fault. */
+      d->cu->cuCtxSetCurrent(NULL);
+      CUresult r = d->cu->cuDevicePrimaryCtxReset(d->dev);
+      if (r == CUDA_SUCCESS) g_devices.dev[ord].faulted = 0;
+      else snprintf(g_devices.dev[ord].message, sizeof g_devices.dev[ord].message,
+                    "cuDevicePrimaryCtxReset failed (%d) after the fault", (int)r);
     }
     pthread_mutex_unlock(&g_devices.mu);
     d->joined = 0;
