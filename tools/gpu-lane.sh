@@ -26,7 +26,7 @@ bundle() {
   mkdir -p "$build/carry-lib"
   # glibc, libstdc++ and libgcc_s are newer there; everything else travels.
   local skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libstdc\+\+|libgcc_s)'
-  for bin in "$build"/tests/*_test "$build"/tests/*_test_asan "$build"/examples/add "$build"/bench/kdag-bench; do
+  for bin in "$build"/tests/*_test "$build"/tests/*_test_asan "$build"/tests/tsan_host_executor "$build"/examples/* "$build"/bench/kdag-bench; do
     [ -x "$bin" ] || continue
     ldd "$bin" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
       [[ $name =~ $skip ]] && continue
