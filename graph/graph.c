@@ -203,14 +203,11 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     ctx_free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
-  uint32_t mark_cap = g->node_cap;
-  uint32_t *marks = realloc(g->pred_mark, (size_t)mark_cap * sizeof *marks);
-  if (!marks) {
+  if (!KD_RESERVE(g->pred_mark, g->pred_cap, g->node_count + 1)) {
     ctx_free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
-  g->pred_mark = marks;
-  marks[g->node_count] = 0;
+  g->pred_mark[g->node_count] = 0;
   /* Bindings and their active lists: reserve, then index. */
   uint32_t bind[KD_NODE_MAX_ACCESSES];
   uint32_t first_new = g->binding_count;

@@ -124,6 +124,7 @@ struct kd_graph {
   uint32_t binding_count, binding_cap;
   ck_ht_t binding_index;   /* kd_tensor_obj * -> binding index + 1 */
   uint32_t *pred_mark;     /* pred_mark[p] == n + 1: edge p -> n exists */
+  uint32_t pred_cap;
   kd_sink **sinks;
   uint32_t sink_count, sink_cap;
   kd_plan plan;
