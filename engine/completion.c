@@ -89,6 +89,15 @@ static void retire(kd_session *s, kd_completion *c) {
   free(c);
 }
 
+/* Blocks until a completion's work is done: its host run, or its event. */
+static CUresult wait_for(kd_session *s, kd_completion *c) {
+  if (c->run) {
+    kd_host_run_wait(c->run);
+    return CUDA_SUCCESS;
+  }
+  return s->dev.cu->cuEventSynchronize(c->event);
+}
+
 /* The oldest in-flight entry, or NULL. */
 static kd_completion *oldest(kd_session *s) {
   if (!s->ring_head) {
@@ -102,12 +111,8 @@ static kd_status wait_retire_oldest(kd_session *s, const char *op) {
   kd_completion *c = oldest(s);
   if (!c) return KD_OK;
   s->counters.event_waits++;
-  if (c->run) {
-    kd_host_run_wait(c->run);
-  } else {
-    CUresult r = s->dev.cu->cuEventSynchronize(c->event);
-    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
-  }
+  CUresult r = wait_for(s, c);
+  if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
   s->ring_head = NULL;
   retire(s, c);
   return KD_OK;
@@ -150,13 +155,9 @@ static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, kd_com
     st = wait_retire_oldest(s, op);
     if (st) {
       /* Keep the new entry's objects alive until its work is done. */
-      if (c->run) {
-        kd_host_run_wait(c->run);
-        kd_host_run_unref(c->run);
-      } else {
-        s->dev.cu->cuEventSynchronize(c->event);
-        kd_event_release_to_pool(&s->dev, c->event);
-      }
+      (void)wait_for(s, c);
+      if (c->run) kd_host_run_unref(c->run);
+      else kd_event_release_to_pool(&s->dev, c->event);
       free(c);
       return st;
     }
@@ -204,8 +205,7 @@ void kd_completion_drain(kd_session *s) {
     s->counters.event_waits++;
     /* After a fault the event may never report success; the objects are
      * freed anyway, as the context is unusable for the work that held them. */
-    if (c->run) kd_host_run_wait(c->run);
-    else (void)s->dev.cu->cuEventSynchronize(c->event);
+    (void)wait_for(s, c);
     s->ring_head = NULL;
     retire(s, c);
   }
