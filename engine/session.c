@@ -21,6 +21,8 @@ void kd_session_options_init(kd_session_options *o) {
   o->pool_release_threshold = UINT64_MAX;
   o->completion_ring_capacity = 1024;
   o->flags = 0;
+  o->exec_mode = KD_EXEC_AUTO;
+  o->graph_after = 2;
 }
 
 static void *ht_malloc(size_t n) { return malloc(n); }
@@ -51,6 +53,9 @@ static kd_status validate_options(const kd_session_options *o) {
                    op, c);
   if (o->flags & ~(uint32_t)(KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE | KD_SESSION_HOST_JITTER | KD_SESSION_DEBUG_NODES))
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->flags 0x%x has unknown bits", op, o->flags);
+  if (o->exec_mode != KD_EXEC_AUTO && o->exec_mode != KD_EXEC_EAGER && o->exec_mode != KD_EXEC_GRAPH)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->exec_mode %d is not a kd_exec_mode", op,
+                   (int)o->exec_mode);
   return KD_OK;
 }
 

@@ -14,7 +14,9 @@
  *
  * Running: kd_graph_submit plans the graph once (topological order, edges,
  * resolved arguments) and reuses the plan on every later submission. A CUDA
- * session runs the nodes in topological order on its one stream (EAGER); a
+ * session runs the nodes in topological order on its one stream (EAGER), or
+ * the whole plan as one instantiated CUDA graph launched on that stream
+ * (GRAPH; see kd_exec_mode in kdag/session.h and kd_graph_set_exec_mode); a
  * HOST session runs each node's host implementation on a thread pool,
  * independent nodes in parallel. Every submission keeps what it touches
  * alive until its completion; the caller may release every handle at once.
@@ -157,6 +159,16 @@ kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
 typedef struct kd_ticket {
   uint64_t seq;
 } kd_ticket;
+
+/* How a CUDA session runs this graph from the next submission on; starts as
+ * the session's exec_mode option. GRAPH keeps one executable CUDA graph per
+ * plan (rebuilt when nodes or edges are added): rebinding a tensor or a new
+ * upload source patches it in place; a foreign node is captured from its
+ * callback once per executable graph, with a workspace that lives as long
+ * as it does, and a rebinding that changes a foreign node's spans captures
+ * it again. KD_SESSION_DEBUG_NODES runs every mode eagerly so that a fault
+ * names its node. Errors: KD_ERR_INVALID_ARGUMENT. */
+kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
 
 /* Plans (once) and enqueues the whole graph. Errors: KD_ERR_DEVICE_FAULT and
  * enqueue failures; nothing already submitted is lost. */

@@ -48,6 +48,19 @@ enum {
   KD_SESSION_DEBUG_NODES = 1u << 3
 };
 
+/* How a CUDA session runs a submitted graph (HOST sessions ignore it). */
+typedef enum kd_exec_mode {
+  /* EAGER for the first graph_after submissions of a plan, then GRAPH: a
+   * one-shot graph never pays for instantiation, a pipeline submitted over
+   * and over reaches the CUDA-graph launch cost. */
+  KD_EXEC_AUTO = 0,
+  /* Each node enqueued on the session stream, in topological order. */
+  KD_EXEC_EAGER = 1,
+  /* The whole plan as one instantiated CUDA graph, cached per plan and
+   * updated in place when only bindings or scalars change. */
+  KD_EXEC_GRAPH = 2
+} kd_exec_mode;
+
 typedef struct kd_session_options {
   kd_backend backend;
   int device_ordinal;              /* CUDA device index; default 0 */
@@ -57,6 +70,9 @@ typedef struct kd_session_options {
                                         waits on the oldest; power of two,
                                         default 1024 */
   uint32_t flags;                  /* KD_SESSION_* */
+  kd_exec_mode exec_mode;          /* default for the session's graphs; default AUTO */
+  uint32_t graph_after;            /* AUTO: eager submissions of a plan before it
+                                      switches to GRAPH (0: from the first); default 2 */
 } kd_session_options;
 
 /* Fills the defaults above. Thread-safe. */
@@ -119,6 +135,10 @@ typedef struct kd_counters {
                                    synchronises the device implicitly, so it happens only
                                    while the staging pool grows to the pipeline's
                                    high-water mark; steady state reuses blocks */
+  uint64_t graph_instantiations; /* GRAPH: CUDA graphs built and instantiated */
+  uint64_t graph_updates;        /* GRAPH: submissions that patched the executable
+                                    graph in place (rebound tensors, new scalars) */
+  uint64_t graph_launches;       /* GRAPH: executable graph launches */
 } kd_counters;
 
 kd_status kd_session_counters(kd_session *session, kd_counters *out);
