@@ -10,14 +10,20 @@
 #include "engine/exec.h"
 #include "engine/session_impl.h"
 
+kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op) {
+  if (set->count + extra <= set->cap) return KD_OK;
+  uint32_t cap = set->cap ? set->cap : 8;
+  while (cap < set->count + extra) cap *= 2;
+  kd_held *grown = realloc(set->items, cap * sizeof *grown);
+  if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to retain objects", op);
+  set->items = grown;
+  set->cap = cap;
+  return KD_OK;
+}
+
 kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op) {
-  if (set->count == set->cap) {
-    uint32_t cap = set->cap ? set->cap * 2 : 8;
-    kd_held *grown = realloc(set->items, cap * sizeof *grown);
-    if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to retain objects", op);
-    set->items = grown;
-    set->cap = cap;
-  }
+  kd_status st = kd_held_reserve(set, 1, op);
+  if (st) return st;
   set->items[set->count].kind = kind;
   set->items[set->count].obj = obj;
   set->count++;
@@ -34,6 +40,7 @@ void kd_held_release_all(kd_session *s, kd_held_set *set) {
       case KD_HELD_EVENT: kd_event_release_to_pool(&s->dev, h->obj); break;
       case KD_HELD_DEVPTR: kd_device_free(&s->dev, (CUdeviceptr)(uintptr_t)h->obj); break;
       case KD_HELD_FOREIGN: kd_foreign_res_unref(h->obj); break;
+      case KD_HELD_GEXEC: kd_gexec_unref(h->obj); break;
     }
   }
   free(set->items);

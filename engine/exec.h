@@ -46,6 +46,32 @@ struct kd_host_task {
   void *user;
 };
 
+/* A kernel or built-in node resolved against the graph's current bindings:
+ * what cuLaunchKernel, or a kernel node of a CUDA graph, needs. params
+ * point into the struct itself, so it is resolved in place and never
+ * copied. sizes[i] is the byte size of *params[i]. */
+typedef struct kd_node_launch {
+  kd_cu_function *fn;
+  kd_launch_config cfg;
+  uint32_t count;
+  int empty;               /* nothing to run: a built-in over zero elements */
+  void *params[KD_PTX_MAX_PARAMS];
+  uint32_t sizes[KD_PTX_MAX_PARAMS];
+  CUdeviceptr ptrs[KD_PTX_MAX_PARAMS];
+  kd_kview v[3];
+  kd_kpattern pat;
+} kd_node_launch;
+kd_status kd_node_launch_resolve(kd_graph *g, const char *op, kd_gnode *node, kd_node_launch *out);
+
+/* The device spans of a foreign node's accesses (spans has access_count
+ * entries). */
+void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans);
+
+/* A sink's new copy (block, written by the event's work): an earlier copy
+ * nobody waited for is handed to held, which completes after it. */
+void kd_sink_commit(kd_session *s, kd_sink *sk, kd_staging_block *block, CUevent event, kd_held_set *held,
+                    const char *op);
+
 /* A view of one access as a kernel view over a base address. */
 kd_kview kd_access_kview(const kd_gaccess *a, uint64_t tensor_base, size_t esize);
 /* The kernel element type of a dtype (f32, f64, i32, i64). */
@@ -55,6 +81,11 @@ kd_kdtype kd_kdtype_of(kd_dtype d);
  * (each object once per stamp). */
 kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, kd_host_run **out);
 kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp);
+/* GRAPH mode (engine/exec_graph.c): launches the plan's executable graph,
+ * building or patching it first. Enqueues nothing when it fails. */
+kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp);
+/* Whether this submission of g runs in GRAPH mode. */
+int kd_exec_graph_wanted(kd_graph *g);
 void kd_exec_host_task(kd_host_task *t, kd_host_task **ready, uint32_t *n, uint32_t cap, void *ctx);
 
 void kd_host_run_unref(kd_host_run *r);

@@ -2,6 +2,7 @@
  * session's one stream. Ordering comes from the stream itself; the edges
  * matter for the HOST pool and for GRAPH mode. */
 #include <ck_pr.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,10 +43,18 @@ static const char *dtype_suffix(kd_dtype d) {
   }
 }
 
-static kd_status builtin_launch(kd_session *s, const char *op, kd_gnode *node, kd_kview *v, uint32_t nv) {
+/* Built-in kernels: one function per op and element type (fill and copy
+ * per element size), grid-stride loops over the view's elements. */
+static kd_status resolve_builtin(kd_graph *g, const char *op, kd_gnode *node, kd_node_launch *L) {
+  kd_session *s = g->session;
   kd_module_obj *m;
   kd_status st = kd_builtins_module(s, op, &m);
   if (st) return st;
+  for (uint32_t k = 0; k < node->access_count && k < 3; ++k) {
+    kd_gaccess *a = &g->accesses[node->first_access + k];
+    kd_tensor_obj *o = g->bindings[a->binding].obj;
+    L->v[k] = kd_access_kview(a, o->dptr, kd_dtype_size(o->dtype));
+  }
   size_t esize = kd_dtype_size(node->dtype);
   char name[32];
   static const char *ops[] = {"fill", "copy", "add", "axpy", "scale", "sum"};
@@ -54,45 +63,68 @@ static kd_status builtin_launch(kd_session *s, const char *op, kd_gnode *node, k
   uint32_t idx;
   st = kd_session_note(s, kd_cu_module_function(&s->dev, op, &m->cu, name, &idx));
   if (st) return st;
-  kd_kpattern pat;
-  memcpy(pat.w, node->fill, sizeof pat.w);
-  void *params[4];
-  uint32_t np = 0;
-  for (uint32_t i = 0; i < nv; ++i) params[np++] = &v[i];
-  if (node->op == KD_BI_FILL) params[np++] = &pat;
-  if (node->op == KD_BI_AXPY || node->op == KD_BI_SCALE) params[np++] = &node->alpha;
-  long long n = kd_kview_numel(&v[node->op == KD_BI_SUM ? 1 : 0]);
-  kd_launch_config cfg = {{1, 1, 1}, {256, 1, 1}, 0};
-  if (node->op != KD_BI_SUM) {
-    if (n == 0) return KD_OK;
-    long long blocks = (n + 255) / 256, cap = (long long)s->dev.info.sm_count * 32;
-    cfg.grid[0] = (uint32_t)(blocks < cap ? blocks : cap); /* grid-stride loops cover the rest */
-  } else {
-    cfg.block[0] = KD_KSUM_THREADS;
+  L->fn = &m->cu.fns[idx];
+  memcpy(L->pat.w, node->fill, sizeof L->pat.w);
+  for (uint32_t i = 0; i < node->access_count; ++i) {
+    L->params[L->count] = &L->v[i];
+    L->sizes[L->count++] = sizeof L->v[i];
   }
-  st = kd_session_note(s, kd_cu_launch(&s->dev, op, &m->cu.fns[idx], &cfg, params));
-  if (!st) s->counters.launches++;
-  return st;
+  if (node->op == KD_BI_FILL) {
+    L->params[L->count] = &L->pat;
+    L->sizes[L->count++] = sizeof L->pat;
+  }
+  if (node->op == KD_BI_AXPY || node->op == KD_BI_SCALE) {
+    L->params[L->count] = &node->alpha;
+    L->sizes[L->count++] = sizeof node->alpha;
+  }
+  long long n = kd_kview_numel(&L->v[node->op == KD_BI_SUM ? 1 : 0]);
+  L->cfg = (kd_launch_config){{1, 1, 1}, {256, 1, 1}, 0};
+  if (node->op != KD_BI_SUM) {
+    long long blocks = (n + 255) / 256, cap = (long long)s->dev.info.sm_count * 32;
+    L->cfg.grid[0] = (uint32_t)(blocks < cap ? blocks : cap); /* grid-stride loops cover the rest */
+    L->empty = n == 0;
+  } else {
+    L->cfg.block[0] = KD_KSUM_THREADS;
+  }
+  return KD_OK;
 }
 
-static kd_status kernel_launch(kd_session *s, const char *op, kd_graph *g, kd_gnode *node) {
-  CUdeviceptr ptrs[KD_PTX_MAX_PARAMS];
-  void *params[KD_PTX_MAX_PARAMS];
+static void resolve_kernel(kd_graph *g, kd_gnode *node, kd_node_launch *L) {
+  L->fn = &node->module->cu.fns[node->fn_index];
+  L->cfg = node->config;
   for (uint32_t i = 0; i < node->arg_count && i < KD_PTX_MAX_PARAMS; ++i) {
     kd_gvalue *a = &node->args[i];
     if (a->access >= 0) {
       kd_gaccess *acc = &g->accesses[node->first_access + (uint32_t)a->access];
       kd_tensor_obj *o = g->bindings[acc->binding].obj;
-      ptrs[i] = o->dptr + (CUdeviceptr)((size_t)acc->view.offset * kd_dtype_size(o->dtype));
-      params[i] = &ptrs[i];
+      L->ptrs[i] = o->dptr + (CUdeviceptr)((size_t)acc->view.offset * kd_dtype_size(o->dtype));
+      L->params[i] = &L->ptrs[i];
+      L->sizes[i] = sizeof L->ptrs[i];
     } else if (a->value.kind == KD_ARG_BYTES) {
-      params[i] = (void *)a->value.v.bytes.data;
+      L->params[i] = (void *)a->value.v.bytes.data;
+      L->sizes[i] = (uint32_t)a->value.v.bytes.size;
     } else {
-      params[i] = &a->value.v;
+      L->params[i] = &a->value.v;
+      L->sizes[i] = (uint32_t)kd_arg_size(&a->value);
     }
+    L->count = i + 1;
   }
-  kd_status st = kd_session_note(s, kd_cu_launch(&s->dev, op, &node->module->cu.fns[node->fn_index], &node->config,
-                                                 node->arg_count ? params : NULL));
+}
+
+kd_status kd_node_launch_resolve(kd_graph *g, const char *op, kd_gnode *node, kd_node_launch *L) {
+  memset(L, 0, offsetof(kd_node_launch, params));
+  memset(L->v, 0, sizeof L->v);
+  if (node->kind == KD_NODE_BUILTIN) return resolve_builtin(g, op, node, L);
+  resolve_kernel(g, node, L);
+  return KD_OK;
+}
+
+static kd_status launch(kd_graph *g, const char *op, kd_gnode *node) {
+  kd_session *s = g->session;
+  kd_node_launch L;
+  kd_status st = kd_node_launch_resolve(g, op, node, &L);
+  if (st || L.empty) return st;
+  st = kd_session_note(s, kd_cu_launch(&s->dev, op, L.fn, &L.cfg, L.count ? L.params : NULL));
   if (!st) s->counters.launches++;
   return st;
 }
@@ -112,7 +144,6 @@ static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *
     }
     return kd_held_add(held, KD_HELD_STAGING, b, op);
   }
-  kd_sink *sk = node->sink;
   CUevent ev;
   st = kd_event_acquire(&s->dev, op, &ev);
   if (st) {
@@ -126,6 +157,12 @@ static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *
     kd_staging_put(&s->dev, b); /* a failed enqueue left nothing writing it */
     return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyDtoHAsync"));
   }
+  kd_sink_commit(s, node->sink, b, ev, held, op);
+  return KD_OK;
+}
+
+void kd_sink_commit(kd_session *s, kd_sink *sk, kd_staging_block *block, CUevent event, kd_held_set *held,
+                    const char *op) {
   /* An earlier copy nobody waited for completes before this submission
    * does: hand its block and event to this submission's completion. */
   if (sk->block) {
@@ -133,15 +170,13 @@ static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *
     kd_held_add(held, KD_HELD_EVENT, sk->event, op);
   }
   s->counters.event_records++;
-  sk->block = b;
-  sk->event = ev;
+  sk->block = block;
+  sk->event = event;
   sk->seq = s->next_seq;
   sk->pending = 1;
-  return KD_OK;
 }
 
-static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, kd_held_set *held) {
-  kd_span spans[64];
+void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans) {
   for (uint32_t k = 0; k < node->access_count; ++k) {
     kd_gaccess *a = &g->accesses[node->first_access + k];
     kd_tensor_obj *o = g->bindings[a->binding].obj;
@@ -155,6 +190,11 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
     spans[k].dtype = o->dtype;
     spans[k].tensor.bits = o->handle;
   }
+}
+
+static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, kd_held_set *held) {
+  kd_span spans[KD_FOREIGN_MAX_ACCESSES];
+  kd_foreign_spans(g, node, spans);
   kd_foreign_call call = {(void *)s->dev.stream, spans, node->access_count, 0, node->workspace_bytes,
                           node->res ? node->res->resource : NULL};
   kd_status st = KD_OK;
@@ -205,18 +245,9 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
     switch (node->kind) {
       case KD_NODE_KERNEL:
         st = kd_held_module_once(held, node->module, stamp, op);
-        if (!st) st = kernel_launch(s, op, g, node);
+        if (!st) st = launch(g, op, node);
         break;
-      case KD_NODE_BUILTIN: {
-        kd_kview v[3];
-        for (uint32_t k = 0; k < node->access_count && k < 3; ++k) {
-          kd_gaccess *a = &g->accesses[node->first_access + k];
-          kd_tensor_obj *o = g->bindings[a->binding].obj;
-          v[k] = kd_access_kview(a, o->dptr, kd_dtype_size(o->dtype));
-        }
-        st = builtin_launch(s, op, node, v, node->access_count);
-        break;
-      }
+      case KD_NODE_BUILTIN: st = launch(g, op, node); break;
       case KD_NODE_UPLOAD:
       case KD_NODE_SINK: st = transfer(s, op, g, node, held); break;
       case KD_NODE_HOST: {

@@ -152,6 +152,8 @@ void kd_session_destroy(kd_session *s) {
   s->has_pool = 0;
   if (s->builtins) kd_module_unref(s, s->builtins);
   s->builtins = NULL;
+  if (s->capture_stream) s->dev.cu->cuStreamDestroy(s->capture_stream);
+  s->capture_stream = NULL;
   cache_clear(s);
   kd_module_destroy_all(s);
   kd_tensor_destroy_all(s);

@@ -44,7 +44,8 @@ typedef struct kd_module_obj {
 } kd_module_obj;
 
 typedef enum kd_held_kind {
-  KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN
+  KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN,
+  KD_HELD_GEXEC             /* an executable CUDA graph (engine/exec_graph.c) */
 } kd_held_kind;
 
 typedef struct kd_held {
@@ -109,6 +110,7 @@ struct kd_session {
   struct kd_host_run *last_run; /* HOST sessions: the newest submission */
   int has_pool;
   kd_module_obj *builtins;  /* CUDA sessions: kdag's built-in kernels, loaded on first use */
+  CUstream capture_stream;  /* GRAPH: where foreign nodes are captured; created on first use */
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
 };
@@ -122,6 +124,8 @@ kd_status kd_session_note(kd_session *s, kd_status st);
 
 /* completion.c */
 kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op);
+/* Makes room for extra more adds, which then cannot fail. */
+kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op);
 void kd_held_release_all(kd_session *s, kd_held_set *set);
 kd_status kd_completion_ring_init(kd_session *s);
 void kd_completion_ring_fini(kd_session *s);

@@ -1,5 +1,6 @@
 /* Submitting graphs, tickets and host sinks. */
 #include <ck_pr.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,18 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   uint64_t stamp = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
   uint64_t seq = s->next_seq;
   if (s->backend == KD_BACKEND_CUDA) {
-    st = kd_exec_eager(g, op, &held, stamp);
+    if (kd_exec_graph_wanted(g)) {
+      st = kd_exec_graph(g, op, &held, stamp);
+      if (st && st != KD_ERR_DEVICE_FAULT && g->exec_mode == KD_EXEC_AUTO) {
+        /* AUTO: the driver refused this plan as a CUDA graph, and nothing
+         * was enqueued; the plan runs eagerly from now on. */
+        if (s->opts.flags & KD_SESSION_VERBOSE) fprintf(stderr, "kdag: AUTO stays EAGER: %s\n", kd_last_error());
+        g->plan.graph_refused = 1;
+        st = kd_exec_eager(g, op, &held, stamp);
+      }
+    } else {
+      st = kd_exec_eager(g, op, &held, stamp);
+    }
     /* Whatever was enqueued, even before a failure, completes with the
      * objects it uses held: nothing already submitted is lost. */
     if (s->builtins) {
@@ -48,6 +60,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   }
   if (!st) {
     s->counters.submissions++;
+    g->plan.submits++;
     /* What the graph writes is written by the time anything after the
      * submission (a download, a later graph, a raw scope) reads it. */
     for (uint32_t i = 0; i < g->binding_count; ++i)

@@ -39,6 +39,7 @@ kd_status kd_graph_create(kd_session *s, kd_graph **out) {
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the graph", op);
   }
   g->session = s;
+  g->exec_mode = s->opts.exec_mode;
   *out = g;
   kd_session_leave(s);
   return KD_OK;
@@ -556,6 +557,9 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
     st = kd_fail(KD_ERR_NO_HOST_IMPL, "%s: node '%s': a foreign-library node has no host implementation; "
                  "this session's backend is HOST", op, name);
   if (!st && !fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument fn is NULL", op, name);
+  if (!st && count > KD_FOREIGN_MAX_ACCESSES)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': %zu accesses, at most %d", op, name, count,
+                 KD_FOREIGN_MAX_ACCESSES);
   if (!st) st = declared(&c, accesses, count, 0);
   if (!st && (resource || release)) {
     proto.res = calloc(1, sizeof *proto.res);

@@ -110,6 +110,9 @@ typedef struct kd_plan {
   uint32_t *succ;
   uint32_t *indegree;
   int valid;
+  uint32_t submits;        /* submissions of this plan so far (AUTO mode) */
+  int graph_refused;       /* AUTO: the driver refused this plan as a CUDA graph */
+  struct kd_gexec *gexec;  /* GRAPH: the executable graph of this plan, or NULL */
 } kd_plan;
 
 struct kd_graph {
@@ -128,10 +131,17 @@ struct kd_graph {
   kd_sink **sinks;
   uint32_t sink_count, sink_cap;
   kd_plan plan;
+  kd_exec_mode exec_mode;
+  uint64_t args_serial;    /* bumped when a node's scalar arguments change */
 };
 
 /* engine/plan.c */
 kd_status kd_plan_build(kd_graph *g, const char *op);
 void kd_plan_free(kd_plan *p);
+
+/* engine/exec_graph.c: drops a reference on an executable graph (the
+ * plan's, or an in-flight launch's). */
+typedef struct kd_gexec kd_gexec;
+void kd_gexec_unref(kd_gexec *x);
 
 #endif

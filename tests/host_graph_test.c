@@ -190,6 +190,42 @@ Test(host_graph, pipeline_runs_and_resubmits_with_rebinding) {
   kd_session_destroy(s);
 }
 
+Test(host_graph, exec_mode_and_set_arg_are_checked_and_a_host_session_ignores_graph_mode) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  o.exec_mode = KD_EXEC_GRAPH; /* CUDA sessions only: HOST runs its pool */
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  int32_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, got[8];
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {8}};
+  kd_tensor a;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &a));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_node n;
+  kd_tensor b;
+  KDT_OK(kd_tensor_create(s, &d, &b));
+  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), &n));
+  KDT_OK(kd_graph_add(g, "a=b+b", kd_whole(a), kd_whole(b), kd_whole(b), NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
+  KDT_FAILS(kd_graph_set_exec_mode(g, (kd_exec_mode)5), KD_ERR_INVALID_ARGUMENT, "argument mode 5");
+  KDT_FAILS(kd_graph_set_exec_mode(NULL, KD_EXEC_GRAPH), KD_ERR_INVALID_ARGUMENT, "argument graph");
+  KDT_OK(kd_graph_set_exec_mode(g, KD_EXEC_GRAPH));
+  KDT_FAILS(kd_graph_set_arg(g, n, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "not a kernel node");
+  KDT_FAILS(kd_graph_set_arg(g, 99, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "node 99");
+  KDT_FAILS(kd_graph_set_arg(NULL, n, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "argument graph");
+  for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  for (int i = 0; i < 8; ++i) cr_assert_eq(got[i], 256 * v[i]); /* (4^4) */
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.graph_launches + k.graph_instantiations, 0);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 Test(host_graph, release_everything_right_after_submit) {
   kd_session *s = kdt_host_session();
   int32_t a[1000];

@@ -26,6 +26,11 @@ Test(host_status, session_options_are_validated) {
   kd_session_options_init(&o);
   o.flags = 1u << 30;
   KDT_FAILS(kd_session_create(&o, &s), KD_ERR_INVALID_ARGUMENT, "flags");
+  kd_session_options_init(&o);
+  cr_assert_eq(o.exec_mode, KD_EXEC_AUTO);
+  cr_assert_eq(o.graph_after, 2);
+  o.exec_mode = (kd_exec_mode)9;
+  KDT_FAILS(kd_session_create(&o, &s), KD_ERR_INVALID_ARGUMENT, "options->exec_mode");
   KDT_FAILS(kd_session_create(NULL, NULL), KD_ERR_INVALID_ARGUMENT, "out_session");
 }
 

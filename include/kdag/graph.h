@@ -134,6 +134,7 @@ typedef struct kd_foreign_call {
   void *resource;
 } kd_foreign_call;
 typedef kd_status (*kd_foreign_fn)(const kd_foreign_call *call, void *user);
+#define KD_FOREIGN_MAX_ACCESSES 64
 kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user,
                            const kd_garg *accesses, size_t count, size_t workspace_bytes,
                            void *resource, void (*release)(void *resource), kd_node *out);
@@ -145,6 +146,12 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
 /* Rebinds every access of tensor old to tensor replacement (same dtype,
  * shape and residency) for later submissions, without re-planning. */
 kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement);
+
+/* Sets value argument index of kernel node node (same kind and size) for
+ * later submissions, without re-planning; value's bytes are copied. Tensor
+ * arguments change with kd_graph_rebind. Errors: KD_ERR_INVALID_ARGUMENT,
+ * KD_ERR_ARGUMENT_MISMATCH. */
+kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value);
 
 /* Writes the graph as Graphviz DOT: nodes, and edges labelled with the
  * hazard (RAW/WAR/WAW and the tensor) or "explicit". */

@@ -1,0 +1,542 @@
+/* The GRAPH executor: a plan as one executable CUDA graph, launched on the
+ * session stream.
+ *
+ * Built once per plan, on the submission that first runs the plan in GRAPH
+ * mode: one CUDA graph node per kdag node (kernel, memcpy for uploads and
+ * sinks plus an event record node after each sink's copy, host, a child
+ * graph captured from a foreign node's callback, an empty node for work of
+ * zero size), each depending on the nodes of its plan predecessors, so the
+ * graph carries the plan's reduced edge set and independent branches run
+ * concurrently. Instantiated with an upload on the session stream.
+ *
+ * Every later submission launches the same executable graph. What changes
+ * between submissions is patched in place first: kernel parameters when a
+ * tensor was rebound or a scalar changed (compared against the bytes each
+ * node was last given), a foreign node's child graph when its spans moved,
+ * and on every launch each upload's and sink's staging block and each
+ * sink's event, which are per launch so that launches in flight never share
+ * them. Patching an executable graph affects only later launches.
+ *
+ * Lifetimes: the executable graph is refcounted. The plan holds one
+ * reference and every launch in flight another (in its completion's held
+ * set), and the executable graph itself holds the modules its kernels use,
+ * foreign resources and workspaces, so all of them outlive the last launch
+ * that can touch them. */
+#include <ck_pr.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/status_internal.h"
+#include "engine/exec.h"
+
+typedef struct kd_gexec_node {
+  CUgraphNode cu;          /* the node its successors depend on (NULL before it is added) */
+  CUgraphNode event;       /* sinks: the event record node after the copy */
+  unsigned char *blob;     /* kernels: the parameter bytes the node was last given */
+  uint32_t blob_len;
+  CUdeviceptr *spans;      /* foreign: the span addresses of its capture */
+} kd_gexec_node;
+
+struct kd_gexec {
+  uint32_t refs;
+  kd_session *session;
+  CUgraph graph;
+  CUgraphExec exec;
+  uint32_t node_count;
+  kd_gexec_node *nodes;
+  uint32_t *xfers;         /* sinks, and uploads with bytes to copy, in node order */
+  uint32_t xfer_count;
+  CUdeviceptr *bound;      /* per binding: the tensor address the graph was last given */
+  uint32_t binding_count;
+  uint64_t args_serial;
+  uint32_t kernels;        /* kernel nodes, for counters.launches */
+  kd_held_set keep;        /* modules, foreign resources and workspaces */
+  CUdeviceptr *workspaces; /* per node: foreign workspace (0 if none) */
+};
+
+/* Per launch: the staging block (and, for sinks, the event) of each
+ * transfer node, acquired before the launch and owned by it after. */
+typedef struct launch_xfer {
+  uint32_t node;
+  kd_staging_block *block;
+  CUevent event;
+} launch_xfer;
+
+void kd_gexec_unref(kd_gexec *x) {
+  if (!x || ck_pr_faa_32(&x->refs, (uint32_t)-1) != 1) return;
+  kd_session *s = x->session;
+  /* Graph destruction may run outside an entry point (kd_graph_destroy). */
+  kd_device_make_current(&s->dev, "kd_graph_destroy");
+  if (x->exec) s->dev.cu->cuGraphExecDestroy(x->exec);
+  if (x->graph) s->dev.cu->cuGraphDestroy(x->graph);
+  for (uint32_t i = 0; i < x->node_count; ++i) {
+    free(x->nodes[i].blob);
+    free(x->nodes[i].spans);
+  }
+  kd_held_release_all(s, &x->keep);
+  free(x->nodes);
+  free(x->xfers);
+  free(x->bound);
+  free(x->workspaces);
+  free(x);
+}
+
+kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode) {
+  static const char *op = "kd_graph_set_exec_mode";
+  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
+  if (mode != KD_EXEC_AUTO && mode != KD_EXEC_EAGER && mode != KD_EXEC_GRAPH)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument mode %d is not a kd_exec_mode", op, (int)mode);
+  kd_status st = kd_session_enter(g->session, op);
+  if (st) return st;
+  g->exec_mode = mode;
+  kd_session_leave(g->session);
+  return KD_OK;
+}
+
+int kd_exec_graph_wanted(kd_graph *g) {
+  kd_session *s = g->session;
+  if (s->backend != KD_BACKEND_CUDA || (s->opts.flags & KD_SESSION_DEBUG_NODES)) return 0;
+  if (g->exec_mode == KD_EXEC_GRAPH) return 1;
+  return g->exec_mode == KD_EXEC_AUTO && !g->plan.graph_refused && g->plan.submits >= s->opts.graph_after;
+}
+
+/* The error for a driver call on one node, naming it. */
+static kd_status node_fail(kd_graph *g, uint32_t n, CUresult r, const char *op, const char *call) {
+  kd_status st = kd_session_note(g->session, kd_fail_cu(r, op, call));
+  return kd_fail_context(st, "%s: node '%s' (#%u)", op, g->nodes[n].name, n);
+}
+
+static kd_status blob_set(kd_gexec_node *xn, const kd_node_launch *L, const char *op) {
+  uint32_t len = 0;
+  for (uint32_t i = 0; i < L->count; ++i) len += L->sizes[i];
+  unsigned char *b = xn->blob_len == len ? xn->blob : realloc(xn->blob, len ? len : 1);
+  if (!b) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for kernel parameters", op);
+  xn->blob = b;
+  xn->blob_len = len;
+  for (uint32_t i = 0, at = 0; i < L->count; at += L->sizes[i], ++i) memcpy(b + at, L->params[i], L->sizes[i]);
+  return KD_OK;
+}
+
+static int blob_same(const kd_gexec_node *xn, const kd_node_launch *L) {
+  uint32_t at = 0;
+  for (uint32_t i = 0; i < L->count; at += L->sizes[i], ++i)
+    if (at + L->sizes[i] > xn->blob_len || memcmp(xn->blob + at, L->params[i], L->sizes[i])) return 0;
+  return at == xn->blob_len;
+}
+
+static CUDA_KERNEL_NODE_PARAMS kernel_params(const kd_node_launch *L) {
+  CUDA_KERNEL_NODE_PARAMS p;
+  memset(&p, 0, sizeof p);
+  p.func = L->fn->fn;
+  p.gridDimX = L->cfg.grid[0];
+  p.gridDimY = L->cfg.grid[1];
+  p.gridDimZ = L->cfg.grid[2];
+  p.blockDimX = L->cfg.block[0];
+  p.blockDimY = L->cfg.block[1];
+  p.blockDimZ = L->cfg.block[2];
+  p.sharedMemBytes = L->cfg.shared_bytes;
+  p.kernelParams = L->count ? (void **)L->params : NULL;
+  return p;
+}
+
+static CUDA_MEMCPY3D copy_params(const kd_gnode *node, CUdeviceptr dev, void *host) {
+  CUDA_MEMCPY3D c;
+  memset(&c, 0, sizeof c);
+  if (node->kind == KD_NODE_UPLOAD) {
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dev;
+  } else {
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = dev;
+    c.dstMemoryType = CU_MEMORYTYPE_HOST;
+    c.dstHost = host;
+  }
+  c.WidthInBytes = node->bytes;
+  c.Height = 1;
+  c.Depth = 1;
+  return c;
+}
+
+/* Nodes with per-launch staging: a sink always has one (its event tells
+ * kd_sink_wait the copy is done, even an empty one). */
+static int is_xfer(const kd_gnode *node) {
+  return node->kind == KD_NODE_SINK || (node->kind == KD_NODE_UPLOAD && node->bytes);
+}
+
+static CUdeviceptr transfer_dptr(kd_graph *g, const kd_gnode *node) {
+  return g->bindings[g->accesses[node->first_access].binding].obj->dptr;
+}
+
+static kd_status capture_stream(kd_session *s, const char *op) {
+  if (s->capture_stream) return KD_OK;
+  CUresult r = s->dev.cu->cuStreamCreate(&s->capture_stream, CU_STREAM_NON_BLOCKING);
+  return r == CUDA_SUCCESS ? KD_OK : kd_session_note(s, kd_fail_cu(r, op, "cuStreamCreate (capture stream)"));
+}
+
+/* Runs a foreign node's callback with a stream in capture, so what it
+ * enqueues becomes *out (owned by the caller). The spans are the node's
+ * current ones; they are recorded in xn to detect a later rebinding. */
+static kd_status capture_foreign(kd_graph *g, kd_gexec *x, uint32_t n, const char *op, CUgraph *out) {
+  kd_session *s = g->session;
+  kd_gnode *node = &g->nodes[n];
+  kd_gexec_node *xn = &x->nodes[n];
+  kd_status st = capture_stream(s, op);
+  if (st) return st;
+  kd_span spans[KD_FOREIGN_MAX_ACCESSES];
+  kd_foreign_spans(g, node, spans);
+  if (!xn->spans && node->access_count) {
+    xn->spans = calloc(node->access_count, sizeof *xn->spans);
+    if (!xn->spans) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+  }
+  for (uint32_t k = 0; k < node->access_count; ++k) xn->spans[k] = spans[k].device_ptr;
+  kd_foreign_call call = {(void *)s->capture_stream, spans, node->access_count, x->workspaces[n],
+                          node->workspace_bytes, node->res ? node->res->resource : NULL};
+  CUresult r = s->dev.cu->cuStreamBeginCapture(s->capture_stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuStreamBeginCapture");
+  st = node->foreign_fn(&call, node->user);
+  CUgraph child = NULL;
+  r = s->dev.cu->cuStreamEndCapture(s->capture_stream, &child);
+  if (st) {
+    if (child) s->dev.cu->cuGraphDestroy(child);
+    return kd_fail_context(st, "%s: foreign node '%s' (#%u), captured for a CUDA graph", op, node->name, n);
+  }
+  if (r != CUDA_SUCCESS) {
+    st = node_fail(g, n, r, op, "cuStreamEndCapture");
+    return kd_fail_context(st, "the callback must enqueue its work on call->stream only, without waiting "
+                           "(it is captured into the CUDA graph)");
+  }
+  *out = child;
+  return KD_OK;
+}
+
+static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNode *deps, size_t ndeps,
+                          const launch_xfer *xf, const char *op) {
+  kd_session *s = g->session;
+  const kd_cu_table *cu = s->dev.cu;
+  kd_gnode *node = &g->nodes[n];
+  kd_gexec_node *xn = &x->nodes[n];
+  CUresult r;
+  switch (node->kind) {
+    case KD_NODE_KERNEL:
+    case KD_NODE_BUILTIN: {
+      kd_node_launch L;
+      kd_status st = kd_node_launch_resolve(g, op, node, &L);
+      if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
+      kd_module_obj *m = node->kind == KD_NODE_KERNEL ? node->module : s->builtins;
+      st = kd_held_add(&x->keep, KD_HELD_MODULE, m, op);
+      if (st) return st;
+      kd_module_ref(m);
+      if (L.empty) {
+        r = cu->cuGraphAddEmptyNode(&xn->cu, x->graph, deps, ndeps);
+        return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddEmptyNode");
+      }
+      st = blob_set(xn, &L, op);
+      if (st) return st;
+      CUDA_KERNEL_NODE_PARAMS p = kernel_params(&L);
+      r = cu->cuGraphAddKernelNode(&xn->cu, x->graph, deps, ndeps, &p);
+      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddKernelNode");
+      x->kernels++;
+      return KD_OK;
+    }
+    case KD_NODE_UPLOAD:
+    case KD_NODE_SINK:
+      if (!node->bytes) { /* a memcpy node cannot be empty */
+        r = cu->cuGraphAddEmptyNode(&xn->cu, x->graph, deps, ndeps);
+      } else {
+        CUDA_MEMCPY3D c = copy_params(node, transfer_dptr(g, node), xf->block->host);
+        r = cu->cuGraphAddMemcpyNode(&xn->cu, x->graph, deps, ndeps, &c, s->dev.ctx);
+      }
+      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, node->bytes ? "cuGraphAddMemcpyNode" : "cuGraphAddEmptyNode");
+      if (node->kind == KD_NODE_SINK) {
+        r = cu->cuGraphAddEventRecordNode(&xn->event, x->graph, &xn->cu, 1, xf->event);
+        if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddEventRecordNode");
+      }
+      return KD_OK;
+    case KD_NODE_HOST: {
+      CUDA_HOST_NODE_PARAMS p = {node->host_fn, node->user};
+      r = cu->cuGraphAddHostNode(&xn->cu, x->graph, deps, ndeps, &p);
+      return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddHostNode");
+    }
+    case KD_NODE_FOREIGN: {
+      kd_status st;
+      if (node->workspace_bytes) {
+        CUdeviceptr ws;
+        st = kd_session_note(s, kd_device_alloc(&s->dev, op, node->workspace_bytes, &ws));
+        if (st) return st;
+        st = kd_held_add(&x->keep, KD_HELD_DEVPTR, (void *)(uintptr_t)ws, op);
+        if (st) {
+          kd_device_free(&s->dev, ws);
+          return st;
+        }
+        x->workspaces[n] = ws;
+      }
+      if (node->res) {
+        st = kd_held_add(&x->keep, KD_HELD_FOREIGN, node->res, op);
+        if (st) return st;
+        ck_pr_inc_32(&node->res->refs);
+      }
+      CUgraph child;
+      st = capture_foreign(g, x, n, op, &child);
+      if (st) return st;
+      r = cu->cuGraphAddChildGraphNode(&xn->cu, x->graph, deps, ndeps, child); /* clones child */
+      cu->cuGraphDestroy(child);
+      return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddChildGraphNode");
+    }
+  }
+  return KD_OK;
+}
+
+static const launch_xfer *xfer_of(const launch_xfer *xf, uint32_t count, uint32_t n) {
+  for (uint32_t i = 0; i < count; ++i)
+    if (xf[i].node == n) return &xf[i];
+  return NULL;
+}
+
+static void record_bindings(kd_graph *g, kd_gexec *x) {
+  for (uint32_t b = 0; b < x->binding_count; ++b) x->bound[b] = g->bindings[b].obj->dptr;
+  x->args_serial = g->args_serial;
+}
+
+/* Builds and instantiates the plan's CUDA graph, its transfers pointed at
+ * this launch's blocks and events. */
+static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint32_t xf_count, kd_gexec **out) {
+  kd_session *s = g->session;
+  const kd_cu_table *cu = s->dev.cu;
+  uint32_t n = g->node_count;
+  kd_gexec *x = calloc(1, sizeof *x);
+  uint32_t *pred_start = calloc((size_t)n + 1, sizeof *pred_start);
+  uint32_t *pred = malloc(((size_t)g->edge_count + 1) * sizeof *pred);
+  uint32_t *fill = calloc((size_t)n + 1, sizeof *fill);
+  CUgraphNode *deps = malloc(((size_t)n + 1) * sizeof *deps);
+  kd_status st = KD_OK;
+  if (x) {
+    x->refs = 1;
+    x->session = s;
+    x->node_count = n;
+    x->binding_count = g->binding_count;
+    x->nodes = calloc((size_t)n + 1, sizeof *x->nodes);
+    x->bound = calloc((size_t)g->binding_count + 1, sizeof *x->bound);
+    x->workspaces = calloc((size_t)n + 1, sizeof *x->workspaces);
+    x->xfers = malloc(((size_t)xf_count + 1) * sizeof *x->xfers);
+  }
+  if (!x || !pred_start || !pred || !fill || !deps || !x->nodes || !x->bound || !x->workspaces || !x->xfers) {
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the CUDA graph", op);
+    goto done;
+  }
+  for (uint32_t i = 0; i < xf_count; ++i) x->xfers[i] = xf[i].node;
+  x->xfer_count = xf_count;
+  /* Predecessors in CSR, from the graph's (already reduced) edges. */
+  for (uint32_t e = 0; e < g->edge_count; ++e) pred_start[g->edges[e].to + 1]++;
+  for (uint32_t i = 0; i < n; ++i) pred_start[i + 1] += pred_start[i];
+  for (uint32_t e = 0; e < g->edge_count; ++e) {
+    uint32_t t = g->edges[e].to;
+    pred[pred_start[t] + fill[t]++] = g->edges[e].from;
+  }
+  CUresult r = cu->cuGraphCreate(&x->graph, 0);
+  if (r != CUDA_SUCCESS) {
+    st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphCreate"));
+    goto done;
+  }
+  for (uint32_t i = 0; !st && i < n; ++i) {
+    uint32_t v = g->plan.order[i];
+    size_t nd = 0;
+    for (uint32_t k = pred_start[v]; k < pred_start[v + 1]; ++k) deps[nd++] = x->nodes[pred[k]].cu;
+    st = add_node(g, x, v, deps, nd, xfer_of(xf, xf_count, v), op);
+  }
+  if (st) goto done;
+  CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+  memset(&ip, 0, sizeof ip);
+  ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+  ip.hUploadStream = s->dev.stream;
+  r = cu->cuGraphInstantiateWithParams(&x->exec, x->graph, &ip);
+  if (r != CUDA_SUCCESS) {
+    x->exec = NULL;
+    st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphInstantiateWithParams"));
+    for (uint32_t i = 0; i < n; ++i)
+      if (ip.hErrNode_out && (x->nodes[i].cu == ip.hErrNode_out || x->nodes[i].event == ip.hErrNode_out))
+        st = kd_fail_context(st, "%s: node '%s' (#%u)", op, g->nodes[i].name, i);
+    st = kd_fail_context(st, "instantiate result %d", (int)ip.result_out);
+    goto done;
+  }
+  record_bindings(g, x);
+  s->counters.graph_instantiations++;
+done:
+  free(pred_start);
+  free(pred);
+  free(fill);
+  free(deps);
+  if (st && x) {
+    kd_gexec_unref(x);
+    x = NULL;
+  }
+  *out = x;
+  return st;
+}
+
+/* Patches kernel parameters and foreign captures that changed since the
+ * executable graph last saw them. *patched tells whether anything did. A
+ * failure leaves the executable graph unusable for this plan: the caller
+ * rebuilds it. */
+static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
+  kd_session *s = g->session;
+  const kd_cu_table *cu = s->dev.cu;
+  *patched = 0;
+  int moved = x->args_serial != g->args_serial;
+  for (uint32_t b = 0; !moved && b < x->binding_count; ++b) moved = x->bound[b] != g->bindings[b].obj->dptr;
+  if (!moved) return KD_OK;
+  for (uint32_t n = 0; n < x->node_count; ++n) {
+    kd_gnode *node = &g->nodes[n];
+    kd_gexec_node *xn = &x->nodes[n];
+    if ((node->kind == KD_NODE_KERNEL || node->kind == KD_NODE_BUILTIN) && xn->blob) {
+      kd_node_launch L;
+      kd_status st = kd_node_launch_resolve(g, op, node, &L);
+      if (st) return st;
+      if (L.empty || blob_same(xn, &L)) continue;
+      CUDA_KERNEL_NODE_PARAMS p = kernel_params(&L);
+      CUresult r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &p);
+      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
+      st = blob_set(xn, &L, op);
+      if (st) return st;
+      *patched = 1;
+    } else if (node->kind == KD_NODE_FOREIGN) {
+      kd_span spans[KD_FOREIGN_MAX_ACCESSES];
+      kd_foreign_spans(g, node, spans);
+      uint32_t k = 0;
+      while (k < node->access_count && spans[k].device_ptr == xn->spans[k]) ++k;
+      if (k == node->access_count) continue;
+      CUgraph child;
+      kd_status st = capture_foreign(g, x, n, op, &child);
+      if (st) return st;
+      CUresult r = cu->cuGraphExecChildGraphNodeSetParams(x->exec, xn->cu, child);
+      cu->cuGraphDestroy(child);
+      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecChildGraphNodeSetParams");
+      *patched = 1;
+    }
+  }
+  record_bindings(g, x);
+  return KD_OK;
+}
+
+static void xfers_put_back(kd_session *s, launch_xfer *xf, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i) {
+    if (xf[i].block) kd_staging_put(&s->dev, xf[i].block);
+    if (xf[i].event) kd_event_release_to_pool(&s->dev, xf[i].event);
+  }
+}
+
+/* This launch's staging (uploads: filled with the caller's data now) and
+ * sink events. */
+static kd_status xfers_get(kd_graph *g, const kd_gexec *x, const char *op, launch_xfer **out, uint32_t *count) {
+  kd_session *s = g->session;
+  uint32_t c = 0;
+  if (x) {
+    c = x->xfer_count;
+  } else {
+    for (uint32_t n = 0; n < g->node_count; ++n) c += (uint32_t)is_xfer(&g->nodes[n]);
+  }
+  *out = NULL;
+  *count = 0;
+  if (!c) return KD_OK;
+  launch_xfer *xf = calloc(c, sizeof *xf);
+  if (!xf) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+  for (uint32_t n = 0, i = 0; i < c; ++n) {
+    uint32_t v = x ? x->xfers[i] : n;
+    kd_gnode *node = &g->nodes[v];
+    if (!x && !is_xfer(node)) continue;
+    xf[i].node = v;
+    kd_status st = kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &xf[i].block);
+    if (!st && node->kind == KD_NODE_SINK) st = kd_event_acquire(&s->dev, op, &xf[i].event);
+    if (st) {
+      xfers_put_back(s, xf, i + 1);
+      free(xf);
+      return st;
+    }
+    if (node->kind == KD_NODE_UPLOAD) memcpy(xf[i].block->host, node->host, node->bytes); /* read at submit */
+    ++i;
+  }
+  *out = xf;
+  *count = c;
+  return KD_OK;
+}
+
+/* Points the executable graph's transfers at this launch's blocks and events. */
+static kd_status repoint(kd_graph *g, kd_gexec *x, const launch_xfer *xf, uint32_t count, const char *op) {
+  kd_session *s = g->session;
+  const kd_cu_table *cu = s->dev.cu;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t n = xf[i].node;
+    kd_gnode *node = &g->nodes[n];
+    CUresult r;
+    if (node->bytes) {
+      CUDA_MEMCPY3D c = copy_params(node, transfer_dptr(g, node), xf[i].block->host);
+      r = cu->cuGraphExecMemcpyNodeSetParams(x->exec, x->nodes[n].cu, &c, s->dev.ctx);
+      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecMemcpyNodeSetParams");
+    }
+    if (xf[i].event) {
+      r = cu->cuGraphExecEventRecordNodeSetEvent(x->exec, x->nodes[n].event, xf[i].event);
+      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecEventRecordNodeSetEvent");
+    }
+  }
+  return KD_OK;
+}
+
+kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp) {
+  kd_session *s = g->session;
+  kd_status st = KD_OK;
+  kd_gexec *x = g->plan.gexec;
+  if (x) {
+    int patched = 0;
+    st = patch(g, x, op, &patched);
+    if (st) {
+      if (st == KD_ERR_DEVICE_FAULT || st == KD_ERR_OUT_OF_MEMORY) return st;
+      /* The driver refused an in-place update: instantiate afresh. */
+      kd_gexec_unref(x);
+      g->plan.gexec = x = NULL;
+      st = KD_OK;
+    } else if (patched) {
+      s->counters.graph_updates++;
+    }
+  }
+  launch_xfer *xf;
+  uint32_t xf_count;
+  st = xfers_get(g, x, op, &xf, &xf_count);
+  if (st) return st;
+  if (!x) {
+    st = build(g, op, xf, xf_count, &x);
+    if (!st) g->plan.gexec = x;
+  } else {
+    st = repoint(g, x, xf, xf_count, op);
+  }
+  for (uint32_t b = 0; !st && b < g->binding_count; ++b) st = kd_held_tensor_once(held, g->bindings[b].obj, stamp, op);
+  /* Room for everything added after the launch, which then cannot fail:
+   * the gexec, upload blocks, and each sink's earlier block and event. */
+  if (!st) st = kd_held_reserve(held, 1 + 2 * xf_count, op);
+  if (!st) {
+    kd_held_add(held, KD_HELD_GEXEC, x, op);
+    ck_pr_inc_32(&x->refs);
+  }
+  if (!st) {
+    CUresult r = s->dev.cu->cuGraphLaunch(x->exec, s->dev.stream);
+    if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphLaunch"));
+  }
+  if (st) {
+    xfers_put_back(s, xf, xf_count); /* nothing was enqueued that uses them */
+    free(xf);
+    return st;
+  }
+  s->counters.graph_launches++;
+  s->counters.launches += x->kernels;
+  for (uint32_t i = 0; i < xf_count; ++i) {
+    kd_gnode *node = &g->nodes[xf[i].node];
+    if (node->kind == KD_NODE_UPLOAD) {
+      kd_held_add(held, KD_HELD_STAGING, xf[i].block, op);
+    } else {
+      kd_sink_commit(s, node->sink, xf[i].block, xf[i].event, held, op);
+    }
+  }
+  free(xf);
+  return KD_OK;
+}

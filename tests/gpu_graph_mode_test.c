@@ -1,0 +1,464 @@
+/* GPU lane: GRAPH mode (the plan as one executable CUDA graph) against
+ * EAGER and the HOST reference, in-place updates, lifetimes with several
+ * launches in flight, sinks, a captured foreign node, faults, AUTO. */
+#include <ck_pr.h>
+#include <dlfcn.h>
+#include <time.h>
+
+#include "kernels/embedded.h"
+#include "random_graph.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static kd_session *gpu_session_mode(kd_exec_mode mode, uint32_t flags) {
+  kd_session *probe = kdt_gpu_session_flags(flags); /* skips without a GPU */
+  kd_session_destroy(probe);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.flags = flags;
+  o.exec_mode = mode;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  return s;
+}
+
+static kd_counters counters(kd_session *s) {
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  return k;
+}
+
+Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
+  kd_session *sg = gpu_session_mode(KD_EXEC_GRAPH, 0), *se = gpu_session_mode(KD_EXEC_EAGER, 0);
+  kd_session *sh = kdt_host_session();
+  static int32_t init[RG_POOL][RG_LEN], out[3][RG_POOL][RG_LEN];
+  rg_rng seeds = {0xC0FFEE1234567ull};
+  const int graphs = 300;
+  for (int gi = 0; gi < graphs; ++gi) {
+    for (int i = 0; i < RG_POOL; ++i)
+      for (int j = 0; j < RG_LEN; ++j) init[i][j] = (int32_t)(rg_next(&seeds) % 2000) - 1000;
+    rg_rng r = {seeds.s ^ (uint64_t)gi * 0x100000001B3ull};
+    kd_session *all[3] = {sg, se, sh};
+    for (int w = 0; w < 3; ++w) {
+      kd_session *s = all[w];
+      kd_tensor t[RG_POOL];
+      kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
+      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_from_host(s, &d, init[i], sizeof init[i], &t[i]));
+      kd_graph *g;
+      KDT_OK(kd_graph_create(s, &g));
+      rg_rng copy = r;
+      rg_build(g, t, &copy, NULL);
+      kd_sink *sinks[RG_POOL];
+      for (int i = 0; i < RG_POOL; ++i)
+        KDT_OK(kd_graph_sink(g, "out", t[i], out[w][i], sizeof out[w][i], &sinks[i]));
+      /* Twice: the second submission relaunches the same executable graph. */
+      KDT_OK(kd_graph_submit(g, NULL));
+      KDT_OK(kd_graph_submit(g, NULL));
+      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_release(s, t[i])); /* in flight: kept alive */
+      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_sink_wait(sinks[i]));
+      kd_graph_destroy(g);
+    }
+    cr_assert_eq(memcmp(out[0], out[1], sizeof out[0]), 0, "graph %d: GRAPH and EAGER differ", gi);
+    cr_assert_eq(memcmp(out[1], out[2], sizeof out[1]), 0, "graph %d: EAGER and HOST differ", gi);
+  }
+  kd_counters k = counters(sg);
+  cr_assert_eq(k.graph_instantiations, (uint64_t)graphs, "one instantiation per graph");
+  cr_assert_eq(k.graph_launches, 2ull * graphs);
+  cr_assert_eq(k.graph_updates, 0);
+  cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
+  cr_assert_eq(counters(se).graph_launches, 0, "EAGER never launches a CUDA graph");
+  fprintf(stderr, "graph mode: %d random graphs, GRAPH == EAGER == HOST bit for bit\n", graphs);
+  kd_session_destroy(sh);
+  kd_session_destroy(se);
+  kd_session_destroy(sg);
+}
+
+/* ---- user kernels -------------------------------------------------------- */
+
+typedef struct loaded {
+  kd_function spin, trap, add;
+} loaded;
+
+static kd_status load(kd_raw *raw, void *user) {
+  loaded *l = user;
+  kd_session *s = kd_raw_session(raw);
+  kd_module m, add;
+  kd_status st = kd_raw_load_image(raw, kd_kernel_test_cubin, kd_kernel_test_cubin_size, &m);
+  if (!st) st = kd_module_function(s, m, "spin_kernel", &l->spin);
+  if (!st) st = kd_module_function(s, m, "trap_kernel", &l->trap);
+  if (!st) st = kd_raw_load_image(raw, kd_kernel_add_cubin, kd_kernel_add_cubin_size, &add);
+  if (!st) st = kd_module_function(s, add, "add_kernel", &l->add);
+  return st;
+}
+
+Test(gpu_graph_mode, rebinding_and_new_scalars_patch_the_executable_graph_in_place) {
+  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  float x[1024], y[1024], out[1024];
+  kdt_fill_random(x, 1024, 11);
+  kdt_fill_random(y, 1024, 12);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {1024}};
+  kd_tensor tx, ty, tz, tz2;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &tx));
+  KDT_OK(kd_tensor_from_host(s, &d, y, sizeof y, &ty));
+  KDT_OK(kd_tensor_create(s, &d, &tz));
+  KDT_OK(kd_tensor_create(s, &d, &tz2));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config cfg;
+  KDT_OK(kd_launch_config_flat(1024, 256, 0, &cfg));
+  kd_garg args[] = {kd_g_out(kd_whole(tz)), kd_g_in(kd_whole(tx)), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(1024))};
+  kd_node add;
+  KDT_OK(kd_graph_kernel(g, "z=x+y", l.add, &cfg, args, 4, &add));
+  KDT_OK(kd_graph_scale(g, "z*=2", kd_whole(tz), 2.0, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "z", tz, out, sizeof out, &sink));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  for (int i = 0; i < 1024; ++i) cr_assert_eq(out[i], 2 * (x[i] + y[i]));
+  kd_counters k0 = counters(s);
+  cr_assert_eq(k0.graph_instantiations, 1);
+  /* Unchanged: a plain relaunch, no patch. */
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  cr_assert_eq(counters(s).graph_updates, 0);
+  /* The output rebound and the element count halved: patched in place. */
+  KDT_OK(kd_graph_rebind(g, tz, tz2));
+  KDT_OK(kd_graph_set_arg(g, add, 3, kd_arg_i32(512)));
+  KDT_FAILS(kd_graph_set_arg(g, add, 3, kd_arg_i64(512)), KD_ERR_ARGUMENT_MISMATCH, "argument 3");
+  KDT_FAILS(kd_graph_set_arg(g, add, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "rebind");
+  float minus[1024];
+  for (int i = 0; i < 1024; ++i) minus[i] = -1.0f;
+  KDT_OK(kd_tensor_upload(s, tz2, minus, sizeof minus));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  kd_counters k1 = counters(s);
+  cr_assert_eq(k1.graph_instantiations, 1, "no new instantiation after a rebinding");
+  cr_assert_eq(k1.graph_updates, 1);
+  cr_assert_eq(k1.graph_launches, 3);
+  for (int i = 0; i < 512; ++i) cr_assert_eq(out[i], 2 * (x[i] + y[i]), "z2[%d]", i);
+  for (int i = 512; i < 1024; ++i) cr_assert_eq(out[i], -2.0f, "z2[%d] is beyond n: only scaled", i);
+  float first[1024];
+  KDT_OK(kd_tensor_download(s, tz, first, sizeof first)); /* the first binding kept its result */
+  for (int i = 0; i < 1024; ++i) cr_assert_eq(first[i], 2 * (x[i] + y[i]));
+  /* A topology change re-instantiates. */
+  KDT_OK(kd_graph_scale(g, "z*=0.5", kd_whole(tz2), 0.5, NULL));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  cr_assert_eq(counters(s).graph_instantiations, 2);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
+  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  enum { N = 4096, LAUNCHES = 8 };
+  static float host[N], got[N];
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {N}};
+  kd_tensor_desc df = {.dtype = KD_I32, .rank = 1, .shape = {1}};
+  kd_tensor a, acc, flag;
+  KDT_OK(kd_tensor_create(s, &d, &a));
+  KDT_OK(kd_tensor_create(s, &d, &acc));
+  KDT_OK(kd_tensor_create(s, &df, &flag));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  float zero = 0;
+  KDT_OK(kd_graph_fill(g, "acc=0", kd_whole(acc), &zero, NULL));
+  KDT_OK(kd_graph_submit(g, NULL)); /* acc = 0, then the pipeline below */
+  kd_graph_destroy(g);
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_garg spin[] = {kd_g_value(kd_arg_u64(20ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
+  KDT_OK(kd_graph_kernel(g, "spin", l.spin, &one, spin, 2, NULL));
+  KDT_OK(kd_graph_upload(g, "a<-host", a, host, sizeof host, NULL));
+  KDT_OK(kd_graph_axpy(g, "acc+=a", kd_whole(acc), kd_whole(a), 1.0, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "acc", acc, got, sizeof got, &sink));
+  double t0 = now_ms();
+  for (int launch = 0; launch < LAUNCHES; ++launch) {
+    for (int i = 0; i < N; ++i) host[i] = (float)(launch * 1000 + i % 7); /* read at submit */
+    KDT_OK(kd_graph_submit(g, NULL));
+    if (launch == 0) {
+      KDT_OK(kd_tensor_release(s, a));
+      KDT_OK(kd_tensor_release(s, acc));
+      KDT_OK(kd_tensor_release(s, flag));
+    }
+  }
+  double t1 = now_ms();
+  uint32_t pending;
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_gt(pending, 0, "the spins keep launches in flight");
+  memset(host, 0xFF, sizeof host); /* the caller's memory is no longer read */
+  KDT_OK(kd_sink_wait(sink));
+  for (int i = 0; i < N; ++i) {
+    float want = 0;
+    for (int launch = 0; launch < LAUNCHES; ++launch) want += (float)(launch * 1000 + i % 7);
+    cr_assert_eq(got[i], want, "acc[%d] = %g, want %g", i, got[i], want);
+  }
+  kd_counters k = counters(s);
+  fprintf(stderr, "graph in flight: %d launches submitted in %.3f ms behind 20 ms spins each; %llu instantiation\n",
+          LAUNCHES, t1 - t0, (unsigned long long)k.graph_instantiations);
+  cr_assert_eq(k.graph_instantiations, 1);
+  cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
+  kd_graph_destroy(g);
+  for (int i = 0; i < 100000 && pending; ++i) KDT_OK(kd_session_reap(s, &pending));
+  k = counters(s);
+  cr_assert_eq(k.bytes_device, 0, "every tensor went back to the pool (%llu bytes)", (unsigned long long)k.bytes_device);
+  kd_session_destroy(s);
+}
+
+Test(gpu_graph_mode, sink_of_earlier_launch_waits_alone_behind_a_spinning_graph) {
+  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  int32_t v[256], got[256];
+  for (int i = 0; i < 256; ++i) v[i] = i;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {256}};
+  kd_tensor_desc df = {.dtype = KD_I32, .rank = 1, .shape = {1}};
+  kd_tensor a, b, flag;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &a));
+  KDT_OK(kd_tensor_create(s, &d, &b));
+  KDT_OK(kd_tensor_create(s, &df, &flag));
+  kd_graph *early, *late;
+  kd_sink *sink;
+  KDT_OK(kd_graph_create(s, &early));
+  KDT_OK(kd_graph_add(early, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  KDT_OK(kd_graph_sink(early, "b", b, got, sizeof got, &sink));
+  KDT_OK(kd_graph_submit(early, NULL)); /* warms staging and instantiates */
+  KDT_OK(kd_sink_wait(sink));
+  KDT_OK(kd_graph_submit(early, NULL));
+  KDT_OK(kd_graph_create(s, &late));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_garg args[] = {kd_g_value(kd_arg_u64(200ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
+  KDT_OK(kd_graph_kernel(late, "spin", l.spin, &one, args, 2, NULL));
+  kd_ticket spin_ticket;
+  double t0 = now_ms();
+  KDT_OK(kd_graph_submit(late, &spin_ticket)); /* builds and instantiates: still no wait */
+  double t1 = now_ms();
+  KDT_OK(kd_sink_wait(sink));
+  double t2 = now_ms();
+  int done = 1;
+  KDT_OK(kd_ticket_done(s, spin_ticket, &done));
+  fprintf(stderr, "graph sink witness: submit (with instantiation) %.3f ms, sink wait %.3f ms, spin done=%d\n",
+          t1 - t0, t2 - t1, done);
+  cr_assert_eq(done, 0, "the spinning graph is still running");
+  cr_assert_lt(t2 - t0, 50.0, "submit and the earlier sink took %.1f ms behind a 200 ms kernel", t2 - t0);
+  for (int i = 0; i < 256; ++i) cr_assert_eq(got[i], 2 * i);
+  kd_counters k = counters(s);
+  cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
+  cr_assert_eq(k.graph_launches, 3);
+  kd_graph_destroy(late);
+  kd_graph_destroy(early);
+  kd_session_destroy(s);
+}
+
+/* ---- a foreign node captured into the graph: cuBLAS saxpy ---------------- */
+
+typedef int (*cublas_create_fn)(void **);
+typedef int (*cublas_destroy_fn)(void *);
+typedef int (*cublas_set_stream_fn)(void *, void *);
+typedef int (*cublas_set_workspace_fn)(void *, void *, size_t);
+typedef int (*cublas_saxpy_fn)(void *, int, const float *, const float *, int, float *, int);
+
+typedef struct blas {
+  void *lib, *handle;
+  cublas_destroy_fn destroy;
+  cublas_set_stream_fn set_stream;
+  cublas_set_workspace_fn set_workspace;
+  cublas_saxpy_fn saxpy;
+  int released, calls;
+} blas;
+
+static void release_blas(void *p) {
+  blas *b = p;
+  b->destroy(b->handle);
+  ck_pr_store_int(&b->released, 1);
+}
+
+static kd_status saxpy_node(const kd_foreign_call *call, void *user) {
+  blas *b = user;
+  float alpha = 2.0f;
+  b->calls++;
+  if (call->span_count != 2 || !call->workspace || call->resource != b) return KD_ERR_INVALID_ARGUMENT;
+  if (b->set_stream(b->handle, call->stream) || b->set_workspace(b->handle, (void *)call->workspace, call->workspace_bytes))
+    return KD_ERR_DRIVER;
+  int st = b->saxpy(b->handle, (int)call->spans[0].elements, &alpha, (const float *)call->spans[1].device_ptr, 1,
+                    (float *)call->spans[0].device_ptr, 1);
+  return st ? KD_ERR_DRIVER : KD_OK;
+}
+
+Test(gpu_graph_mode, foreign_cublas_node_is_captured_and_keeps_its_resource) {
+  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  blas b = {0};
+  b.lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!b.lib) b.lib = dlopen("/usr/local/cuda/lib64/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!b.lib) cr_skip_test("GPU lane: cuBLAS (libcublas.so.13) not found: %s", dlerror());
+  cublas_create_fn create = (cublas_create_fn)dlsym(b.lib, "cublasCreate_v2");
+  b.destroy = (cublas_destroy_fn)dlsym(b.lib, "cublasDestroy_v2");
+  b.set_stream = (cublas_set_stream_fn)dlsym(b.lib, "cublasSetStream_v2");
+  b.set_workspace = (cublas_set_workspace_fn)dlsym(b.lib, "cublasSetWorkspace_v2");
+  b.saxpy = (cublas_saxpy_fn)dlsym(b.lib, "cublasSaxpy_v2");
+  cr_assert(create && b.destroy && b.set_stream && b.set_workspace && b.saxpy);
+  cr_assert_eq(create(&b.handle), 0);
+  enum { N = 4096 };
+  static float x[N], y[N], out[N];
+  kdt_fill_random(x, N, 5);
+  kdt_fill_random(y, N, 6);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {N}};
+  kd_tensor tx, ty, ty2;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &tx));
+  KDT_OK(kd_tensor_from_host(s, &d, y, sizeof y, &ty));
+  KDT_OK(kd_tensor_from_host(s, &d, y, sizeof y, &ty2));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_garg acc[] = {kd_g_inout(kd_whole(ty)), kd_g_in(kd_whole(tx))};
+  KDT_OK(kd_graph_foreign(g, "cublasSaxpy", saxpy_node, &b, acc, 2, 1 << 20, &b, release_blas, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "y", ty, out, sizeof out, &sink));
+  KDT_OK(kd_graph_submit(g, NULL)); /* captured once */
+  KDT_OK(kd_graph_submit(g, NULL)); /* relaunched: the callback is not called again */
+  KDT_OK(kd_sink_wait(sink));
+  cr_assert_eq(b.calls, 1, "the callback ran %d times; the capture is relaunched", b.calls);
+  for (int i = 0; i < N; ++i) cr_assert_float_eq(out[i], 4.0f * x[i] + y[i], 1e-5f, "y[%d]", i);
+  /* Rebinding y moves the node's spans: captured again, patched in place. */
+  KDT_OK(kd_graph_rebind(g, ty, ty2));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  cr_assert_eq(b.calls, 2);
+  for (int i = 0; i < N; ++i) cr_assert_float_eq(out[i], 2.0f * x[i] + y[i], 1e-5f, "y2[%d]", i);
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_instantiations, 1);
+  cr_assert_eq(k.graph_updates, 1);
+  KDT_OK(kd_tensor_release(s, tx));
+  KDT_OK(kd_tensor_release(s, ty));
+  KDT_OK(kd_tensor_release(s, ty2));
+  cr_assert_eq(ck_pr_load_int(&b.released), 0, "the graph and its executable graph hold the resource");
+  kd_graph_destroy(g);
+  uint32_t pending = 1;
+  for (int i = 0; i < 100000 && pending; ++i) KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(ck_pr_load_int(&b.released), 1, "released once the executable graph and its launches are gone");
+  kd_session_destroy(s);
+  dlclose(b.lib);
+}
+
+/* A callback that waits on its stream cannot be captured. */
+typedef int (*cu_stream_sync_fn)(void *);
+static kd_status syncing_node(const kd_foreign_call *call, void *user) {
+  cu_stream_sync_fn sync = (cu_stream_sync_fn)user;
+  (void)sync(call->stream); /* legal eagerly; invalidates a capture */
+  return KD_OK;
+}
+
+Test(gpu_graph_mode, an_uncapturable_node_fails_graph_mode_by_name_and_auto_runs_it_eagerly) {
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  cr_assert(cuda != NULL);
+  cu_stream_sync_fn sync = (cu_stream_sync_fn)dlsym(cuda, "cuStreamSynchronize");
+  cr_assert(sync != NULL);
+  int32_t v[64], got[64];
+  for (int i = 0; i < 64; ++i) v[i] = i;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {64}};
+  kd_tensor a, b;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &a));
+  KDT_OK(kd_tensor_create(s, &d, &b));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_garg acc[] = {kd_g_in(kd_whole(a))};
+  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  KDT_OK(kd_graph_foreign(g, "syncs", syncing_node, (void *)sync, acc, 1, 0, NULL, NULL, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "b", b, got, sizeof got, &sink));
+  KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_DRIVER, "node 'syncs'");
+  KDT_FAILS(kd_sink_wait(sink), KD_ERR_INVALID_ARGUMENT, "no submission"); /* nothing was enqueued */
+  KDT_OK(kd_graph_set_exec_mode(g, KD_EXEC_EAGER)); /* the eager path stays usable */
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  for (int i = 0; i < 64; ++i) cr_assert_eq(got[i], 2 * i);
+  KDT_OK(kd_graph_set_exec_mode(g, KD_EXEC_AUTO)); /* graph_after 2: this plan has run once */
+  for (int i = 0; i < 3; ++i) KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_launches, 0, "AUTO fell back to EAGER");
+  cr_assert_eq(k.submissions, 4);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+  dlclose(cuda);
+}
+
+Test(gpu_graph_mode, auto_switches_to_graph_after_graph_after_submissions) {
+  kd_session *s = gpu_session_mode(KD_EXEC_AUTO, 0); /* graph_after defaults to 2 */
+  int32_t v[64], got[64];
+  for (int i = 0; i < 64; ++i) v[i] = i;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {64}};
+  kd_tensor a;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &a));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_scale(g, "a*=3", kd_whole(a), 3.0, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
+  uint64_t want_launches[] = {0, 0, 1, 2, 3};
+  for (int i = 0; i < 5; ++i) {
+    KDT_OK(kd_graph_submit(g, NULL));
+    cr_assert_eq(counters(s).graph_launches, want_launches[i], "after submission %d", i + 1);
+  }
+  KDT_OK(kd_sink_wait(sink));
+  int32_t m = 243; /* 3^5 */
+  for (int i = 0; i < 64; ++i) cr_assert_eq(got[i], m * i);
+  cr_assert_eq(counters(s).graph_instantiations, 1);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_and_debug_names_the_node) {
+  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};
+  kd_tensor t;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  int32_t host[16];
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  for (int i = 0; i < 10; ++i) {
+    char name[16];
+    snprintf(name, sizeof name, "node%d", i);
+    if (i == 6) KDT_OK(kd_graph_kernel(g, name, l.trap, &one, NULL, 0, NULL));
+    else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
+  }
+  KDT_OK(kd_graph_submit(g, NULL)); /* the launch is enqueued; it faults later */
+  KDT_FAILS(kd_tensor_download(s, t, host, sizeof host), KD_ERR_DEVICE_FAULT, "device fault");
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+Test(gpu_graph_mode, debug_nodes_runs_graph_mode_eagerly_to_name_the_node) {
+  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, KD_SESSION_DEBUG_NODES);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};
+  kd_tensor t;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  for (int i = 0; i < 10; ++i) {
+    char name[16];
+    snprintf(name, sizeof name, "node%d", i);
+    if (i == 6) KDT_OK(kd_graph_kernel(g, name, l.trap, &one, NULL, 0, NULL));
+    else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
+  }
+  KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_DEVICE_FAULT, "node 'node6' (#6)");
+  cr_assert_eq(counters(s).graph_launches, 0);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
