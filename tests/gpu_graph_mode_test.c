@@ -441,7 +441,7 @@ Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_and_debug_names_t
   kd_session_destroy(s);
 }
 
-Test(gpu_graph_mode, debug_nodes_runs_graph_mode_eagerly_to_name_the_node) {
+Test(gpu_graph_mode, debug_nodes_runs_graph_mode_eagerly_to_name_the_faulting_node) {
   kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, KD_SESSION_DEBUG_NODES);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
