@@ -17,7 +17,7 @@
 
 static struct {
   pthread_mutex_t mu;
-  struct { int sessions, faulted; char message[512]; } dev[KD_MAX_DEVICES];
+  struct { int faulted; char message[512]; } dev[KD_MAX_DEVICES];
 } g_devices = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void kd_device_fault_report(const kd_device *d, const char *message) {
@@ -56,13 +56,10 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
   d->info.ordinal = o->device_ordinal;
   char why[512];
   if (kd_device_fault_get(d, why, sizeof why))
-    return kd_fail(KD_ERR_DEVICE_FAULT, "%s: device %d faulted and still has sessions; destroy them all to "
-                   "reset it (%s)", op, o->device_ordinal, why);
+    return kd_fail(KD_ERR_DEVICE_FAULT, "%s: device %d faulted earlier in this process (%s); CUDA cannot "
+                   "recover from a sticky fault within a process: restart the process to use the device again",
+                   op, o->device_ordinal, why);
   KD_CU(d, op, cuDevicePrimaryCtxRetain, (&d->ctx, d->dev));
-  pthread_mutex_lock(&g_devices.mu);
-  g_devices.dev[o->device_ordinal].sessions++;
-  pthread_mutex_unlock(&g_devices.mu);
-  d->joined = 1;
   KD_CU(d, op, cuCtxSetCurrent, (d->ctx));
   kd_device_info *info = &d->info;
   info->ordinal = o->device_ordinal;
@@ -113,23 +110,6 @@ void kd_device_close(kd_device *d) {
   if (d->pool) d->cu->cuMemPoolDestroy(d->pool);
   if (d->stream) d->cu->cuStreamDestroy(d->stream);
   if (d->ctx) d->cu->cuDevicePrimaryCtxRelease(d->dev);
-  if (d->joined) {
-    /* The last session of a faulted device resets its primary context, so
-     * the process can use the device again. */
-    pthread_mutex_lock(&g_devices.mu);
-    int ord = d->info.ordinal;
-    if (--g_devices.dev[ord].sessions == 0 && g_devices.dev[ord].faulted) {
-      /* Unbind the dead context from this thread first: a thread still
-       * bound to it keeps reporting the old fault. */
-      d->cu->cuCtxSetCurrent(NULL);
-      CUresult r = d->cu->cuDevicePrimaryCtxReset(d->dev);
-      if (r == CUDA_SUCCESS) g_devices.dev[ord].faulted = 0;
-      else snprintf(g_devices.dev[ord].message, sizeof g_devices.dev[ord].message,
-                    "cuDevicePrimaryCtxReset failed (%d) after the fault", (int)r);
-    }
-    pthread_mutex_unlock(&g_devices.mu);
-    d->joined = 0;
-  }
   d->pool = NULL;
   d->stream = NULL;
   d->ctx = NULL;

@@ -35,7 +35,6 @@ typedef struct kd_device {
   int max_threads_per_block;
   int max_shared_optin;   /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
   uint32_t flags;         /* KD_SESSION_* */
-  int joined;             /* counted in the process's device registry */
   /* event pool: free events, reused so steady state creates none */
   CUevent *free_events;
   size_t free_event_count, free_event_cap, events_created;
@@ -54,11 +53,13 @@ kd_status kd_device_open(const kd_session_options *o, kd_device *out);
 /* Releases everything; the caller has drained the stream's work. */
 void kd_device_close(kd_device *d);
 
-/* A sticky device fault poisons the device's primary context for every
- * session in the process. The registry (process-wide, like the primary
- * context itself) counts a device's sessions and remembers its fault, so
- * every session refuses work with it; when the last session of a faulted
- * device is closed the primary context is reset and new sessions work. */
+/* A sticky device fault (a trap, an illegal address) poisons the device for
+ * the rest of the process: the driver documents it, and on the H200 a
+ * cuDevicePrimaryCtxReset after the last session still left
+ * cuDevicePrimaryCtxRetain failing with the old fault. The registry
+ * (process-wide, like the primary context) remembers the fault, so every
+ * session of the device refuses work with it and a new session is refused
+ * at once, saying the process must restart. */
 void kd_device_fault_report(const kd_device *d, const char *message);
 /* 1 and the message when the device has faulted. */
 int kd_device_fault_get(const kd_device *d, char *message, size_t cap);

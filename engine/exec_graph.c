@@ -110,7 +110,8 @@ static kd_status node_fail(kd_graph *g, uint32_t n, CUresult r, const char *op, 
 static kd_status blob_set(kd_gexec_node *xn, const kd_node_launch *L, const char *op) {
   uint32_t len = 0;
   for (uint32_t i = 0; i < L->count; ++i) len += L->sizes[i];
-  unsigned char *b = xn->blob_len == len ? xn->blob : realloc(xn->blob, len ? len : 1);
+  /* Never NULL once set, even for no parameters: blob marks a kernel node. */
+  unsigned char *b = xn->blob && xn->blob_len == len ? xn->blob : realloc(xn->blob, len ? len : 1);
   if (!b) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for kernel parameters", op);
   xn->blob = b;
   xn->blob_len = len;
