@@ -111,6 +111,17 @@ kb_status kb_gpu_batch_end(kb_gpu *g, kb_run *run, uint64_t t0_ns, kb_timing *ou
   return KB_OK;
 }
 
+kb_status kb_gpu_load_module(kb_gpu *g, const void *cubin, const void *ptx, CUmodule *out,
+                             char *why, size_t cap) {
+  *out = NULL;
+  /* The embedded CUBIN targets KDAG_CUDA_ARCH; another GPU JITs the PTX. */
+  CUresult r = g->cu->cuModuleLoadDataEx(out, cubin, 0, NULL, NULL);
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE)
+    r = g->cu->cuModuleLoadDataEx(out, ptx, 0, NULL, NULL);
+  if (r != CUDA_SUCCESS) *out = NULL;
+  return kb_gpu_check_msg(why, cap, r, "cuModuleLoadDataEx");
+}
+
 kb_status kb_gpu_flush_l2(kb_gpu *g, char *why, size_t cap) {
   const kd_cu_table *cu = g->cu;
   kb_status st;

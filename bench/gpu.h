@@ -51,6 +51,11 @@ kb_status kb_gpu_check_msg(char *why, size_t cap, CUresult r, const char *call);
 kb_status kb_gpu_batch_begin(kb_gpu *g, kb_run *run);
 kb_status kb_gpu_batch_end(kb_gpu *g, kb_run *run, uint64_t t0_ns, kb_timing *out);
 
+/* Loads an embedded kernel image into the shared context: the CUBIN, or the
+ * PTX (driver JIT) when the CUBIN is for another GPU. The caller unloads it. */
+kb_status kb_gpu_load_module(kb_gpu *g, const void *cubin, const void *ptx, CUmodule *out,
+                             char *why, size_t cap);
+
 /* Overwrites a buffer twice the L2 size on the stream and waits for it, so
  * the next sample starts with nothing of its own in L2. */
 kb_status kb_gpu_flush_l2(kb_gpu *g, char *why, size_t cap);

@@ -7,13 +7,25 @@
 
 /* copy: device-to-device copy bandwidth, the run's bandwidth reference. */
 int kb_register_copy_suite(kb_harness *h);
-/* launch: a chain of N empty kernels, raw launches vs a hand-built graph. */
+/* launch: a chain of N empty kernels: raw launches, a hand-built graph,
+ * kdag EAGER and GRAPH. */
 int kb_register_launch_suite(kb_harness *h);
+/* fanout: W independent small kernels: a serial stream, a hand-built graph,
+ * kdag EAGER and GRAPH. */
+int kb_register_fanout_suite(kb_harness *h);
+/* rebind: re-submitting a GRAPH-mode chain, with tensors rebound between
+ * submissions, against a hand-built graph's relaunch. */
+int kb_register_rebind_suite(kb_harness *h);
+/* oneshot: create, declare, submit, wait, destroy a graph of N nodes. */
+int kb_register_oneshot_suite(kb_harness *h);
+/* pipeline: 4 bandwidth-bound built-in stages, share of the copy bandwidth. */
+int kb_register_pipeline_suite(kb_harness *h);
 /* module: NVRTC compile / CUBIN load / PTX JIT, each up to a finished first
  * launch, through kdag's raw scope. */
 int kb_register_module_suite(kb_harness *h);
 /* nvrtc (CPU): kd_nvrtc_compile of the add kernel. */
 int kb_register_nvrtc_suite(kb_harness *h);
+/* graph (CPU): declaring graphs of N nodes. */
 int kb_register_graph_suite(kb_harness *h);
 
 /* All of the above, and the copy suite as bandwidth reference. */

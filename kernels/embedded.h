@@ -17,6 +17,9 @@ KD_EMBED(kd_kernel_add_cubin_sm80)
 KD_EMBED(kd_kernel_add_source)
 KD_EMBED(kd_kernel_test_ptx)
 KD_EMBED(kd_kernel_test_cubin)
+/* kdag-bench's kernels (kernels/bench_kernels.cu). */
+KD_EMBED(kd_kernel_bench_ptx)
+KD_EMBED(kd_kernel_bench_cubin)
 /* The built-in kernels of kernels/builtins.cu (ABI and launch rules there). */
 KD_EMBED(kd_kernel_builtins_ptx)
 KD_EMBED(kd_kernel_builtins_cubin)

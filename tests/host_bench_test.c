@@ -1,6 +1,8 @@
 /* Host lane: the kdag-bench harness. Statistics, the stopping rule (with a
  * fake clock, so the tests are exact), batching and cold mode, ratios and
- * bandwidth shares, the JSON / CSV / markdown outputs, and --compare. */
+ * bandwidth shares, the JSON / CSV / markdown outputs, and --compare. And
+ * the built-in suites: what --list shows, their axes, how they skip without
+ * a GPU, and the guard that keeps eager figures out of GRAPH rows. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <math.h>
@@ -9,7 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/gpu.h"
 #include "bench/harness.h"
+#include "bench/kdag_session.h"
+#include "bench/suites.h"
 
 /* ---- statistics ---------------------------------------------------------- */
 
@@ -646,4 +651,184 @@ Test(host_bench, format_values) {
   cr_assert_str_eq(b, "87.10 %");
   kb_format_value(NAN, "ns", b, sizeof b);
   cr_assert_str_eq(b, "-");
+}
+
+/* ---- the built-in suites ------------------------------------------------ */
+
+static kb_harness *builtin_harness(void) {
+  kb_harness *h = kb_harness_create();
+  cr_assert(h);
+  cr_assert_eq(kb_register_builtin_suites(h), 0);
+  return h;
+}
+
+/* What --list prints (kb_main's --list is kb_harness_list on stdout). */
+static void list_of(const kb_harness *h, char **buf, size_t *len) {
+  FILE *f = open_memstream(buf, len);
+  cr_assert(f);
+  kb_harness_list(h, f);
+  fclose(f);
+}
+
+Test(host_bench, builtin_suites_are_listed_with_their_axes_and_cases) {
+  kb_harness *h = builtin_harness();
+  char *list = NULL;
+  size_t len = 0;
+  list_of(h, &list, &len);
+  static const char *expected[] = {
+      "copy [GPU]", "launch [GPU]", "fanout [GPU]", "rebind [GPU]", "oneshot [GPU]", "pipeline [GPU]",
+      "module [GPU]", "nvrtc [CPU]", "graph [CPU]",
+      "axis N = 10,100,1000,10000", "axis W = 4,16,64", "axis iters = 2048", "axis N = 100", "axis log2n = 26",
+      "case raw_loop (baseline)", "case kdag_graph", "case serial_stream (baseline)",
+      "case relaunch (baseline)", "case rebind_one", "case rebind_all", "case d2d_copy (baseline)",
+      "CUDASTF graph_ctx ~28 us per task at N=1000"};
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; ++i)
+    cr_assert(strstr(list, expected[i]), "--list lacks \"%s\":\n%s", expected[i], list);
+  /* The launch suite's four cases, in order, and kdag_graph in fanout. */
+  const char *launch = strstr(list, "launch [GPU]"), *fanout = strstr(list, "fanout [GPU]");
+  const char *rebind = strstr(list, "rebind [GPU]");
+  const char *order[] = {"case raw_loop", "case hand_graph", "case kdag_eager", "case kdag_graph"};
+  const char *at = launch;
+  for (size_t i = 0; i < 4; ++i) {
+    at = strstr(at, order[i]);
+    cr_assert(at && at < fanout, "launch suite: %s missing or out of order", order[i]);
+  }
+  const char *fg = strstr(fanout, "case kdag_graph");
+  cr_assert(fg && fg < rebind, "fanout has a kdag_graph case");
+  const char *hg = strstr(rebind, "case hand_graph (baseline)");
+  cr_assert(hg && hg < strstr(list, "oneshot [GPU]"), "rebind has a hand_graph baseline");
+  free(list);
+  kb_harness_destroy(h);
+}
+
+/* 1 when this machine has a usable GPU (then the skip tests do not apply). */
+static int have_gpu(void) {
+  kb_gpu *g;
+  char why[KB_MESSAGE_MAX];
+  kb_status st = kb_gpu_acquire(&g, why, sizeof why);
+  kb_gpu_shutdown();
+  return st == KB_OK;
+}
+
+static kb_options quick_options(void) {
+  kb_options o;
+  kb_options_init(&o);
+  o.warmup_s = 0;
+  o.stop.min_samples = 2;
+  o.stop.min_time_s = 0;
+  o.stop.max_time_s = 0.05;
+  return o;
+}
+
+Test(host_bench, gpu_suites_skip_without_a_gpu_and_say_so) {
+  if (have_gpu()) cr_skip_test("a GPU is present: the suites run instead of skipping");
+  kb_harness *h = builtin_harness();
+  kb_options o = quick_options();
+  const char *suites[] = {"launch", "fanout", "rebind", "oneshot", "pipeline", "copy"};
+  o.suites = suites, o.suite_count = 6;
+  o.modes = KB_MODE_BATCH | KB_MODE_COLD;
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "a skip is no failure: %s", why);
+  const kb_report *r = kb_harness_report(h);
+  cr_assert_eq(r->count, 0, "no figures without a GPU, got %zu rows", r->count);
+  cr_assert_eq(r->skip_count, 6);
+  for (size_t i = 0; i < r->skip_count; ++i) {
+    cr_assert(r->skips[i].needs_gpu && !r->skips[i].failed && !r->skips[i].case_name[0],
+              "%s: a whole-suite GPU skip", r->skips[i].suite);
+    cr_assert(r->skips[i].reason[0], "%s: a reason", r->skips[i].suite);
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  kb_write_markdown(r, f);
+  fclose(f);
+  cr_assert(strstr(buf, "GPU suites skipped: "), "%s", buf);
+  cr_assert(strstr(buf, "(suites: copy, launch, fanout, rebind, oneshot, pipeline)"), "%s", buf);
+  cr_assert(strstr(buf, "No results."), "%s", buf);
+  free(buf);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, fanout_width_axis_parses_and_overrides) {
+  kb_axis w;
+  char why[256];
+  cr_assert_eq(kb_axis_parse("W=4,16,64", &w, why, sizeof why), 0, "%s", why);
+  cr_assert_str_eq(w.name, "W");
+  cr_assert_eq(w.count, 3);
+  cr_assert(w.values[0] == 4 && w.values[1] == 16 && w.values[2] == 64);
+  cr_assert_eq(kb_axis_parse("W=4,,64", &w, why, sizeof why), -1);
+  cr_assert_eq(kb_axis_parse("W=2,8", &w, why, sizeof why), 0);
+
+  kb_harness *h = builtin_harness();
+  kb_options o = quick_options();
+  o.axes = &w, o.axis_count = 1;
+  /* W belongs to fanout: selecting only the CPU suites makes it an error. */
+  const char *cpu[] = {"graph", "nvrtc"};
+  o.suites = cpu, o.suite_count = 2;
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), -1);
+  cr_assert(strstr(why, "--axis W"), "%s", why);
+  if (!have_gpu()) {
+    /* With fanout selected the override is accepted (and the suite skips). */
+    const char *fan[] = {"fanout"};
+    o.suites = fan, o.suite_count = 1;
+    cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+    const kb_report *r = kb_harness_report(h);
+    cr_assert_eq(r->skip_count, 1);
+    cr_assert_str_eq(r->skips[0].suite, "fanout");
+  }
+  kb_harness_destroy(h);
+}
+
+/* The GRAPH guard: a case in GRAPH mode whose submission launched no CUDA
+ * graph is skipped with the reason, never measured. */
+typedef struct mode_probe {
+  kd_exec_mode mode;
+  uint64_t launches_before, launches_after;
+} mode_probe;
+
+static kb_status probe_setup(kb_run *run, void **state) {
+  const mode_probe *p = kb_run_user(run);
+  kb_kdag k;
+  memset(&k, 0, sizeof k);
+  k.mode = p->mode;
+  kd_counters before, after;
+  memset(&before, 0, sizeof before);
+  memset(&after, 0, sizeof after);
+  before.graph_launches = p->launches_before;
+  after.graph_launches = p->launches_after;
+  after.launches = 10;
+  *state = NULL;
+  return kb_kdag_check_mode(run, &k, &before, &after);
+}
+
+static kb_status probe_batch(kb_run *run, void *state, uint64_t k, kb_timing *out) {
+  (void)run, (void)state;
+  out->host_ns = 1000.0 * (double)k;
+  out->gpu_ns = -1;
+  return KB_OK;
+}
+
+Test(host_bench, graph_mode_without_graph_launches_is_skipped_not_measured) {
+  kb_harness *h = kb_harness_create();
+  kb_suite_desc sd = {.name = "modes", .needs_gpu = 1};
+  kb_suite *s = kb_suite_add(h, &sd);
+  static const mode_probe eager = {KD_EXEC_EAGER, 0, 0}, fake_graph = {KD_EXEC_GRAPH, 0, 0},
+                          real_graph = {KD_EXEC_GRAPH, 3, 4};
+  kb_case_desc cases[] = {
+      {.name = "eager", .setup = probe_setup, .batch = probe_batch, .user = (void *)&eager},
+      {.name = "graph_missing", .setup = probe_setup, .batch = probe_batch, .user = (void *)&fake_graph},
+      {.name = "graph_real", .setup = probe_setup, .batch = probe_batch, .user = (void *)&real_graph}};
+  for (size_t i = 0; i < 3; ++i) cr_assert_eq(kb_case_add(s, &cases[i]), 0);
+  kb_options o = fake_options();
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "a skip is no failure: %s", why);
+  const kb_report *r = kb_harness_report(h);
+  cr_assert_not_null(find_row(r, "eager", "host_time_per_iteration", -1));
+  cr_assert_not_null(find_row(r, "graph_real", "host_time_per_iteration", -1));
+  cr_assert_null(find_row(r, "graph_missing", "host_time_per_iteration", -1), "no GRAPH row from eager work");
+  cr_assert_eq(r->skip_count, 1);
+  cr_assert(strstr(r->skips[0].case_name, "graph_missing"), "%s", r->skips[0].case_name);
+  cr_assert(!r->skips[0].failed);
+  cr_assert(strstr(r->skips[0].reason, "did not launch a CUDA graph"), "%s", r->skips[0].reason);
+  kb_harness_destroy(h);
 }

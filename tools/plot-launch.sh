@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Plots time per node against N for the launch suite of a kdag-bench JSON
-# file (one line per case, GPU and host time side by side), with gnuplot.
+# file (one line per case, GPU and host time side by side), with gnuplot:
+# raw loop, hand graph, kdag EAGER and kdag GRAPH (kdag_graph), then any other
+# case of the suite. A case without rows (skipped) is named on stderr.
 #   tools/plot-launch.sh bench/results/h200-2026-12-02.json bench/results/h200-2026-12-02-launch.png
 set -euo pipefail
 json=${1:?usage: $0 RESULTS.json OUT.png}
@@ -23,16 +25,37 @@ for (case, metric), pts in rows.items():
     with open(f"{out}/{case}.{metric}.dat", "w") as f:
         for p in sorted(pts):
             f.write("%d %g %g %g\n" % p)
+for case in ("raw_loop", "hand_graph", "kdag_eager", "kdag_graph"):
+    if not any(c == case for c, _ in rows):
+        print("plot-launch: no launch/%s rows in %s (skipped or not run)" % (case, sys.argv[1]), file=sys.stderr)
 m = data["machine"]
 open(f"{out}/title", "w").write("%s, driver %s" % (m.get("gpu_name", "no GPU"), m.get("driver_version", "?")))
 PY
 title=$(cat "$tmp/title")
+label() {
+  case $1 in
+    raw_loop) echo "raw loop (cuLaunchKernel)" ;;
+    hand_graph) echo "hand-built CUDA graph" ;;
+    kdag_eager) echo "kdag EAGER" ;;
+    kdag_graph) echo "kdag GRAPH" ;;
+    *) echo "$1" ;;
+  esac
+}
 plots=()
 for metric in gpu_time_per_node host_time_per_node; do
+  # The four known series first, in this order, then any other case.
+  files=()
+  for known in raw_loop hand_graph kdag_eager kdag_graph; do
+    [ -e "$tmp/$known.$metric.dat" ] && files+=("$tmp/$known.$metric.dat")
+  done
   for f in "$tmp"/*."$metric".dat; do
     [ -e "$f" ] || continue
+    case $(basename "$f" ."$metric".dat) in raw_loop|hand_graph|kdag_eager|kdag_graph) continue ;; esac
+    files+=("$f")
+  done
+  for f in "${files[@]}"; do
     case=$(basename "$f" ."$metric".dat)
-    plots+=("'$f' using 1:2:3:4 with yerrorlines title '$case'")
+    plots+=("'$f' using 1:2:3:4 with yerrorlines title '$(label "$case")'")
   done
   printf '%s\n' "${plots[@]}" | paste -sd, > "$tmp/$metric.plots"
   plots=()

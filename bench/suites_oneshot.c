@@ -1,0 +1,144 @@
+/* Suite "oneshot" (issue 5): a graph used once. One iteration is the whole
+ * life of a graph of N nodes: kd_graph_create, N kd_graph_kernel calls (a
+ * chain through one INOUT access each, x += 1 on 256 floats: the order is
+ * inferred), kd_graph_submit (planning, and in GRAPH mode building and
+ * instantiating the CUDA graph, then the launch), a wait for the session
+ * stream, and kd_graph_destroy. Host (wall) time per node, over N, so that
+ * linearity shows: a flat time per node across N is linear.
+ *   kdag_eager  a session with exec_mode EAGER
+ *   kdag_graph  a session with exec_mode GRAPH
+ * For reference only (a literature figure, not measured here): CUDASTF's
+ * graph_ctx is reported at about 28 us per task at N = 1000 on an H200. */
+#include <stdlib.h>
+
+#include "bench/gpu.h"
+#include "bench/kdag_session.h"
+#include "bench/suites.h"
+#include "kdag/kdag.h"
+#include "kernels/embedded.h"
+
+#define ONESHOT_ELEMS 256
+
+static kb_status oneshot_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
+  (void)user, (void)state;
+  kb_gpu *g;
+  kb_status st = kb_gpu_acquire(&g, why, cap);
+  if (st == KB_OK) kb_gpu_describe(g, kb_harness_machine(h));
+  return st;
+}
+
+static kb_status oneshot_flush(void *state, char *why, size_t cap) {
+  (void)state;
+  kb_gpu *g;
+  kb_status st = kb_gpu_acquire(&g, why, cap);
+  return st ? st : kb_gpu_flush_l2(g, why, cap);
+}
+
+typedef struct oneshot {
+  kb_kdag k;
+  kd_function fn;
+  kd_tensor x;
+} oneshot;
+
+static int64_t node_count(kb_run *run) { return kb_run_axis(run, "N", 1000); }
+
+static void oneshot_teardown(kb_run *run, void *state) {
+  (void)run;
+  oneshot *o = state;
+  if (!o) return;
+  kb_kdag_close(&o->k); /* also frees the tensor */
+  free(o);
+}
+
+/* One graph's life, nodes nodes long. Returns KD_OK or kdag's status
+ * (message in kd_last_error). */
+static kb_status one_graph(kb_run *run, oneshot *o, int64_t nodes, kd_counters *before, kd_counters *after) {
+  kb_status st;
+  kd_graph *g = NULL;
+  kd_launch_config config = {{1, 1, 1}, {ONESHOT_ELEMS, 1, 1}, 0};
+  kd_garg args[] = {kd_g_inout(kd_whole(o->x)), kd_g_value(kd_arg_i32(ONESHOT_ELEMS))};
+  if (kd_graph_create(o->k.session, &g)) return kb_run_fail(run, "kd_graph_create: %s", kd_last_error());
+  for (int64_t i = 0; i < nodes; ++i)
+    if (kd_graph_kernel(g, "inc", o->fn, &config, args, 2, NULL)) {
+      st = kb_run_fail(run, "kd_graph_kernel: %s", kd_last_error());
+      kd_graph_destroy(g);
+      return st;
+    }
+  if (before && (st = kb_kdag_counters(run, &o->k, before))) {
+    kd_graph_destroy(g);
+    return st;
+  }
+  if (kd_graph_submit(g, NULL)) {
+    st = kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
+    kd_graph_destroy(g);
+    return st;
+  }
+  st = kb_kdag_wait(run, &o->k);
+  if (!st && after) st = kb_kdag_counters(run, &o->k, after);
+  kd_graph_destroy(g);
+  return st;
+}
+
+static kb_status oneshot_setup(kb_run *run, void **state) {
+  int64_t n = node_count(run);
+  if (n < 1 || n > 10000000) return kb_run_fail(run, "N must be in 1..10000000, not %lld", (long long)n);
+  kb_run_per_iteration(run, (double)n, "node");
+  kb_run_throughput(run, (double)n, 0);
+  oneshot *o = calloc(1, sizeof *o);
+  if (!o) return kb_run_fail(run, "out of memory");
+  kb_status st;
+  static const float zeros[ONESHOT_ELEMS];
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {ONESHOT_ELEMS}};
+  if ((st = kb_kdag_open(run, *(const kd_exec_mode *)kb_run_user(run), &o->k)) ||
+      (st = kb_kdag_function(run, &o->k, kd_kernel_bench_cubin, kd_kernel_bench_cubin_size, kd_kernel_bench_ptx,
+                             kd_kernel_bench_ptx_size, "bench_inc_kernel", &o->fn)))
+    goto fail;
+  if (kd_tensor_from_host(o->k.session, &d, zeros, sizeof zeros, &o->x)) {
+    st = kb_run_fail(run, "kd_tensor_from_host: %s", kd_last_error());
+    goto fail;
+  }
+  /* A small graph first, outside the timing: it loads what a first
+   * submission loads, and shows whether GRAPH mode really ran. */
+  kd_counters before, after;
+  if ((st = one_graph(run, o, 10, &before, &after)) || (st = kb_kdag_check_mode(run, &o->k, &before, &after)))
+    goto fail;
+  *state = o;
+  return KB_OK;
+fail:
+  oneshot_teardown(run, o);
+  return st;
+}
+
+static kb_status oneshot_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
+  oneshot *o = state;
+  int64_t n = node_count(run);
+  uint64_t t0 = kb_now_ns();
+  for (uint64_t it = 0; it < iterations; ++it) {
+    kb_status st = one_graph(run, o, n, NULL, NULL);
+    if (st) return st;
+  }
+  out->host_ns = (double)(kb_now_ns() - t0);
+  out->gpu_ns = -1; /* the figure is the wall time of the whole cycle */
+  return KB_OK;
+}
+
+int kb_register_oneshot_suite(kb_harness *h) {
+  kb_suite_desc sd = {.name = "oneshot",
+                      .description = "a graph used once: create, N nodes (inferred chain), submit, wait, "
+                                     "destroy; wall time per node (literature, not measured: CUDASTF "
+                                     "graph_ctx ~28 us per task at N=1000 on an H200)",
+                      .needs_gpu = 1, .init = oneshot_init, .flush = oneshot_flush};
+  kb_suite *s = kb_suite_add(h, &sd);
+  if (!s) return -1;
+  static const int64_t n[] = {10, 100, 1000, 10000};
+  static const kd_exec_mode eager = KD_EXEC_EAGER, graph_mode = KD_EXEC_GRAPH;
+  kb_case_desc keager = {.name = "kdag_eager", .description = "one-shot graph on an EAGER session",
+                         .baseline = 1, .setup = oneshot_setup, .batch = oneshot_batch,
+                         .teardown = oneshot_teardown, .user = (void *)&eager};
+  kb_case_desc kgraph = {.name = "kdag_graph",
+                         .description = "one-shot graph on a GRAPH session (instantiation included)",
+                         .setup = oneshot_setup, .batch = oneshot_batch, .teardown = oneshot_teardown,
+                         .user = (void *)&graph_mode};
+  if (kb_suite_axis(s, "N", n, 4) || kb_case_add(s, &keager) || kb_case_add(s, &kgraph)) return -1;
+  return 0;
+}

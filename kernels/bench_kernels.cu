@@ -1,0 +1,27 @@
+// Kernels of kdag-bench's suites (bench/): small, deterministic work whose
+// outputs nobody checks, sized so one instance does not fill the GPU.
+
+// Fan-out work: thread i runs `iters` dependent multiply-adds from i and
+// writes the result to out[i] (i < n). Launched as one block of 128 threads
+// with iters = 2048 it keeps one SM busy for a few microseconds, so
+// independent instances can overlap. ABI: (float *out, int n, int iters);
+// writes out[0..n), reads nothing.
+extern "C" __global__ void bench_work_kernel(float *out, int n, int iters) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float x = (float)i;
+  for (int k = 0; k < iters; ++k) x = x * 0.999f + 0.5f;
+  if (i < n) out[i] = x;
+}
+
+// One step of a chain: out[i] = 0.5 * in[i] + 1 for i < n.
+// ABI: (float *out, const float *in, int n); out and in must not overlap.
+extern "C" __global__ void bench_step_kernel(float *out, const float *in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 0.5f * in[i] + 1.0f;
+}
+
+// In place: x[i] += 1 for i < n. ABI: (float *x, int n).
+extern "C" __global__ void bench_inc_kernel(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.0f;
+}
