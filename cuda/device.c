@@ -1,4 +1,5 @@
 /* Session device state: context, stream, pool, events, allocations. */
+#include <ck_pr.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,14 +25,16 @@ void kd_device_fault_report(const kd_device *d, const char *message) {
   if (d->info.ordinal < 0 || d->info.ordinal >= KD_MAX_DEVICES) return;
   pthread_mutex_lock(&g_devices.mu);
   if (!g_devices.dev[d->info.ordinal].faulted) {
-    g_devices.dev[d->info.ordinal].faulted = 1;
     snprintf(g_devices.dev[d->info.ordinal].message, sizeof g_devices.dev[0].message, "%s", message);
+    ck_pr_store_int(&g_devices.dev[d->info.ordinal].faulted, 1); /* after the message */
   }
   pthread_mutex_unlock(&g_devices.mu);
 }
 
 int kd_device_fault_get(const kd_device *d, char *message, size_t cap) {
   if (d->info.ordinal < 0 || d->info.ordinal >= KD_MAX_DEVICES) return 0;
+  /* Every entry point asks: the common answer needs no lock. */
+  if (!ck_pr_load_int(&g_devices.dev[d->info.ordinal].faulted)) return 0;
   pthread_mutex_lock(&g_devices.mu);
   int f = g_devices.dev[d->info.ordinal].faulted;
   if (f) snprintf(message, cap, "%s", g_devices.dev[d->info.ordinal].message);

@@ -41,6 +41,7 @@ void kd_held_release_all(kd_session *s, kd_held_set *set) {
       case KD_HELD_DEVPTR: kd_device_free(&s->dev, (CUdeviceptr)(uintptr_t)h->obj); break;
       case KD_HELD_FOREIGN: kd_foreign_res_unref(h->obj); break;
       case KD_HELD_GEXEC: kd_gexec_unref(h->obj); break;
+      case KD_HELD_TSET: kd_tset_unref(h->obj); break;
     }
   }
   free(set->items);
@@ -105,6 +106,14 @@ static CUresult wait_for(kd_session *s, kd_completion *c) {
   return s->dev.cu->cuEventSynchronize(c->event);
 }
 
+/* A completion's event reported an error: the work it follows faulted. */
+static kd_status fault_of(kd_session *s, const kd_completion *c, CUresult r, const char *op, const char *call) {
+  kd_status st = kd_fail_cu(r, op, call);
+  st = kd_fail_context(st, "%s: device fault in the work of ticket %llu (%s)", op, (unsigned long long)c->seq,
+                       c->what ? c->what : "?");
+  return kd_session_note(s, st);
+}
+
 /* The oldest in-flight entry, or NULL. */
 static kd_completion *oldest(kd_session *s) {
   if (!s->ring_head) {
@@ -119,7 +128,7 @@ static kd_status wait_retire_oldest(kd_session *s, const char *op) {
   if (!c) return KD_OK;
   s->counters.event_waits++;
   CUresult r = wait_for(s, c);
-  if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
+  if (r != CUDA_SUCCESS) return fault_of(s, c, r, op, "cuEventSynchronize");
   s->ring_head = NULL;
   retire(s, c);
   return KD_OK;
@@ -127,9 +136,10 @@ static kd_status wait_retire_oldest(kd_session *s, const char *op) {
 
 static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, kd_completion *c);
 
-kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set) {
+kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, const char *what) {
   kd_completion *c = calloc(1, sizeof *c);
   if (!c) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a completion", op);
+  c->what = what;
   kd_status st = kd_event_acquire(&s->dev, op, &c->event);
   if (!st) st = kd_event_record(&s->dev, op, c->event);
   if (st) {
@@ -150,6 +160,7 @@ kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a completion", op);
   }
   c->run = run;
+  c->what = "a HOST graph submission";
   return enqueue(s, op, set, c);
 }
 
@@ -176,8 +187,12 @@ static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, kd_com
   s->counters.inflight++;
   /* The work and its objects now belong to the ring, so the submit has
    * succeeded; a fault the reap finds is recorded on the session and
-   * returned by the next call. */
-  (void)kd_completion_reap(s, op);
+   * returned by the next call. Submitting polls every KD_REAP_EVERY-th
+   * completion (or when the ring is half full): one event query costs about
+   * as much as the rest of a CUDA-graph submission, and a poll retires
+   * everything that finished since the last one. */
+  if ((c->seq % KD_REAP_EVERY) == 0 || s->counters.inflight * 2 >= s->opts.completion_ring_capacity)
+    (void)kd_completion_reap(s, op);
   return KD_OK;
 }
 
@@ -190,7 +205,7 @@ kd_status kd_completion_reap(kd_session *s, const char *op) {
     } else {
       CUresult r = s->dev.cu->cuEventQuery(c->event);
       if (r == CUDA_ERROR_NOT_READY) return KD_OK;
-      if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventQuery"));
+      if (r != CUDA_SUCCESS) return fault_of(s, c, r, op, "cuEventQuery");
     }
     s->ring_head = NULL;
     retire(s, c);

@@ -47,13 +47,46 @@ struct kd_gexec {
   kd_gexec_node *nodes;
   uint32_t *xfers;         /* sinks, and uploads with bytes to copy, in node order */
   uint32_t xfer_count;
-  CUdeviceptr *bound;      /* per binding: the tensor address the graph was last given */
+  kd_tset *tensors;        /* the bindings the graph was last given; every launch holds it */
   uint32_t binding_count;
+  uint32_t *users_start;   /* per binding: the kernel, built-in and foreign nodes using it, */
+  uint32_t *users;         /* users[users_start[b] .. users_start[b + 1]) */
+  uint32_t *dirty;         /* per node: the patch round that last marked it */
+  uint32_t round;
   uint64_t args_serial;
   uint32_t kernels;        /* kernel nodes, for counters.launches */
   kd_held_set keep;        /* modules, foreign resources and workspaces */
   CUdeviceptr *workspaces; /* per node: foreign workspace (0 if none) */
 };
+
+/* The tensors of a graph's bindings as one refcounted snapshot: a launch
+ * holds one reference instead of one per tensor, and a rebinding makes a
+ * new snapshot while launches in flight keep the old one. */
+struct kd_tset {
+  uint32_t refs;
+  uint32_t count;
+  kd_session *session;
+  kd_tensor_obj *objs[];
+};
+
+void kd_tset_unref(kd_tset *t) {
+  if (!t || ck_pr_faa_32(&t->refs, (uint32_t)-1) != 1) return;
+  for (uint32_t i = 0; i < t->count; ++i) kd_tensor_unref(t->session, t->objs[i]);
+  free(t);
+}
+
+static kd_tset *tset_of(kd_graph *g) {
+  kd_tset *t = malloc(sizeof *t + (size_t)g->binding_count * sizeof t->objs[0]);
+  if (!t) return NULL;
+  t->refs = 1;
+  t->count = g->binding_count;
+  t->session = g->session;
+  for (uint32_t b = 0; b < g->binding_count; ++b) {
+    t->objs[b] = g->bindings[b].obj;
+    kd_tensor_ref(t->objs[b]);
+  }
+  return t;
+}
 
 /* Per launch: the staging block (and, for sinks, the event) of each
  * transfer node, acquired before the launch and owned by it after. */
@@ -75,9 +108,12 @@ void kd_gexec_unref(kd_gexec *x) {
     free(x->nodes[i].spans);
   }
   kd_held_release_all(s, &x->keep);
+  kd_tset_unref(x->tensors);
   free(x->nodes);
   free(x->xfers);
-  free(x->bound);
+  free(x->users_start);
+  free(x->users);
+  free(x->dirty);
   free(x->workspaces);
   free(x);
 }
@@ -296,9 +332,27 @@ static const launch_xfer *xfer_of(const launch_xfer *xf, uint32_t count, uint32_
   return NULL;
 }
 
-static void record_bindings(kd_graph *g, kd_gexec *x) {
-  for (uint32_t b = 0; b < x->binding_count; ++b) x->bound[b] = g->bindings[b].obj->dptr;
-  x->args_serial = g->args_serial;
+/* Which nodes use each binding, so a rebinding patches only those. */
+static kd_status index_users(kd_graph *g, kd_gexec *x, const char *op) {
+  uint32_t nb = g->binding_count;
+  x->users_start = calloc((size_t)nb + 2, sizeof *x->users_start);
+  x->users = malloc(((size_t)g->access_count + 1) * sizeof *x->users);
+  x->dirty = calloc((size_t)g->node_count + 1, sizeof *x->dirty);
+  if (!x->users_start || !x->users || !x->dirty) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t n = 0; n < g->node_count; ++n) {
+      kd_gnode *node = &g->nodes[n];
+      if (node->kind != KD_NODE_KERNEL && node->kind != KD_NODE_BUILTIN && node->kind != KD_NODE_FOREIGN) continue;
+      for (uint32_t k = 0; k < node->access_count; ++k) {
+        uint32_t b = g->accesses[node->first_access + k].binding;
+        if (pass == 0) x->users_start[b + 2]++;
+        else x->users[x->users_start[b + 1]++] = n;
+      }
+    }
+    if (pass == 0)
+      for (uint32_t b = 0; b < nb; ++b) x->users_start[b + 2] += x->users_start[b + 1];
+  }
+  return KD_OK; /* users_start[b] .. users_start[b + 1] after the second pass */
 }
 
 /* Builds and instantiates the plan's CUDA graph, its transfers pointed at
@@ -319,11 +373,11 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     x->node_count = n;
     x->binding_count = g->binding_count;
     x->nodes = calloc((size_t)n + 1, sizeof *x->nodes);
-    x->bound = calloc((size_t)g->binding_count + 1, sizeof *x->bound);
+    x->tensors = tset_of(g);
     x->workspaces = calloc((size_t)n + 1, sizeof *x->workspaces);
     x->xfers = malloc(((size_t)xf_count + 1) * sizeof *x->xfers);
   }
-  if (!x || !pred_start || !pred || !fill || !deps || !x->nodes || !x->bound || !x->workspaces || !x->xfers) {
+  if (!x || !pred_start || !pred || !fill || !deps || !x->nodes || !x->tensors || !x->workspaces || !x->xfers) {
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the CUDA graph", op);
     goto done;
   }
@@ -336,6 +390,9 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     uint32_t t = g->edges[e].to;
     pred[pred_start[t] + fill[t]++] = g->edges[e].from;
   }
+  st = index_users(g, x, op);
+  if (st) goto done;
+  x->args_serial = g->args_serial;
   CUresult r = cu->cuGraphCreate(&x->graph, 0);
   if (r != CUDA_SUCCESS) {
     st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphCreate"));
@@ -362,7 +419,6 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     st = kd_fail_context(st, "instantiate result %d", (int)ip.result_out);
     goto done;
   }
-  record_bindings(g, x);
   s->counters.graph_instantiations++;
 done:
   free(pred_start);
@@ -381,43 +437,73 @@ done:
  * executable graph last saw them. *patched tells whether anything did. A
  * failure leaves the executable graph unusable for this plan: the caller
  * rebuilds it. */
+static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op, int *patched) {
+  const kd_cu_table *cu = g->session->dev.cu;
+  kd_gnode *node = &g->nodes[n];
+  kd_gexec_node *xn = &x->nodes[n];
+  if (node->kind == KD_NODE_FOREIGN) {
+    kd_span spans[KD_FOREIGN_MAX_ACCESSES];
+    kd_foreign_spans(g, node, spans);
+    uint32_t k = 0;
+    while (k < node->access_count && spans[k].device_ptr == xn->spans[k]) ++k;
+    if (k == node->access_count) return KD_OK;
+    CUgraph child;
+    kd_status st = capture_foreign(g, x, n, op, &child);
+    if (st) return st;
+    CUresult r = cu->cuGraphExecChildGraphNodeSetParams(x->exec, xn->cu, child);
+    cu->cuGraphDestroy(child);
+    if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecChildGraphNodeSetParams");
+    *patched = 1;
+    return KD_OK;
+  }
+  if (!xn->blob) return KD_OK; /* an empty built-in stays empty: shapes never change */
+  kd_node_launch L;
+  kd_status st = kd_node_launch_resolve(g, op, node, &L);
+  if (st) return st;
+  if (L.empty || blob_same(xn, &L)) return KD_OK;
+  CUDA_KERNEL_NODE_PARAMS p = kernel_params(&L);
+  CUresult r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &p);
+  if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
+  st = blob_set(xn, &L, op);
+  if (st) return st;
+  *patched = 1;
+  return KD_OK;
+}
+
+/* Patches kernel parameters and foreign captures that changed since the
+ * executable graph last saw them: only nodes using a rebound tensor, or
+ * whose scalars were set. *patched tells whether anything changed. A
+ * failure leaves the executable graph unusable for this plan: the caller
+ * rebuilds it. */
 static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
-  kd_session *s = g->session;
-  const kd_cu_table *cu = s->dev.cu;
   *patched = 0;
-  int moved = x->args_serial != g->args_serial;
-  for (uint32_t b = 0; !moved && b < x->binding_count; ++b) moved = x->bound[b] != g->bindings[b].obj->dptr;
-  if (!moved) return KD_OK;
-  for (uint32_t n = 0; n < x->node_count; ++n) {
-    kd_gnode *node = &g->nodes[n];
-    kd_gexec_node *xn = &x->nodes[n];
-    if ((node->kind == KD_NODE_KERNEL || node->kind == KD_NODE_BUILTIN) && xn->blob) {
-      kd_node_launch L;
-      kd_status st = kd_node_launch_resolve(g, op, node, &L);
-      if (st) return st;
-      if (L.empty || blob_same(xn, &L)) continue;
-      CUDA_KERNEL_NODE_PARAMS p = kernel_params(&L);
-      CUresult r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &p);
-      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
-      st = blob_set(xn, &L, op);
-      if (st) return st;
-      *patched = 1;
-    } else if (node->kind == KD_NODE_FOREIGN) {
-      kd_span spans[KD_FOREIGN_MAX_ACCESSES];
-      kd_foreign_spans(g, node, spans);
-      uint32_t k = 0;
-      while (k < node->access_count && spans[k].device_ptr == xn->spans[k]) ++k;
-      if (k == node->access_count) continue;
-      CUgraph child;
-      kd_status st = capture_foreign(g, x, n, op, &child);
-      if (st) return st;
-      CUresult r = cu->cuGraphExecChildGraphNodeSetParams(x->exec, xn->cu, child);
-      cu->cuGraphDestroy(child);
-      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecChildGraphNodeSetParams");
-      *patched = 1;
+  int args = x->args_serial != g->args_serial, moved = 0;
+  for (uint32_t b = 0; !moved && b < x->binding_count; ++b) moved = x->tensors->objs[b] != g->bindings[b].obj;
+  if (!moved && !args) return KD_OK;
+  uint32_t round = ++x->round;
+  kd_status st = KD_OK;
+  for (uint32_t b = 0; !st && moved && b < x->binding_count; ++b) {
+    if (x->tensors->objs[b] == g->bindings[b].obj) continue;
+    for (uint32_t i = x->users_start[b]; !st && i < x->users_start[b + 1]; ++i) {
+      uint32_t n = x->users[i];
+      if (x->dirty[n] == round) continue;
+      x->dirty[n] = round;
+      st = patch_node(g, x, n, op, patched);
     }
   }
-  record_bindings(g, x);
+  for (uint32_t n = 0; !st && args && n < x->node_count; ++n)
+    if (g->nodes[n].args_serial > x->args_serial && x->dirty[n] != round) {
+      x->dirty[n] = round;
+      st = patch_node(g, x, n, op, patched);
+    }
+  if (st) return st;
+  if (moved) {
+    kd_tset *t = tset_of(g);
+    if (!t) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+    kd_tset_unref(x->tensors);
+    x->tensors = t;
+  }
+  x->args_serial = g->args_serial;
   return KD_OK;
 }
 
@@ -484,7 +570,7 @@ static kd_status repoint(kd_graph *g, kd_gexec *x, const launch_xfer *xf, uint32
   return KD_OK;
 }
 
-kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp) {
+kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
   kd_session *s = g->session;
   kd_status st = KD_OK;
   kd_gexec *x = g->plan.gexec;
@@ -511,13 +597,14 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held, uint64_t
   } else {
     st = repoint(g, x, xf, xf_count, op);
   }
-  for (uint32_t b = 0; !st && b < g->binding_count; ++b) st = kd_held_tensor_once(held, g->bindings[b].obj, stamp, op);
-  /* Room for everything added after the launch, which then cannot fail:
-   * the gexec, upload blocks, and each sink's earlier block and event. */
-  if (!st) st = kd_held_reserve(held, 1 + 2 * xf_count, op);
+  /* Room for everything added, which then cannot fail: the gexec, its
+   * tensors, upload blocks, and each sink's earlier block and event. */
+  if (!st) st = kd_held_reserve(held, 2 + 2 * xf_count, op);
   if (!st) {
     kd_held_add(held, KD_HELD_GEXEC, x, op);
     ck_pr_inc_32(&x->refs);
+    kd_held_add(held, KD_HELD_TSET, x->tensors, op);
+    ck_pr_inc_32(&x->tensors->refs);
   }
   if (!st) {
     CUresult r = s->dev.cu->cuGraphLaunch(x->exec, s->dev.stream);

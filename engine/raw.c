@@ -52,7 +52,7 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
    * modules and tensors it used alive until the device is done. */
   st = KD_OK;
   if (raw->held.count) {
-    st = kd_completion_submit(s, op, &raw->held);
+    st = kd_completion_submit(s, op, &raw->held, "a raw scope");
     if (st) {
       /* Could not record the event: make the work complete before the
        * objects it uses can go. */

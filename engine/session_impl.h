@@ -45,7 +45,8 @@ typedef struct kd_module_obj {
 
 typedef enum kd_held_kind {
   KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN,
-  KD_HELD_GEXEC             /* an executable CUDA graph (engine/exec_graph.c) */
+  KD_HELD_GEXEC,            /* an executable CUDA graph (engine/exec_graph.c) */
+  KD_HELD_TSET              /* a snapshot of a graph's tensors (engine/exec_graph.c) */
 } kd_held_kind;
 
 typedef struct kd_held {
@@ -67,8 +68,12 @@ typedef struct kd_completion {
   CUevent event;            /* CUDA sessions */
   struct kd_host_run *run;  /* HOST sessions: done when the run's tasks are */
   uint64_t seq;
+  const char *what;         /* static: the kind of work, for fault messages */
   kd_held_set held;
 } kd_completion;
+
+/* Submissions poll the ring every this many completions (see enqueue). */
+#define KD_REAP_EVERY 8
 
 struct kd_raw {
   kd_session *session;
@@ -132,7 +137,7 @@ void kd_completion_ring_fini(kd_session *s);
 /* Records an event after the work enqueued so far and hands the set to the
  * ring (which then owns it; set is emptied). On failure nothing was queued
  * and the set is still the caller's. */
-kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set);
+kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, const char *what);
 /* The same for a HOST submission: done when run is. */
 kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run);
 kd_status kd_completion_reap(kd_session *s, const char *op);

@@ -22,13 +22,16 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   uint64_t stamp = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
   uint64_t seq = s->next_seq;
   if (s->backend == KD_BACKEND_CUDA) {
+    const char *what = "an EAGER graph submission";
     if (kd_exec_graph_wanted(g)) {
-      st = kd_exec_graph(g, op, &held, stamp);
+      what = "a CUDA graph launch";
+      st = kd_exec_graph(g, op, &held);
       if (st && st != KD_ERR_DEVICE_FAULT && g->exec_mode == KD_EXEC_AUTO) {
         /* AUTO: the driver refused this plan as a CUDA graph, and nothing
          * was enqueued; the plan runs eagerly from now on. */
         if (s->opts.flags & KD_SESSION_VERBOSE) fprintf(stderr, "kdag: AUTO stays EAGER: %s\n", kd_last_error());
         g->plan.graph_refused = 1;
+        what = "an EAGER graph submission";
         st = kd_exec_eager(g, op, &held, stamp);
       }
     } else {
@@ -41,7 +44,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
       if (kd_held_add(&held, KD_HELD_MODULE, s->builtins, op)) kd_module_unref(s, s->builtins);
     }
     char *first = st ? strdup(kd_last_error()) : NULL; /* the node's error names it: keep it */
-    kd_status cst = kd_completion_submit(s, op, &held);
+    kd_status cst = kd_completion_submit(s, op, &held, what);
     if (first) {
       kd_fail(st, "%s", first);
       free(first);

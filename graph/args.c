@@ -36,7 +36,7 @@ kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg val
   } else if (!st) {
     a->value = value;
   }
-  if (!st) g->args_serial++;
+  if (!st) n->args_serial = ++g->args_serial;
   kd_session_leave(g->session);
   return st;
 }

@@ -95,6 +95,7 @@ typedef struct kd_gnode {
   void *user;
   size_t workspace_bytes;
   kd_foreign_res *res;
+  uint64_t args_serial;    /* the graph's args_serial when its scalars were last set */
 } kd_gnode;
 
 typedef struct kd_gedge {

@@ -166,7 +166,7 @@ static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, 
     st = kd_held_add(&held, KD_HELD_TENSOR, o, op);
     if (st) kd_tensor_unref(s, o);
   }
-  if (!st) st = kd_completion_submit(s, op, &held);
+  if (!st) st = kd_completion_submit(s, op, &held, "an upload");
   if (st) {
     /* The copy is enqueued: wait for the stream before giving its staging
      * block back, so nothing is reused under the copy engine. */

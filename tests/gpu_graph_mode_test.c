@@ -209,7 +209,12 @@ Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
   cr_assert_eq(k.graph_instantiations, 2, "one for the fill graph, one for the pipeline");
   cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
   kd_graph_destroy(g);
-  for (int i = 0; i < 100000 && pending; ++i) KDT_OK(kd_session_reap(s, &pending));
+  for (int i = 0; i < 100000 && pending; ++i) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+    KDT_OK(kd_session_reap(s, &pending));
+  }
+  cr_assert_eq(pending, 0);
   k = counters(s);
   cr_assert_eq(k.bytes_device, 0, "every tensor went back to the pool (%llu bytes)", (unsigned long long)k.bytes_device);
   kd_session_destroy(s);
@@ -417,7 +422,7 @@ Test(gpu_graph_mode, auto_switches_to_graph_after_graph_after_submissions) {
   kd_session_destroy(s);
 }
 
-Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_and_debug_names_the_node) {
+Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_for_that_launch) {
   kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
@@ -434,8 +439,20 @@ Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_and_debug_names_t
     if (i == 6) KDT_OK(kd_graph_kernel(g, name, l.trap, &one, NULL, 0, NULL));
     else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
   }
-  KDT_OK(kd_graph_submit(g, NULL)); /* the launch is enqueued; it faults later */
-  KDT_FAILS(kd_tensor_download(s, t, host, sizeof host), KD_ERR_DEVICE_FAULT, "device fault");
+  kd_ticket ticket;
+  KDT_OK(kd_graph_submit(g, &ticket)); /* the launch is enqueued; it faults later */
+  kd_status st = KD_OK;
+  uint32_t pending = 1;
+  for (int i = 0; i < 10000 && st == KD_OK && pending; ++i) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+    st = kd_session_reap(s, &pending);
+  }
+  char want[64];
+  snprintf(want, sizeof want, "ticket %llu (a CUDA graph launch)", (unsigned long long)ticket.seq);
+  cr_assert_eq(st, KD_ERR_DEVICE_FAULT, "%s", kd_last_error());
+  cr_assert(strstr(kd_last_error(), want) != NULL, "the fault names the launch: %s", kd_last_error());
+  KDT_FAILS(kd_tensor_download(s, t, host, sizeof host), KD_ERR_DEVICE_FAULT, "unusable after a device fault");
   kd_graph_destroy(g);
   kd_session_destroy(s);
 }
