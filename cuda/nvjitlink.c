@@ -10,7 +10,6 @@
 
 #include "cuda/binary.h"
 #include "cuda/dynlib.h"
-#include "cuda/nvjitlink.h"
 #include "cuda/status_internal.h"
 
 #define KD_JL_SYMBOLS(X)                                                              \

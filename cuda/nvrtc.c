@@ -62,6 +62,11 @@ static kd_status nvrtc_load(const char *op) {
   return KD_OK;
 }
 
+const char *kd_nvrtc_path(void) {
+  pthread_once(&g_nvrtc_once, nvrtc_load_once);
+  return g_nvrtc_status == KD_OK ? g_nvrtc.path : "";
+}
+
 kd_status kd_nvrtc_version(int *major, int *minor) {
   if (!major || !minor)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_nvrtc_version: major and minor must not be NULL");
