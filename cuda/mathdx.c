@@ -172,7 +172,7 @@ enum {
   SDX_OP_SIZE = 0, SDX_OP_TYPE = 1, SDX_OP_PRECISION = 2, SDX_OP_SM = 3, SDX_OP_EXECUTION = 4,
   SDX_OP_BLOCK_DIM = 5, SDX_OP_API = 6, SDX_OP_FUNCTION = 7, SDX_OP_ARRANGEMENT = 8,
   SDX_OP_FILL_MODE = 9, SDX_OP_SIDE = 10, SDX_OP_DIAG = 11, SDX_OP_TRANSPOSE = 12,
-  SDX_TRAIT_SYMBOL = 2, SDX_TRAIT_BLOCK_DIM = 3, SDX_TRAIT_SUGGESTED_BLOCK_DIM = 5,
+  SDX_TRAIT_SYMBOL = 2, SDX_TRAIT_BLOCK_DIM = 3,
   SDX_API_SMEM = 0, SDX_TYPE_REAL = 0, SDX_FN_POTRF = 2, SDX_FN_POTRS = 3, SDX_FN_TRSM = 4,
   SDX_COL_MAJOR = 0, SDX_FILL_UPPER = 0, SDX_FILL_LOWER = 1, SDX_SIDE_LEFT = 0, SDX_SIDE_RIGHT = 1,
   SDX_DIAG_UNIT = 0, SDX_DIAG_NON_UNIT = 1, SDX_NON_TRANSPOSED = 0, SDX_TRANSPOSED = 1
@@ -368,12 +368,9 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
     KD_SET(SDX_OP_TRANSPOSE, d->transpose ? SDX_TRANSPOSED : SDX_NON_TRANSPOSED)
   }
 #undef KD_SET
+  /* No block size given: the library picks one (read back below). */
   long long bd[3] = {d->block_threads, 1, 1};
-  if (!r && !d->block_threads) {
-    call = "cusolverdxGetTraitInt64s(SUGGESTED_BLOCK_DIM)";
-    r = g_mdx.cusolverdxGetTraitInt64s(desc, SDX_TRAIT_SUGGESTED_BLOCK_DIM, 3, bd);
-  }
-  if (!r) {
+  if (!r && d->block_threads) {
     call = "cusolverdxSetOperatorInt64s(BLOCK_DIM)";
     r = g_mdx.cusolverdxSetOperatorInt64s(desc, SDX_OP_BLOCK_DIM, 3, bd);
   }

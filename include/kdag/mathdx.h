@@ -85,7 +85,7 @@ typedef struct kd_dx_solver_desc {
   int transpose;     /* TRSM: 1 solves with A^T */
   int unit_diag;     /* TRSM: 1 assumes a unit diagonal */
   int side_right;    /* TRSM: 1 solves X op(A) = B */
-  uint32_t block_threads; /* threads per block; 0: the library's suggestion */
+  uint32_t block_threads; /* threads per block; 0: the library chooses (block_dim says) */
   int sm;            /* target architecture, e.g. 90 (required) */
 } kd_dx_solver_desc;
 
