@@ -12,11 +12,17 @@ struct kd_binary {
   size_t size;
   char *log;
   char arch[32];
+  int producer_version; /* major * 1000 + minor * 10 of the compiler, 0 unknown */
 };
 
 /* Takes ownership of data and log (malloc'd); NULL on allocation failure,
  * in which case both are freed. */
 kd_binary *kd_binary_wrap(kd_binary_kind kind, void *data, size_t size,
                           char *log, const char *arch);
+
+/* The LTO-IR container's magic number (first four bytes, little-endian). */
+#define KD_LTOIR_MAGIC 0x7F4E43EDu
+/* 1 when data starts with the LTO-IR magic number. */
+int kd_ltoir_has_magic(const void *data, size_t size);
 
 #endif

@@ -15,4 +15,9 @@ void *kd_dynlib_open(const char *env_override, const char *soname,
                      const char *wheel_dir, char *tried, size_t tried_len,
                      char *found, size_t found_len);
 
+/* Loads NVRTC / nvJitLink if not yet loaded; the path in use, "" if neither
+ * could be loaded. */
+const char *kd_nvrtc_path(void);
+const char *kd_nvjitlink_path(void);
+
 #endif

@@ -62,6 +62,11 @@ static kd_status nvrtc_load(const char *op) {
   return KD_OK;
 }
 
+const char *kd_nvrtc_path(void) {
+  pthread_once(&g_nvrtc_once, nvrtc_load_once);
+  return g_nvrtc_status == KD_OK ? g_nvrtc.path : "";
+}
+
 kd_status kd_nvrtc_version(int *major, int *minor) {
   if (!major || !minor)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_nvrtc_version: major and minor must not be NULL");
@@ -84,6 +89,7 @@ kd_binary *kd_binary_wrap(kd_binary_kind kind, void *data, size_t size,
   b->size = size;
   b->log = log ? log : strdup("");
   snprintf(b->arch, sizeof b->arch, "%s", arch ? arch : "");
+  b->producer_version = 0;
   return b;
 }
 
@@ -92,6 +98,7 @@ size_t kd_binary_size(const kd_binary *b) { return b ? b->size : 0; }
 kd_binary_kind kd_binary_kind_of(const kd_binary *b) { return b ? b->kind : KD_BINARY_PTX; }
 const char *kd_binary_log(const kd_binary *b) { return b && b->log ? b->log : ""; }
 const char *kd_binary_arch(const kd_binary *b) { return b ? b->arch : ""; }
+int kd_binary_producer_version(const kd_binary *b) { return b ? b->producer_version : 0; }
 
 void kd_binary_free(kd_binary *b) {
   if (!b) return;
@@ -126,8 +133,17 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %zu options, at most %d", op,
                    n_opts, KD_MAX_OPTIONS);
   if ((o->include_path_count && !o->include_paths) || (o->define_count && !o->defines) ||
-      (o->extra_flag_count && !o->extra_flags))
+      (o->extra_flag_count && !o->extra_flags) ||
+      (o->header_count && (!o->header_names || !o->header_sources)))
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: an option array is NULL but its count is not 0", op);
+  if (o->header_count > KD_MAX_OPTIONS)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %zu in-memory headers, at most %d", op,
+                   o->header_count, KD_MAX_OPTIONS);
+  for (size_t i = 0; i < o->header_count; ++i)
+    if (!option_ok(o->header_names[i]) || !o->header_sources[i])
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->header_%s[%zu] is NULL%s", op,
+                     option_ok(o->header_names[i]) ? "sources" : "names", i,
+                     option_ok(o->header_names[i]) ? "" : " or empty");
   kd_status st = nvrtc_load(op);
   if (st) return st;
 
@@ -168,7 +184,9 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
 
   nvrtcProgram prog = NULL;
   const char *pname = o->program_name ? o->program_name : "kdag.cu";
-  nvrtcResult r = g_nvrtc.nvrtcCreateProgram(&prog, source, pname, 0, NULL, NULL);
+  nvrtcResult r = g_nvrtc.nvrtcCreateProgram(&prog, source, pname, (int)o->header_count,
+                                             (const char *const *)o->header_sources,
+                                             (const char *const *)o->header_names);
   if (r != NVRTC_SUCCESS) {
     st = kd_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? KD_ERR_OUT_OF_MEMORY : KD_ERR_COMPILE_FAILED,
                  "%s: nvrtcCreateProgram failed: %s", op, g_nvrtc.nvrtcGetErrorString(r));
@@ -208,7 +226,13 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
     goto done;
   }
   *out = kd_binary_wrap(kind, data, size, log, o->arch);
-  if (!*out) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the binary", op);
+  if (!*out) {
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the binary", op);
+  } else {
+    int maj = 0, min = 0;
+    g_nvrtc.nvrtcVersion(&maj, &min);
+    (*out)->producer_version = maj * 1000 + min * 10;
+  }
 done:
   for (int i = 0; i < n; ++i) free(opts[i]);
   return st;

@@ -110,10 +110,12 @@ kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *b, kd_module *out) {
     case KD_BINARY_PTX: return kd_raw_load_ptx(raw, b->data, b->size, out);
     case KD_BINARY_CUBIN:
     case KD_BINARY_FATBIN: return kd_raw_load_image(raw, b->data, b->size, out);
-    case KD_BINARY_LTOIR: break;
+    case KD_BINARY_LTOIR:
+    case KD_BINARY_LIBRARY: break;
   }
   return kd_fail(KD_ERR_INVALID_ARGUMENT,
-                 "%s: LTO-IR cannot be loaded directly; link it with nvJitLink first", op);
+                 "%s: %s cannot be loaded directly; link it with kd_nvjitlink_link first", op,
+                 b->kind == KD_BINARY_LTOIR ? "LTO-IR" : "a device-code library");
 }
 
 kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source, const kd_nvrtc_options *options,

@@ -42,6 +42,15 @@ bundle() {
   rm -f "$build"/tests/host_*_test_asan
   find "$build/kernels" -maxdepth 1 -name '*.c' -delete
   find "$build/tests" "$build/bench" "$build/examples" -maxdepth 1 -type f -perm -u+x -exec strip --strip-debug {} +
+  # MathDx (git-ignored, from PyPI) travels trimmed and compressed: the
+  # cuBLASDx, cuSOLVERDx and commonDx headers, CUTLASS, libmathdx and the
+  # wheels' manifests (the cache key hashes them).
+  local mdx=third_party/mathdx
+  if [ -f "$mdx/nvidia/mathdx/include/cublasdx.hpp" ]; then
+    tar -C "$mdx" -cJf "$build/mathdx.tar.xz" --exclude='nvidia/mathdx/include/cufftdx*' \
+      --exclude='nvidia/mathdx/include/curanddx*' --exclude='nvidia/mathdx/include/nvcompdx*' \
+      nvidia nvidia_mathdx-*.dist-info nvidia_libmathdx_cu13-*.dist-info
+  fi
   # The build tree records its absolute path; the run step recreates it.
   echo "$here" > "$build/source-dir"
   du -sh "$build" "$build/carry-lib"
@@ -60,6 +69,10 @@ run() {
   fi
   export LD_LIBRARY_PATH="$here/$build/carry-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export KDAG_REQUIRE_GPU=1
+  if [ -f "$build/mathdx.tar.xz" ]; then
+    export KDAG_MATHDX_DIR=/tmp/kdag-mathdx
+    mkdir -p "$KDAG_MATHDX_DIR" && tar -C "$KDAG_MATHDX_DIR" -xJf "$build/mathdx.tar.xz"
+  fi
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv || true
   local rc=0
   set +e
@@ -70,6 +83,8 @@ run() {
     "$t" --jobs 1 2>&1 | grep -E "Synthesis|FAIL|SKIP|witness|pipeline|submissions" | sed "s|^|$(basename "$t"): |"
   done
   "$build/examples/add"
+  "$build/examples/dx_gemm"
+  "$build/examples/dx_cholesky"
   (cd "$out" && "$here/$build/examples/pipeline")
   if command -v compute-sanitizer >/dev/null; then
     # The deliberate trap tests are left out: memcheck reports the trap.

@@ -3,7 +3,9 @@
 # The CUDA toolkit (nvcc, headers, NVRTC, nvJitLink) is expected at
 # /usr/local/cuda or on PATH; kdag needs no GPU and no driver to build.
 set -euo pipefail
-pkgs=(cmake pkg-config gcc make libck-dev libhwloc-dev libcriterion-dev libjansson-dev)
+pkgs=(cmake pkg-config gcc make libck-dev libhwloc-dev libcriterion-dev libjansson-dev libxxhash-dev)
+# pip installs MathDx (tools/install-mathdx.sh) when no python3 pip exists yet.
+command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || pkgs+=(python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -12,6 +14,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
+# MathDx (cuBLASDx/cuSOLVERDx headers, libmathdx) from PyPI into
+# third_party/mathdx: the host lane compiles and links the Dx kernels.
+"$(dirname "$0")/install-mathdx.sh"
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "note: add /usr/local/cuda/bin to PATH (nvcc builds the embedded kernels)"
 fi

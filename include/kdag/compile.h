@@ -1,10 +1,13 @@
-/* kdag/compile.h — run-time compilation with NVRTC, usable without a GPU.
+/* kdag/compile.h — run-time compilation with NVRTC and linking with
+ * nvJitLink, usable without a GPU.
  *
- * NVRTC runs on the CPU, so these functions need no driver and no session:
- * they are how the host lane produces PTX, CUBIN and LTO-IR. NVRTC is loaded
- * on first use (KDAG_NVRTC_PATH, then the dynamic loader's search path, then
- * the CUDA toolkit kdag was built against, then pip wheels under
- * KDAG_PYTHON_SITE). Thread-safe: NVRTC programs are per call.
+ * NVRTC and nvJitLink run on the CPU, so these functions need no driver and
+ * no session: they are how the host lane produces PTX, CUBIN and LTO-IR, and
+ * links LTO-IR (e.g. a cuBLASDx kernel, or libmathdx output) into one CUBIN.
+ * Each library is loaded on first use (KDAG_NVRTC_PATH / KDAG_NVJITLINK_PATH,
+ * then the dynamic loader's search path, then the CUDA toolkit kdag was built
+ * against, then pip wheels under KDAG_PYTHON_SITE). Thread-safe: NVRTC
+ * programs and nvJitLink handles are per call.
  */
 #ifndef KDAG_COMPILE_H
 #define KDAG_COMPILE_H
@@ -21,7 +24,8 @@ typedef enum kd_binary_kind {
   KD_BINARY_PTX = 0,    /* NUL-terminated text; size counts the NUL */
   KD_BINARY_CUBIN = 1,  /* ELF for one real architecture */
   KD_BINARY_FATBIN = 2, /* several images and/or PTX */
-  KD_BINARY_LTOIR = 3   /* link-time IR, for nvJitLink */
+  KD_BINARY_LTOIR = 3,  /* link-time IR, for nvJitLink */
+  KD_BINARY_LIBRARY = 4 /* host archive (.a) of relocatable device code; link input only */
 } kd_binary_kind;
 
 typedef struct kd_nvrtc_options {
@@ -36,6 +40,13 @@ typedef struct kd_nvrtc_options {
   const char *const *extra_flags;    /* passed verbatim, after the above */
   size_t extra_flag_count;
   const char *program_name;          /* shown in the log; default "kdag.cu" */
+  /* In-memory headers: header_names[i] (as written in #include "...") has
+   * the text header_sources[i]. Both arrays are read during the call only.
+   * Unlike files found through include_paths, their text is part of a
+   * module cache key (kdag/cache.h). */
+  const char *const *header_names;
+  const char *const *header_sources;
+  size_t header_count;
   int emit_ptx;                      /* 1: PTX even for an sm_XX arch */
   int lto;                           /* 1: -dlto, output is LTO-IR */
   int relocatable;                   /* 1: -rdc=true */
@@ -61,6 +72,66 @@ const char *kd_binary_log(const kd_binary *binary); /* compiler warnings; "" if 
 /* The arch the binary was built for, e.g. "sm_90" or "compute_90". */
 const char *kd_binary_arch(const kd_binary *binary);
 void kd_binary_free(kd_binary *binary); /* NULL is ignored */
+
+/* Wraps a copy of size bytes of data as a binary of the given kind (e.g. a
+ * fatbin or LTO-IR file read by the caller, or libmathdx output). arch may be
+ * NULL (""). producer_version is the CUDA version of the compiler that made
+ * LTO-IR, as major * 1000 + minor * 10 (13000 = 13.0), 0 if unknown; an
+ * LTO-IR input newer than nvJitLink is refused before linking. Errors:
+ * KD_ERR_INVALID_ARGUMENT (NULL or empty data, unknown kind, LTO-IR without
+ * the LTO-IR magic number), KD_ERR_OUT_OF_MEMORY. *out is owned. */
+kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t size,
+                                const char *arch, int producer_version, kd_binary **out);
+
+/* Version of the compiler that produced the binary (major * 1000 + minor *
+ * 10; NVRTC's for kd_nvrtc_compile output), 0 if unknown. */
+int kd_binary_producer_version(const kd_binary *binary);
+
+/* Reads the initial value of an extern "C" __device__ or __constant__
+ * variable from a CUBIN (e.g. launch parameters a device library computes
+ * at compile time: block dimensions, shared memory bytes), without a GPU.
+ * Exactly size bytes are copied into dst. Errors: KD_ERR_INVALID_ARGUMENT
+ * (not a CUBIN, NULL dst, size differs from the variable's), KD_ERR_NOT_FOUND
+ * (no such symbol, or it has no initial data in the image). */
+kd_status kd_binary_read_global(const kd_binary *cubin, const char *name, void *dst,
+                                size_t size);
+
+/* ---- nvJitLink ----------------------------------------------------------- */
+
+/* One link input. data is borrowed for the duration of kd_nvjitlink_link.
+ * kind PTX, CUBIN, FATBIN, LTOIR or LIBRARY; name is shown in the log (may
+ * be NULL). producer_version as for kd_binary_from_memory (0 unknown). */
+typedef struct kd_link_input {
+  kd_binary_kind kind;
+  const void *data;
+  size_t size;
+  const char *name;
+  int producer_version;
+} kd_link_input;
+
+/* A link input borrowing a binary (valid while the binary lives). */
+kd_link_input kd_link_input_of(const kd_binary *binary, const char *name);
+
+typedef struct kd_link_options {
+  const char *arch;               /* "sm_90": required, a real architecture */
+  int lto;                        /* 1: -lto (needed when any input is LTO-IR;
+                                     kdag sets it itself when one is) */
+  const char *const *extra_flags; /* passed verbatim (e.g. "-O3", "-maxrregcount=64") */
+  size_t extra_flag_count;
+} kd_link_options;
+
+/* Links the inputs into one CUBIN for options->arch. Before calling
+ * nvJitLink, every LTO-IR input with a known producer version newer than
+ * nvJitLink's own is refused with KD_ERR_LTO_VERSION naming both versions
+ * (nvJitLink cannot read newer IR); a mismatch nvJitLink itself reports is
+ * mapped to the same code. Errors: KD_ERR_INVALID_ARGUMENT (no inputs, a
+ * NULL or empty input, bad kind, no arch, an arch that is not sm_XX),
+ * KD_ERR_LIBRARY_MISSING, KD_ERR_LINK_FAILED (the message holds nvJitLink's
+ * whole error log and names the input where nvJitLink did),
+ * KD_ERR_LTO_VERSION, KD_ERR_OUT_OF_MEMORY. *out (a CUBIN, its log holding
+ * nvJitLink's info log) is owned; NULL on failure. */
+kd_status kd_nvjitlink_link(const kd_link_input *inputs, size_t input_count,
+                            const kd_link_options *options, kd_binary **out);
 
 /* NVRTC's version. Errors: KD_ERR_LIBRARY_MISSING. */
 kd_status kd_nvrtc_version(int *major, int *minor);

@@ -7,6 +7,8 @@
 #include "kdag/session.h"
 #include "kdag/tensor.h"
 #include "kdag/compile.h"
+#include "kdag/cache.h"
+#include "kdag/mathdx.h"
 #include "kdag/raw.h"
 #include "kdag/graph.h"
 

@@ -1,0 +1,129 @@
+/* kdag/cache.h — building CUBINs from source and link inputs (NVRTC -dlto,
+ * then nvJitLink), through a content-addressed cache in memory and on disk.
+ *
+ * A recipe names everything that goes into a module: the source, every
+ * NVRTC option, in-memory headers, the link inputs (LTO-IR, fatbin, CUBIN,
+ * device libraries, e.g. libmathdx output) and link flags, plus key tags for
+ * what kdag cannot read itself: header trees found through include_paths.
+ * For large library trees (MathDx, CUTLASS) pass the package version and a
+ * manifest hash computed once (kd_mathdx_info.key_tag in kdag/mathdx.h), not
+ * a hash of every header. The key (XXH3-128) covers all of that plus the
+ * NVRTC and nvJitLink versions and the cache format version, so a changed
+ * input never finds a stale module.
+ *
+ * On disk, each entry is <dir>/<32 hex digits of the key>.cubin: a 64-byte
+ * header (magic "KDAGCUB", format version, payload size, XXH3-64 checksum of
+ * the payload, the key) and the CUBIN. Entries are written to a temporary
+ * file in the same folder and renamed into place, so a reader sees a whole
+ * entry or none. An entry that is truncated, corrupt, of another format
+ * version or another key is never loaded: it is rebuilt and overwritten
+ * (kd_module_cache_stats.corrupt_rebuilt counts them).
+ *
+ * The folder: the dir argument of kd_module_cache_open, else $KDAG_CACHE_DIR,
+ * else $XDG_CACHE_HOME/kdag, else $HOME/.cache/kdag. The empty string "" (as
+ * dir or KDAG_CACHE_DIR) keeps the cache in memory only.
+ *
+ * Threads: a kd_module_cache may be used from any number of threads at once
+ * (one internal lock; compiling and linking happen outside it, so two
+ * threads asking for one missing module may both build it, and the second
+ * result is dropped). Several processes may share one folder.
+ */
+#ifndef KDAG_CACHE_H
+#define KDAG_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kdag/compile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kd_build_recipe {
+  /* CUDA C++ source (NUL-terminated), compiled by NVRTC with -dlto into
+   * LTO-IR and linked with the inputs. NULL: link the inputs only. */
+  const char *source;
+  /* NVRTC options; nvrtc.arch ("sm_XX") is required and is also the link
+   * architecture. lto is forced to 1 and emit_ptx to 0. */
+  kd_nvrtc_options nvrtc;
+  const kd_link_input *inputs; /* extra link inputs; borrowed during the call */
+  size_t input_count;
+  const char *const *link_flags; /* nvJitLink flags passed verbatim, e.g. "-O3" */
+  size_t link_flag_count;
+  /* Strings that stand for inputs kdag does not hash itself (header trees
+   * behind include_paths: "mathdx-25.6.0+<manifest hash>", your own
+   * "myheaders-v3"). Change one and the key changes. */
+  const char *const *key_tags;
+  size_t key_tag_count;
+} kd_build_recipe;
+
+/* A module key: XXH3-128 as 32 lowercase hex digits and a NUL. */
+typedef struct kd_module_key {
+  char hex[33];
+} kd_module_key;
+
+/* Computes the recipe's key (loads NVRTC and nvJitLink for their versions;
+ * hashes every byte of source, headers and link inputs). Errors:
+ * KD_ERR_INVALID_ARGUMENT (NULL recipe or out, no arch, no source and no
+ * inputs, an array NULL with a count), KD_ERR_LIBRARY_MISSING. */
+kd_status kd_build_key(const kd_build_recipe *recipe, kd_module_key *out);
+
+typedef struct kd_module_cache kd_module_cache;
+
+/* Opens (creating the folder, mode 0700, if needed) a cache. dir may be NULL
+ * (see the top for the search order) or "" (memory only); it is copied.
+ * Errors: KD_ERR_INVALID_ARGUMENT (out NULL; the folder cannot be created or
+ * is not a writable directory: the message names it), KD_ERR_OUT_OF_MEMORY.
+ * *out is owned: kd_module_cache_close. */
+kd_status kd_module_cache_open(const char *dir, kd_module_cache **out);
+
+/* Frees the cache and its in-memory entries; disk entries stay. The caller
+ * must make sure no other thread is using it. NULL is ignored. */
+void kd_module_cache_close(kd_module_cache *cache);
+
+/* The folder in use ("" when memory only). Borrowed; lives as the cache. */
+const char *kd_module_cache_dir(const kd_module_cache *cache);
+
+typedef enum kd_build_origin {
+  KD_BUILD_COMPILED = 0, /* compiled and linked now (and stored) */
+  KD_BUILD_MEMORY = 1,   /* found in the in-memory cache */
+  KD_BUILD_DISK = 2      /* read from a valid disk entry */
+} kd_build_origin;
+
+typedef struct kd_build_report {
+  kd_build_origin origin;
+  kd_module_key key;
+  double key_ms;     /* hashing the recipe */
+  double compile_ms; /* NVRTC (0 unless compiled) */
+  double link_ms;    /* nvJitLink (0 unless compiled) */
+  double total_ms;   /* the whole call */
+  int disk_entry_rejected; /* 1: a disk entry existed but was corrupt, truncated or stale */
+  int disk_write_failed;   /* 1: the module was built but could not be stored on disk */
+} kd_build_report;
+
+/* Returns the linked CUBIN for the recipe: from memory, from disk, or built
+ * (NVRTC -dlto, then nvJitLink with the inputs) and stored in both. cache
+ * may be NULL (always build). report may be NULL. A failure to write the
+ * disk entry is not an error (report->disk_write_failed says so). Errors:
+ * those of kd_build_key, KD_ERR_COMPILE_FAILED (NVRTC's log),
+ * KD_ERR_LINK_FAILED (nvJitLink's log), KD_ERR_LTO_VERSION,
+ * KD_ERR_OUT_OF_MEMORY. *out is owned (kd_binary_free), a copy the caller
+ * may keep after the cache is closed; NULL on failure. */
+kd_status kd_build_cubin(kd_module_cache *cache, const kd_build_recipe *recipe,
+                         kd_binary **out, kd_build_report *report);
+
+typedef struct kd_module_cache_stats {
+  uint64_t memory_hits, disk_hits, builds;
+  uint64_t corrupt_rebuilt; /* disk entries refused (bad magic, version, size, checksum, key) */
+  uint64_t disk_write_failures;
+  uint64_t entries;         /* in memory */
+} kd_module_cache_stats;
+
+/* Errors: KD_ERR_INVALID_ARGUMENT. */
+kd_status kd_module_cache_stats_get(kd_module_cache *cache, kd_module_cache_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KDAG_CACHE_H */

@@ -1,0 +1,330 @@
+/* Host lane: nvJitLink linking and its errors, the module cache (keys,
+ * corrupt entries), and MathDx kernels compiled and linked to sm_90 CUBINs
+ * on the CPU (skipped with a reason when MathDx is not installed). */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "examples/dx_kernels.h"
+#include "kdag_test.h"
+
+static const char tiny_src[] =
+    "extern \"C\" __device__ const unsigned tiny_launch[4] = {64, 2, 1, 512};\n"
+    "extern \"C\" __global__ void tiny(int *x) { x[threadIdx.x] = TINY_VALUE; }\n";
+
+static kd_build_recipe tiny_recipe(const char **defs) {
+  kd_build_recipe r;
+  memset(&r, 0, sizeof r);
+  r.source = tiny_src;
+  r.nvrtc.arch = "sm_90";
+  defs[0] = "TINY_VALUE=7";
+  r.nvrtc.defines = defs;
+  r.nvrtc.define_count = 1;
+  return r;
+}
+
+static char *temp_dir(void) {
+  char *d = strdup("/tmp/kdag-cache-test-XXXXXX");
+  cr_assert_not_null(mkdtemp(d));
+  return d;
+}
+
+static void remove_dir(char *d) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+  cr_assert_eq(system(cmd), 0);
+  free(d);
+}
+
+Test(host_dx, link_lto_and_read_launch_globals) {
+  const char *defs[1];
+  kd_build_recipe r = tiny_recipe(defs);
+  kd_binary *cubin = NULL;
+  kd_build_report rep;
+  KDT_OK(kd_build_cubin(NULL, &r, &cubin, &rep));
+  cr_assert_eq(rep.origin, KD_BUILD_COMPILED);
+  cr_assert_eq(kd_binary_kind_of(cubin), KD_BINARY_CUBIN);
+  cr_assert_str_eq(kd_binary_arch(cubin), "sm_90");
+  unsigned v[4] = {0};
+  KDT_OK(kd_binary_read_global(cubin, "tiny_launch", v, sizeof v));
+  cr_assert(v[0] == 64 && v[1] == 2 && v[2] == 1 && v[3] == 512, "%u %u %u %u", v[0], v[1], v[2], v[3]);
+  KDT_FAILS(kd_binary_read_global(cubin, "nope", v, sizeof v), KD_ERR_NOT_FOUND, "no symbol nope");
+  KDT_FAILS(kd_binary_read_global(cubin, "tiny_launch", v, 8), KD_ERR_INVALID_ARGUMENT, "is 16 bytes");
+  kd_binary_free(cubin);
+}
+
+Test(host_dx, link_errors_carry_the_linker_log) {
+  const char *src = "extern \"C\" __device__ float kd_missing_fn(float);\n"
+                    "extern \"C\" __global__ void k(float *x) { x[0] = kd_missing_fn(x[1]); }\n";
+  kd_nvrtc_options o = {.arch = "sm_90", .lto = 1, .relocatable = 1};
+  kd_binary *lto = NULL, *cubin = (kd_binary *)0x1;
+  KDT_OK(kd_nvrtc_compile(src, &o, &lto));
+  cr_assert_eq(kd_binary_kind_of(lto), KD_BINARY_LTOIR);
+  cr_assert_geq(kd_binary_producer_version(lto), 13000);
+  kd_link_input in = kd_link_input_of(lto, "missing.ltoir");
+  kd_link_options lo = {.arch = "sm_90"};
+  KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &cubin), KD_ERR_LINK_FAILED, "kd_missing_fn");
+  cr_assert_null(cubin);
+  cr_assert(strstr(kd_last_error(), "nvJitLinkComplete"), "%s", kd_last_error());
+  /* Bad arguments are refused before nvJitLink sees them. */
+  lo.arch = "compute_90";
+  KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &cubin), KD_ERR_INVALID_ARGUMENT, "real architecture");
+  lo.arch = "sm_90";
+  KDT_FAILS(kd_nvjitlink_link(&in, 0, &lo, &cubin), KD_ERR_INVALID_ARGUMENT, "no inputs");
+  kd_link_input junk = {.kind = KD_BINARY_LTOIR, .data = "abcdefgh", .size = 8, .name = "junk"};
+  KDT_FAILS(kd_nvjitlink_link(&junk, 1, &lo, &cubin), KD_ERR_INVALID_ARGUMENT, "magic");
+  /* LTO-IR from a newer compiler than this nvJitLink: a clear error. */
+  in.producer_version = 99000;
+  KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &cubin), KD_ERR_LTO_VERSION, "CUDA 99.0, newer than this nvJitLink");
+  kd_binary_free(lto);
+}
+
+Test(host_dx, compile_errors_through_the_cache_carry_the_log) {
+  kd_build_recipe r;
+  memset(&r, 0, sizeof r);
+  r.source = "extern \"C\" __global__ void k(float *x) { x[0] = not_declared; }\n";
+  r.nvrtc.arch = "sm_90";
+  r.nvrtc.program_name = "broken_dx.cu";
+  kd_binary *b = (kd_binary *)0x1;
+  KDT_FAILS(kd_build_cubin(NULL, &r, &b, NULL), KD_ERR_COMPILE_FAILED, "not_declared");
+  cr_assert_null(b);
+  cr_assert(strstr(kd_last_error(), "broken_dx.cu") && strstr(kd_last_error(), "kd_build_cubin"), "%s",
+            kd_last_error());
+  r.nvrtc.arch = "compute_90";
+  KDT_FAILS(kd_build_cubin(NULL, &r, &b, NULL), KD_ERR_INVALID_ARGUMENT, "real architecture");
+}
+
+Test(host_dx, key_changes_when_any_input_changes) {
+  const char *defs[1];
+  kd_build_recipe base = tiny_recipe(defs);
+  kd_module_key keys[16], k2;
+  int n = 0;
+  KDT_OK(kd_build_key(&base, &keys[n++]));
+  KDT_OK(kd_build_key(&base, &k2));
+  cr_assert_str_eq(keys[0].hex, k2.hex, "the key is deterministic");
+  cr_assert_eq(strlen(keys[0].hex), 32);
+
+  kd_build_recipe r = base;
+  r.source = "extern \"C\" __global__ void tiny(int *x) { x[0] = TINY_VALUE + 1; }\n";
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  const char *defs2[] = {"TINY_VALUE=8"};
+  r = base, r.nvrtc.defines = defs2;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  const char *inc[] = {"/opt/headers-v2"};
+  r = base, r.nvrtc.include_paths = inc, r.nvrtc.include_path_count = 1;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  r = base, r.nvrtc.std = "c++20";
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  r = base, r.nvrtc.arch = "sm_80";
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  const char *flags[] = {"-use_fast_math"};
+  r = base, r.nvrtc.extra_flags = flags, r.nvrtc.extra_flag_count = 1;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  const char *hn[] = {"mine.h"}, *hs[] = {"#define A 1\n"}, *hs2[] = {"#define A 2\n"};
+  r = base, r.nvrtc.header_names = hn, r.nvrtc.header_sources = hs, r.nvrtc.header_count = 1;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  r.nvrtc.header_sources = hs2;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  r = base, r.nvrtc.relocatable = 1;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  const char *tags[] = {"mathdx-25.6.0+0123"}, *tags2[] = {"mathdx-25.6.0+0124"};
+  r = base, r.key_tags = tags, r.key_tag_count = 1;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  r.key_tags = tags2;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  unsigned char bytes[64];
+  memset(bytes, 1, sizeof bytes);
+  kd_link_input in = {.kind = KD_BINARY_FATBIN, .data = bytes, .size = sizeof bytes};
+  r = base, r.inputs = &in, r.input_count = 1;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  bytes[63] = 2; /* one byte of one link input */
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  const char *lflags[] = {"-O3"};
+  r = base, r.link_flags = lflags, r.link_flag_count = 1;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j)
+      cr_assert_str_neq(keys[i].hex, keys[j].hex, "recipes %d and %d share a key", i, j);
+
+  r = base, r.inputs = NULL, r.input_count = 2;
+  KDT_FAILS(kd_build_key(&r, &k2), KD_ERR_INVALID_ARGUMENT, "inputs is NULL");
+  r = base, r.source = NULL;
+  KDT_FAILS(kd_build_key(&r, &k2), KD_ERR_INVALID_ARGUMENT, "no source and no link inputs");
+}
+
+static void entry_path(const char *dir, const kd_module_key *k, char *path, size_t n) {
+  snprintf(path, n, "%s/%s.cubin", dir, k->hex);
+}
+
+static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_module_cache_stats *stats) {
+  kd_module_cache *c;
+  KDT_OK(kd_module_cache_open(dir, &c));
+  kd_binary *b = NULL;
+  kd_build_report rep;
+  KDT_OK(kd_build_cubin(c, r, &b, &rep));
+  unsigned v[4];
+  KDT_OK(kd_binary_read_global(b, "tiny_launch", v, sizeof v)); /* whatever the origin, a whole CUBIN */
+  cr_assert_eq(v[3], 512);
+  kd_binary_free(b);
+  if (stats) KDT_OK(kd_module_cache_stats_get(c, stats));
+  kd_module_cache_close(c);
+  return rep;
+}
+
+Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
+  char *dir = temp_dir();
+  const char *defs[1];
+  kd_build_recipe r = tiny_recipe(defs);
+  kd_module_cache_stats stats;
+  kd_build_report rep = build_in(dir, &r, &stats);
+  cr_assert_eq(rep.origin, KD_BUILD_COMPILED);
+  cr_assert_eq(stats.builds, 1);
+  cr_assert_eq(rep.disk_write_failed, 0);
+
+  /* Same cache object: memory; a fresh one (a new process): disk. */
+  {
+    kd_module_cache *c;
+    KDT_OK(kd_module_cache_open(dir, &c));
+    kd_binary *b1, *b2;
+    kd_build_report r1, r2;
+    KDT_OK(kd_build_cubin(c, &r, &b1, &r1));
+    KDT_OK(kd_build_cubin(c, &r, &b2, &r2));
+    cr_assert_eq(r1.origin, KD_BUILD_DISK);
+    cr_assert_eq(r2.origin, KD_BUILD_MEMORY);
+    cr_assert_eq(kd_binary_size(b1), kd_binary_size(b2));
+    cr_assert_eq(memcmp(kd_binary_data(b1), kd_binary_data(b2), kd_binary_size(b1)), 0);
+    kd_binary_free(b1);
+    kd_binary_free(b2);
+    kd_module_cache_close(c);
+  }
+  char path[512];
+  entry_path(dir, &rep.key, path, sizeof path);
+  struct stat sb;
+  cr_assert_eq(stat(path, &sb), 0, "entry %s missing", path);
+
+  /* Truncated: header intact, payload cut. */
+  cr_assert_eq(truncate(path, sb.st_size - 100), 0);
+  rep = build_in(dir, &r, &stats);
+  cr_assert_eq(rep.origin, KD_BUILD_COMPILED, "a truncated entry must not load");
+  cr_assert_eq(rep.disk_entry_rejected, 1);
+  cr_assert_eq(stats.corrupt_rebuilt, 1);
+  rep = build_in(dir, &r, NULL);
+  cr_assert_eq(rep.origin, KD_BUILD_DISK, "the rebuild replaced the entry");
+
+  /* One flipped payload byte: the checksum catches it. */
+  int fd = open(path, O_RDWR);
+  cr_assert_geq(fd, 0);
+  unsigned char byte;
+  cr_assert_eq(pread(fd, &byte, 1, 64 + 200), 1);
+  byte ^= 0x40;
+  cr_assert_eq(pwrite(fd, &byte, 1, 64 + 200), 1);
+  close(fd);
+  rep = build_in(dir, &r, NULL);
+  cr_assert_eq(rep.origin, KD_BUILD_COMPILED);
+  cr_assert_eq(rep.disk_entry_rejected, 1);
+
+  /* A header of another format version, and a file that is all garbage. */
+  fd = open(path, O_RDWR);
+  unsigned char ver = 99;
+  cr_assert_eq(pwrite(fd, &ver, 1, 8), 1);
+  close(fd);
+  cr_assert_eq(build_in(dir, &r, NULL).origin, KD_BUILD_COMPILED);
+  FILE *f = fopen(path, "wb");
+  fputs("not a cache entry", f);
+  fclose(f);
+  cr_assert_eq(build_in(dir, &r, NULL).origin, KD_BUILD_COMPILED);
+  cr_assert_eq(build_in(dir, &r, NULL).origin, KD_BUILD_DISK);
+
+  /* No temporary files are left behind. */
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -q tmp", dir);
+  cr_assert_neq(system(cmd), 0, "a temporary file was left in %s", dir);
+  remove_dir(dir);
+}
+
+Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
+  kd_module_cache *c;
+  char *dir = temp_dir();
+  char sub[512];
+  snprintf(sub, sizeof sub, "%s/a/b", dir);
+  setenv("KDAG_CACHE_DIR", sub, 1);
+  KDT_OK(kd_module_cache_open(NULL, &c));
+  cr_assert_str_eq(kd_module_cache_dir(c), sub);
+  kd_module_cache_close(c);
+  KDT_OK(kd_module_cache_open("", &c));
+  cr_assert_str_eq(kd_module_cache_dir(c), "");
+  kd_module_cache_close(c);
+  char file[512];
+  snprintf(file, sizeof file, "%s/file", dir);
+  FILE *f = fopen(file, "w");
+  fclose(f);
+  KDT_FAILS(kd_module_cache_open(file, &c), KD_ERR_INVALID_ARGUMENT, file);
+  unsetenv("KDAG_CACHE_DIR");
+  remove_dir(dir);
+}
+
+/* The cache the MathDx tests share with the examples (ctest sets
+ * KDAG_CACHE_DIR to a folder in the build tree), so the ASan run and later
+ * runs reuse what the first one built. */
+static kd_mathdx_info *mathdx_or_skip(void) {
+  static kd_mathdx_info info;
+  kd_status st = kd_mathdx_find(&info);
+  if (st == KD_ERR_LIBRARY_MISSING) cr_skip_test("MathDx not installed (tools/install-mathdx.sh): %s", kd_last_error());
+  KDT_OK(st);
+  return &info;
+}
+
+Test(host_dx, cublasdx_gemm_compiles_and_links_to_an_sm90_cubin) {
+  kd_mathdx_info *mdx = mathdx_or_skip();
+  kd_module_cache *c;
+  KDT_OK(kd_module_cache_open(NULL, &c));
+  for (int i = 0; i < 2; ++i) {
+    kd_dtype t = i ? KD_F64 : KD_F32;
+    kd_binary *cubin = NULL;
+    kd_build_report rep;
+    KDT_OK(dx_build_gemm(c, mdx, t, 90, &cubin, &rep));
+    cr_log_info("cuBLASDx GEMM %s: %s, NVRTC %.0f ms, nvJitLink %.0f ms, total %.1f ms, %zu bytes", i ? "f64" : "f32",
+                rep.origin == KD_BUILD_COMPILED ? "compiled" : rep.origin == KD_BUILD_DISK ? "disk" : "memory",
+                rep.compile_ms, rep.link_ms, rep.total_ms, kd_binary_size(cubin));
+    fprintf(stderr, "cuBLASDx GEMM %s: origin %d, NVRTC %.0f ms, nvJitLink %.0f ms, total %.1f ms\n",
+            i ? "f64" : "f32", (int)rep.origin, rep.compile_ms, rep.link_ms, rep.total_ms);
+    cr_assert_eq(kd_binary_kind_of(cubin), KD_BINARY_CUBIN);
+    kd_launch_config cfg = {{0}, {0}, 0};
+    KDT_OK(dx_launch_config(cubin, "dx_gemm_launch", 10000, &cfg));
+    cr_assert_eq(cfg.block[0], 256);
+    cr_assert_eq(cfg.block[1] * cfg.block[2], 1);
+    size_t es = i ? 8 : 4;
+    cr_assert_geq(cfg.shared_bytes, 3 * 32 * 32 * es, "shared %u", cfg.shared_bytes);
+    cr_assert_lt(cfg.shared_bytes, 3 * 32 * 32 * es + 1024);
+    kd_binary_free(cubin);
+  }
+  kd_module_cache_close(c);
+}
+
+Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
+  kd_mathdx_info *mdx = mathdx_or_skip();
+  if (!*mdx->libmathdx_path) cr_skip_test("libmathdx not installed (tools/install-mathdx.sh)");
+  kd_module_cache *c;
+  KDT_OK(kd_module_cache_open(NULL, &c));
+  kd_binary *cubin = NULL;
+  kd_build_report rep;
+  KDT_OK(dx_build_cholesky(c, 90, &cubin, &rep));
+  fprintf(stderr, "cuSOLVERDx Cholesky: origin %d, NVRTC %.0f ms, nvJitLink %.0f ms, total %.1f ms\n",
+          (int)rep.origin, rep.compile_ms, rep.link_ms, rep.total_ms);
+  kd_launch_config cfg = {{0}, {0}, 0};
+  KDT_OK(dx_launch_config(cubin, "dx_potrf_launch", 100, &cfg));
+  cr_assert_gt(cfg.block[0], 0);
+  cr_assert_eq(cfg.shared_bytes, 32 * 32 * 8);
+  KDT_OK(dx_launch_config(cubin, "dx_potrs_launch", 100, &cfg));
+  cr_assert_eq(cfg.shared_bytes, (32 * 32 + 32) * 8);
+  kd_binary_free(cubin);
+  /* libmathdx refuses what cuSOLVERDx cannot do, with its message. */
+  kd_dx_solver s;
+  kd_dx_solver_desc d = {.function = KD_DX_POTRF, .dtype = KD_I32, .m = 32, .sm = 90};
+  KDT_FAILS(kd_dx_solver_create(c, &d, &s), KD_ERR_INVALID_ARGUMENT, "KD_F32 or KD_F64");
+  d.dtype = KD_F64;
+  d.sm = 0;
+  KDT_FAILS(kd_dx_solver_create(c, &d, &s), KD_ERR_INVALID_ARGUMENT, "desc->sm");
+  kd_module_cache_close(c);
+}
