@@ -49,7 +49,7 @@ bundle() {
   if [ -f "$mdx/nvidia/mathdx/include/cublasdx.hpp" ]; then
     tar -C "$mdx" -cJf "$build/mathdx.tar.xz" --exclude='nvidia/mathdx/include/cufftdx*' \
       --exclude='nvidia/mathdx/include/curanddx*' --exclude='nvidia/mathdx/include/nvcompdx*' \
-      nvidia nvidia_mathdx-*.dist-info nvidia_libmathdx_cu13-*.dist-info
+      nvidia $(cd "$mdx" && ls -d nvidia_mathdx-*.dist-info nvidia_libmathdx_cu13-*.dist-info)
   fi
   # The build tree records its absolute path; the run step recreates it.
   echo "$here" > "$build/source-dir"
