@@ -45,7 +45,6 @@ kd_status kd_graph_create(kd_session *s, kd_graph **out) {
 }
 
 static void free_node(kd_session *s, kd_gnode *n) {
-  free(n->name);
   for (uint32_t i = 0; i < n->arg_count; ++i)
     if (n->args[i].access < 0 && n->args[i].value.kind == KD_ARG_BYTES) free((void *)n->args[i].value.v.bytes.data);
   free(n->args);
@@ -71,7 +70,7 @@ void kd_graph_destroy(kd_graph *g) {
   free(g->bindings);
   free(g->pred_mark);
   free(g->found);
-  kd_view_store_free(&g->views);
+  kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
   ck_ht_destroy(&g->binding_index);
   pthread_mutex_unlock(&s->lock);
@@ -244,13 +243,27 @@ static void infer(kd_graph *g, uint32_t node, uint32_t a, kd_access mode, kd_foo
   kd_ivset_insert((mode & KD_OUT) ? &b->writes : &b->reads, a, node, (uint8_t)mode, fp);
 }
 
+/* A view's numbers in the arena: offset, shape[rank], strides[rank]. */
+static size_t view_bytes(int rank) { return kd_arena_size(sizeof(int64_t) * (1 + 2 * (size_t)rank)); }
+
+static const int64_t *store_view(kd_graph *g, const kd_view *v) {
+  int64_t *d = kd_arena_take(&g->arena, view_bytes(v->rank));
+  d[0] = v->offset;
+  for (int i = 0; i < v->rank; ++i) {
+    d[1 + i] = v->shape[i];
+    d[1 + v->rank + i] = v->strides[i];
+  }
+  return d;
+}
+
 /* Adds the node: everything that can fail for want of memory is reserved
  * first, so a rejected node leaves the graph as it was. */
 static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   kd_graph *g = c->g;
   /* Worst cases: an edge per active entry; a query returns at most the
    * active entries plus this node's own; a view's numbers per access. */
-  uint32_t new_bindings = 0, extra_edges = 0, most_active = 0, numbers = 0;
+  uint32_t new_bindings = 0, extra_edges = 0, most_active = 0;
+  size_t name_len = strlen(c->name), arena = kd_arena_size(name_len + 1);
   for (uint32_t i = 0; i < c->count; ++i) {
     const pending *p = &c->acc[i];
     const kd_binding *b = p->binding >= 0 ? &g->bindings[p->binding] : NULL;
@@ -258,7 +271,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     uint32_t active = b ? b->reads.count + b->writes.count : 0;
     extra_edges += active;
     if (active > most_active) most_active = active;
-    if (!p->whole || !b || !b->whole) numbers += kd_view_numbers(p->view.rank);
+    if (!p->whole || !b || !b->whole) arena += view_bytes(p->view.rank);
   }
   const char *oom = "kdag graph: no memory to add a node";
   if (!KD_RESERVE(g->nodes, g->node_cap, g->node_count + 1) ||
@@ -266,7 +279,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
       !KD_RESERVE(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
       !KD_RESERVE(g->edges, g->edge_cap, g->edge_count + extra_edges) ||
       !KD_RESERVE(g->pred_mark, g->pred_cap, g->node_count + 1) ||
-      !KD_RESERVE(g->found, g->found_cap, most_active + c->count) || !kd_view_store_reserve(&g->views, numbers)) {
+      !KD_RESERVE(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
     ctx_free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
@@ -319,6 +332,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   /* From here nothing fails. */
   for (uint32_t j = first_new; j < g->binding_count; ++j) kd_tensor_ref(g->bindings[j].obj);
   uint32_t node = g->node_count++;
+  proto->name = memcpy(kd_arena_take(&g->arena, name_len + 1), c->name, name_len + 1);
   proto->first_access = g->access_count;
   proto->access_count = c->count;
   g->nodes[node] = *proto;
@@ -328,8 +342,8 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     uint32_t a = g->access_count++;
     kd_gaccess *acc = &g->accesses[a];
     *acc = (kd_gaccess){.node = node, .binding = bind[i], .mode = p->mode, .rank = p->view.rank};
-    if (p->whole && !b->whole) b->whole = kd_view_store_put(&g->views, &p->view);
-    acc->dims = p->whole ? b->whole : kd_view_store_put(&g->views, &p->view);
+    if (p->whole && !b->whole) b->whole = store_view(g, &p->view);
+    acc->dims = p->whole ? b->whole : store_view(g, &p->view);
     infer(g, node, a, p->mode, &p->fp, bind[i]);
     if (p->mode & KD_OUT) b->written = 1;
   }
@@ -368,15 +382,8 @@ static kd_status node_begin(kd_graph *g, const char *op, const char *name, node_
 }
 
 static kd_status node_end(node_ctx *c, kd_status st, kd_gnode *proto, kd_node *out) {
-  if (!st) {
-    proto->name = strdup(c->name);
-    if (!proto->name) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the node's name", c->op);
-  }
   if (!st) st = ctx_commit(c, proto, out);
-  if (st) {
-    ctx_free(c);
-    free(proto->name);
-  }
+  if (st) ctx_free(c);
   kd_session_leave(c->g->session);
   return st;
 }
@@ -695,10 +702,7 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
   }
   kd_gnode copy = proto;
   st = node_end(&c, st, &proto, out);
-  if (st) {
-    copy.name = NULL;
-    free_node(s, &copy);
-  }
+  if (st) free_node(s, &copy);
   return st;
 }
 

@@ -8,7 +8,7 @@
 #include "engine/session_impl.h"
 #include "graph/footprint.h"
 #include "graph/interval.h"
-#include "graph/view_store.h"
+#include "graph/arena.h"
 #include "kdag/graph.h"
 
 typedef enum kd_node_kind {
@@ -37,7 +37,7 @@ typedef struct kd_gaccess {
   uint32_t node, binding;
   kd_access mode;
   int rank;                /* the resolved view's (in bounds) */
-  const int64_t *dims;     /* offset, shape[rank], strides[rank] (elements), in the graph's view store */
+  const int64_t *dims;     /* offset, shape[rank], strides[rank] (elements), in the graph's arena */
 } kd_gaccess;
 
 static inline int64_t kd_access_offset(const kd_gaccess *a) { return a->dims[0]; }
@@ -73,7 +73,7 @@ typedef struct kd_foreign_res {
 
 typedef struct kd_gnode {
   kd_node_kind kind;
-  char *name;
+  char *name;              /* in the graph's arena */
   uint32_t first_access, access_count;
   /* kernel */
   kd_module_obj *module;   /* the graph holds a reference */
@@ -126,7 +126,7 @@ struct kd_graph {
   ck_ht_t binding_index;   /* kd_tensor_obj * -> binding index + 1 */
   kd_ival **found;         /* scratch for one access's interval queries */
   uint32_t found_cap;
-  kd_view_store views;
+  kd_arena arena;          /* node names, access views */
   uint32_t *pred_mark;     /* pred_mark[p] == n + 1: edge p -> n exists */
   uint32_t pred_cap;
   kd_sink **sinks;
