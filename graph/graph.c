@@ -8,11 +8,6 @@
 
 #define KD_NODE_MAX_ACCESSES 64
 
-static void *ht_malloc(size_t n) { return malloc(n); }
-static void ht_free(void *p, size_t n, bool defer) { (void)n, (void)defer; free(p); }
-static void *ht_realloc(void *p, size_t o, size_t n, bool defer) { (void)o, (void)defer; return realloc(p, n); }
-static struct ck_malloc g_alloc = {.malloc = ht_malloc, .realloc = ht_realloc, .free = ht_free};
-
 /* Grows *arr to hold need elements of size sz. */
 static int reserve(void **arr, uint32_t *cap, uint32_t need, size_t sz) {
   if (need <= *cap) return 1;
@@ -33,8 +28,7 @@ kd_status kd_graph_create(kd_session *s, kd_graph **out) {
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   kd_graph *g = calloc(1, sizeof *g);
-  if (!g || !ck_ht_init(&g->binding_index, CK_HT_MODE_DIRECT, NULL, &g_alloc, 64, 0x5eed)) {
-    free(g);
+  if (!g) {
     kd_session_leave(s);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the graph", op);
   }
@@ -72,18 +66,26 @@ void kd_graph_destroy(kd_graph *g) {
   free(g->found);
   kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
-  ck_ht_destroy(&g->binding_index);
+  free(g->by_slot);
   pthread_mutex_unlock(&s->lock);
   free(g);
 }
 
-static int64_t binding_of(kd_graph *g, kd_tensor_obj *o) {
-  ck_ht_hash_t h;
-  ck_ht_entry_t e;
-  ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)o);
-  ck_ht_entry_key_set_direct(&e, (uintptr_t)o);
-  if (!ck_ht_get_spmc(&g->binding_index, h, &e)) return -1;
-  return (int64_t)ck_ht_entry_value_direct(&e) - 1;
+/* The binding of o (live, in handle slot slot), -1 if o is new to the graph.
+ * A slot's entry may be stale (its tensor released, the slot reused): the
+ * binding's own object decides. */
+static int64_t binding_of(kd_graph *g, kd_tensor_obj *o, uint32_t slot) {
+  if (slot >= g->by_slot_cap || !g->by_slot[slot]) return -1;
+  uint32_t b = g->by_slot[slot] - 1;
+  return g->bindings[b].obj == o ? (int64_t)b : -1;
+}
+
+/* Makes by_slot[slot] addressable; new entries are empty. */
+static int reserve_slot(kd_graph *g, uint32_t slot) {
+  uint32_t old = g->by_slot_cap;
+  if (!KD_RESERVE(g->by_slot, g->by_slot_cap, slot + 1)) return 0;
+  memset(g->by_slot + old, 0, (size_t)(g->by_slot_cap - old) * sizeof *g->by_slot);
+  return 1;
 }
 
 /* ---- one node's accesses, checked before anything changes ------------- */
@@ -94,6 +96,7 @@ typedef struct pending {
   int whole;         /* the view is kd_whole: its numbers are shared per binding */
   kd_view view;
   kd_footprint fp;
+  uint32_t slot;     /* obj's handle slot */
   size_t arg;        /* argument position, for messages */
   int64_t binding;   /* existing binding of obj, -1 if new to the graph */
 } pending;
@@ -155,7 +158,8 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
     return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; user kernels take compact "
                    "views only: canonicalize it with kd_graph_copy first", KD_AT_ARGS,
                    (unsigned long long)view->tensor.bits);
-  p->binding = binding_of(c->g, o);
+  p->slot = kd_handle_index(view->tensor.bits);
+  p->binding = binding_of(c->g, o, p->slot);
   if ((mode & KD_IN) && !o->initialized && !(p->binding >= 0 && c->g->bindings[p->binding].written))
     return kd_fail(KD_ERR_UNINITIALIZED, KD_AT ": reads tensor 0x%llx, which no earlier node or upload writes",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
@@ -284,7 +288,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
   g->pred_mark[g->node_count] = 0;
-  /* Bindings: append new ones, reserve entries, then index. */
+  /* Bindings: append new ones, reserve entries and index slots. */
   uint32_t bind[KD_NODE_MAX_ACCESSES];
   uint32_t first_new = g->binding_count;
   for (uint32_t i = 0; i < c->count; ++i) {
@@ -304,21 +308,8 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   int ok = 1;
   for (uint32_t i = 0; i < c->count && ok; ++i) {
     kd_binding *b = &g->bindings[bind[i]];
-    ok = kd_ivset_reserve((c->acc[i].mode & KD_OUT) ? &b->writes : &b->reads, c->count);
-  }
-  for (uint32_t j = first_new; j < g->binding_count && ok; ++j) {
-    ck_ht_hash_t h;
-    ck_ht_entry_t e;
-    ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)g->bindings[j].obj);
-    ck_ht_entry_set_direct(&e, h, (uintptr_t)g->bindings[j].obj, (uintptr_t)j + 1);
-    if (!ck_ht_put_spmc(&g->binding_index, h, &e)) {
-      for (uint32_t k = first_new; k < j; ++k) { /* undo what this node indexed */
-        ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)g->bindings[k].obj);
-        ck_ht_entry_key_set_direct(&e, (uintptr_t)g->bindings[k].obj);
-        ck_ht_remove_spmc(&g->binding_index, h, &e);
-      }
-      ok = 0;
-    }
+    ok = kd_ivset_reserve((c->acc[i].mode & KD_OUT) ? &b->writes : &b->reads, c->count) &&
+         (bind[i] < first_new || reserve_slot(g, c->acc[i].slot));
   }
   if (!ok) {
     for (uint32_t j = first_new; j < g->binding_count; ++j) {
@@ -331,6 +322,8 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   }
   /* From here nothing fails. */
   for (uint32_t j = first_new; j < g->binding_count; ++j) kd_tensor_ref(g->bindings[j].obj);
+  for (uint32_t i = 0; i < c->count; ++i)
+    if (bind[i] >= first_new) g->by_slot[c->acc[i].slot] = bind[i] + 1;
   uint32_t node = g->node_count++;
   proto->name = memcpy(kd_arena_take(&g->arena, name_len + 1), c->name, name_len + 1);
   proto->first_access = g->access_count;
@@ -761,9 +754,10 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
   kd_tensor_obj *a = NULL, *b = NULL;
   st = kd_tensor_lookup(g->session, old, &a, op, "old");
   if (!st) st = kd_tensor_lookup(g->session, replacement, &b, op, "replacement");
-  int64_t idx = st ? -1 : binding_of(g, a);
+  uint32_t slot_a = kd_handle_index(old.bits), slot_b = kd_handle_index(replacement.bits);
+  int64_t idx = st ? -1 : binding_of(g, a, slot_a);
   if (!st && idx < 0) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument old is not used by this graph", op);
-  if (!st && binding_of(g, b) >= 0)
+  if (!st && binding_of(g, b, slot_b) >= 0)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument replacement is already used by this graph", op);
   if (!st) {
     int same = a->dtype == b->dtype && a->rank == b->rank && a->residency == b->residency;
@@ -778,16 +772,11 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
         st = kd_fail(KD_ERR_UNINITIALIZED, "%s: the graph reads old before writing it, and replacement was never written", op);
   }
   if (!st) {
-    ck_ht_hash_t h;
-    ck_ht_entry_t e;
-    ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)b);
-    ck_ht_entry_set_direct(&e, h, (uintptr_t)b, (uintptr_t)idx + 1);
-    if (!ck_ht_put_spmc(&g->binding_index, h, &e)) {
+    if (!reserve_slot(g, slot_b)) {
       st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
     } else {
-      ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)a);
-      ck_ht_entry_key_set_direct(&e, (uintptr_t)a);
-      ck_ht_remove_spmc(&g->binding_index, h, &e);
+      g->by_slot[slot_a] = 0;
+      g->by_slot[slot_b] = (uint32_t)idx + 1;
       kd_tensor_ref(b);
       g->bindings[idx].obj = b;
       kd_tensor_unref(g->session, a);

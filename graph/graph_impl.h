@@ -3,10 +3,9 @@
 #ifndef KDAG_GRAPH_GRAPH_IMPL_H
 #define KDAG_GRAPH_GRAPH_IMPL_H
 
-#include <ck_ht.h>
-
 #include "engine/session_impl.h"
 #include "graph/footprint.h"
+#include "graph/handle.h"
 #include "graph/interval.h"
 #include "graph/arena.h"
 #include "kdag/graph.h"
@@ -123,7 +122,9 @@ struct kd_graph {
   uint32_t edge_count, edge_cap, edges_dropped;
   kd_binding *bindings;
   uint32_t binding_count, binding_cap;
-  ck_ht_t binding_index;   /* kd_tensor_obj * -> binding index + 1 */
+  uint32_t *by_slot;       /* tensor handle slot -> binding index + 1 (0: none): handles
+                              carry a dense slot index, so no hashing */
+  uint32_t by_slot_cap;
   kd_ival **found;         /* scratch for one access's interval queries */
   uint32_t found_cap;
   kd_arena arena;          /* node names, access views */
