@@ -97,7 +97,7 @@ static void resolve_kernel(kd_graph *g, kd_gnode *node, kd_node_launch *L) {
     if (a->access >= 0) {
       kd_gaccess *acc = &g->accesses[node->first_access + (uint32_t)a->access];
       kd_tensor_obj *o = g->bindings[acc->binding].obj;
-      L->ptrs[i] = o->dptr + (CUdeviceptr)((size_t)acc->view.offset * kd_dtype_size(o->dtype));
+      L->ptrs[i] = o->dptr + (CUdeviceptr)((size_t)kd_access_offset(acc) * kd_dtype_size(o->dtype));
       L->params[i] = &L->ptrs[i];
       L->sizes[i] = sizeof L->ptrs[i];
     } else if (a->value.kind == KD_ARG_BYTES) {
@@ -182,9 +182,9 @@ void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans) {
     kd_tensor_obj *o = g->bindings[a->binding].obj;
     size_t esize = kd_dtype_size(o->dtype);
     int64_t n = 1;
-    for (int d = 0; d < a->view.rank; ++d) n *= a->view.shape[d];
+    for (int d = 0; d < a->rank; ++d) n *= kd_access_shape(a)[d];
     memset(&spans[k], 0, sizeof spans[k]);
-    spans[k].device_ptr = o->dptr + (CUdeviceptr)((size_t)a->view.offset * esize);
+    spans[k].device_ptr = o->dptr + (CUdeviceptr)((size_t)kd_access_offset(a) * esize);
     spans[k].elements = n;
     spans[k].bytes = (size_t)n * esize;
     spans[k].dtype = o->dtype;

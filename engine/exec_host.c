@@ -12,11 +12,11 @@
 kd_kview kd_access_kview(const kd_gaccess *a, uint64_t base, size_t esize) {
   kd_kview v;
   memset(&v, 0, sizeof v);
-  v.base = base + (uint64_t)a->view.offset * esize;
-  v.rank = a->view.rank;
-  for (int i = 0; i < a->view.rank; ++i) {
-    v.shape[i] = a->view.shape[i];
-    v.strides[i] = a->view.strides[i];
+  v.base = base + (uint64_t)kd_access_offset(a) * esize;
+  v.rank = a->rank;
+  for (int i = 0; i < a->rank; ++i) {
+    v.shape[i] = kd_access_shape(a)[i];
+    v.strides[i] = kd_access_strides(a)[i];
   }
   return v;
 }

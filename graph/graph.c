@@ -8,11 +8,6 @@
 
 #define KD_NODE_MAX_ACCESSES 64
 
-static void *ht_malloc(size_t n) { return malloc(n); }
-static void ht_free(void *p, size_t n, bool defer) { (void)n, (void)defer; free(p); }
-static void *ht_realloc(void *p, size_t o, size_t n, bool defer) { (void)o, (void)defer; return realloc(p, n); }
-static struct ck_malloc g_alloc = {.malloc = ht_malloc, .realloc = ht_realloc, .free = ht_free};
-
 /* Grows *arr to hold need elements of size sz. */
 static int reserve(void **arr, uint32_t *cap, uint32_t need, size_t sz) {
   if (need <= *cap) return 1;
@@ -33,8 +28,7 @@ kd_status kd_graph_create(kd_session *s, kd_graph **out) {
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   kd_graph *g = calloc(1, sizeof *g);
-  if (!g || !ck_ht_init(&g->binding_index, CK_HT_MODE_DIRECT, NULL, &g_alloc, 64, 0x5eed)) {
-    free(g);
+  if (!g) {
     kd_session_leave(s);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the graph", op);
   }
@@ -46,7 +40,6 @@ kd_status kd_graph_create(kd_session *s, kd_graph **out) {
 }
 
 static void free_node(kd_session *s, kd_gnode *n) {
-  free(n->name);
   for (uint32_t i = 0; i < n->arg_count; ++i)
     if (n->args[i].access < 0 && n->args[i].value.kind == KD_ARG_BYTES) free((void *)n->args[i].value.v.bytes.data);
   free(n->args);
@@ -59,10 +52,10 @@ void kd_graph_destroy(kd_graph *g) {
   kd_session *s = g->session;
   pthread_mutex_lock(&s->lock);
   for (uint32_t i = 0; i < g->node_count; ++i) free_node(s, &g->nodes[i]);
-  for (uint32_t i = 0; i < g->access_count; ++i) kd_footprint_free(&g->accesses[i].fp);
   for (uint32_t i = 0; i < g->binding_count; ++i) {
     kd_tensor_unref(s, g->bindings[i].obj);
-    free(g->bindings[i].active);
+    kd_ivset_free(&g->bindings[i].reads);
+    kd_ivset_free(&g->bindings[i].writes);
   }
   for (uint32_t i = 0; i < g->sink_count; ++i) kd_sink_free(s, g->sinks[i]);
   free(g->sinks);
@@ -71,19 +64,29 @@ void kd_graph_destroy(kd_graph *g) {
   free(g->edges);
   free(g->bindings);
   free(g->pred_mark);
+  free(g->found);
+  kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
-  ck_ht_destroy(&g->binding_index);
+  free(g->by_slot);
   pthread_mutex_unlock(&s->lock);
   free(g);
 }
 
-static int64_t binding_of(kd_graph *g, kd_tensor_obj *o) {
-  ck_ht_hash_t h;
-  ck_ht_entry_t e;
-  ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)o);
-  ck_ht_entry_key_set_direct(&e, (uintptr_t)o);
-  if (!ck_ht_get_spmc(&g->binding_index, h, &e)) return -1;
-  return (int64_t)ck_ht_entry_value_direct(&e) - 1;
+/* The binding of o (live, in handle slot slot), -1 if o is new to the graph.
+ * A slot's entry may be stale (its tensor released, the slot reused): the
+ * binding's own object decides. */
+static int64_t binding_of(kd_graph *g, kd_tensor_obj *o, uint32_t slot) {
+  if (slot >= g->by_slot_cap || !g->by_slot[slot]) return -1;
+  uint32_t b = g->by_slot[slot] - 1;
+  return g->bindings[b].obj == o ? (int64_t)b : -1;
+}
+
+/* Makes by_slot[slot] addressable; new entries are empty. */
+static int reserve_slot(kd_graph *g, uint32_t slot) {
+  uint32_t old = g->by_slot_cap;
+  if (!KD_RESERVE(g->by_slot, g->by_slot_cap, slot + 1)) return 0;
+  memset(g->by_slot + old, 0, (size_t)(g->by_slot_cap - old) * sizeof *g->by_slot);
+  return 1;
 }
 
 /* ---- one node's accesses, checked before anything changes ------------- */
@@ -91,8 +94,10 @@ static int64_t binding_of(kd_graph *g, kd_tensor_obj *o) {
 typedef struct pending {
   kd_tensor_obj *obj;
   kd_access mode;
+  int whole;         /* the view is kd_whole: its numbers are shared per binding */
   kd_view view;
   kd_footprint fp;
+  uint32_t slot;     /* obj's handle slot */
   size_t arg;        /* argument position, for messages */
   int64_t binding;   /* existing binding of obj, -1 if new to the graph */
 } pending;
@@ -137,6 +142,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   p->arg = arg;
   p->view = *view;
   if (view->rank < 0) { /* kd_whole */
+    p->whole = 1;
     p->view.rank = o->rank;
     p->view.offset = 0;
     int64_t stride = 1;
@@ -153,7 +159,8 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
     return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; user kernels take compact "
                    "views only: canonicalize it with kd_graph_copy first", KD_AT_ARGS,
                    (unsigned long long)view->tensor.bits);
-  p->binding = binding_of(c->g, o);
+  p->slot = kd_handle_index(view->tensor.bits);
+  p->binding = binding_of(c->g, o, p->slot);
   if ((mode & KD_IN) && !o->initialized && !(p->binding >= 0 && c->g->bindings[p->binding].written))
     return kd_fail(KD_ERR_UNINITIALIZED, KD_AT ": reads tensor 0x%llx, which no earlier node or upload writes",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
@@ -186,30 +193,103 @@ static kd_status add_edge(kd_graph *g, uint32_t from, uint32_t to, uint32_t bind
   return KD_OK;
 }
 
+/* Puts matches in insertion order, as the edges have always come out. Few
+ * as a rule: insertion sort, qsort beyond. */
+static int by_access(const void *x, const void *y) {
+  uint32_t a = (*(kd_ival *const *)x)->access, b = (*(kd_ival *const *)y)->access;
+  return a < b ? -1 : a > b;
+}
+
+static void sort_by_access(kd_ival **e, uint32_t n) {
+  if (n > 16) {
+    qsort(e, n, sizeof *e, by_access);
+    return;
+  }
+  for (uint32_t i = 1; i < n; ++i) {
+    kd_ival *v = e[i];
+    uint32_t j = i;
+    for (; j && e[j - 1]->access > v->access; --j) e[j] = e[j - 1];
+    e[j] = v;
+  }
+}
+
+/* Orders access a of node after the active accesses of its tensor that it
+ * conflicts with, then updates the tensor's active sets; fp moves into
+ * them. Cannot fail: the caller reserved edges, entries and scratch. */
+static void infer(kd_graph *g, uint32_t node, uint32_t a, kd_access mode, kd_footprint *fp, uint32_t bi) {
+  kd_binding *b = &g->bindings[bi];
+  if (!fp->count) return; /* touches nothing, so conflicts with nothing */
+  const kd_run *r = kd_footprint_runs(fp);
+  int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
+  /* A read conflicts only with writes; a write with both. Entries whose
+   * intervals miss [lo, hi) cannot overlap, cover or be covered. */
+  uint32_t n = kd_ivset_find(&b->writes, lo, hi, g->found);
+  if (mode & KD_OUT) n += kd_ivset_find(&b->reads, lo, hi, g->found + n);
+  sort_by_access(g->found, n);
+  for (uint32_t k = 0; k < n; ++k) {
+    kd_ival *prev = g->found[k];
+    kd_footprint pf = kd_ival_footprint(prev);
+    int conflict = ((prev->mode | mode) & KD_OUT) && kd_footprint_overlap(&pf, fp);
+    if (conflict && prev->shadowed && mode == KD_OUT) {
+      g->edges_dropped++; /* implied: prev -> covering read -> this write */
+    } else if (conflict) {
+      kd_hazard hz = (prev->mode & KD_OUT) ? ((mode & KD_IN) ? KD_HAZ_RAW : KD_HAZ_WAW) : KD_HAZ_WAR;
+      add_edge(g, prev->node, node, bi, hz);
+    }
+    if (prev->node == node) continue;
+    if (mode == KD_IN && (prev->mode & KD_OUT) && kd_footprint_covers(fp, &pf)) prev->shadowed = 1;
+    /* A write that covers an earlier access orders it before everything
+     * that later conflicts with either: retire it. */
+    if ((mode & KD_OUT) && kd_footprint_covers(fp, &pf))
+      kd_ivset_retire((prev->mode & KD_OUT) ? &b->writes : &b->reads, prev);
+  }
+  kd_ivset_sweep(&b->writes);
+  kd_ivset_sweep(&b->reads);
+  kd_ivset_insert((mode & KD_OUT) ? &b->writes : &b->reads, a, node, (uint8_t)mode, fp);
+}
+
+/* A view's numbers in the arena: offset, shape[rank], strides[rank]. */
+static size_t view_bytes(int rank) { return kd_arena_size(sizeof(int64_t) * (1 + 2 * (size_t)rank)); }
+
+static const int64_t *store_view(kd_graph *g, const kd_view *v) {
+  int64_t *d = kd_arena_take(&g->arena, view_bytes(v->rank));
+  d[0] = v->offset;
+  for (int i = 0; i < v->rank; ++i) {
+    d[1 + i] = v->shape[i];
+    d[1 + v->rank + i] = v->strides[i];
+  }
+  return d;
+}
+
 /* Adds the node: everything that can fail for want of memory is reserved
  * first, so a rejected node leaves the graph as it was. */
 static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   kd_graph *g = c->g;
-  uint32_t new_bindings = 0, extra_edges = 0;
+  /* Worst cases: an edge per active entry; a query returns at most the
+   * active entries plus this node's own; a view's numbers per access. */
+  uint32_t new_bindings = 0, extra_edges = 0, most_active = 0;
+  size_t name_len = strlen(c->name), arena = kd_arena_size(name_len + 1);
   for (uint32_t i = 0; i < c->count; ++i) {
-    int64_t b = c->acc[i].binding;
-    if (b < 0) new_bindings++;
-    else extra_edges += g->bindings[b].active_count;
+    const pending *p = &c->acc[i];
+    const kd_binding *b = p->binding >= 0 ? &g->bindings[p->binding] : NULL;
+    if (!b) new_bindings++;
+    uint32_t active = b ? b->reads.count + b->writes.count : 0;
+    extra_edges += active;
+    if (active > most_active) most_active = active;
+    if (!p->whole || !b || !b->whole) arena += view_bytes(p->view.rank);
   }
   const char *oom = "kdag graph: no memory to add a node";
   if (!KD_RESERVE(g->nodes, g->node_cap, g->node_count + 1) ||
       !KD_RESERVE(g->accesses, g->access_cap, g->access_count + c->count) ||
       !KD_RESERVE(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
-      !KD_RESERVE(g->edges, g->edge_cap, g->edge_count + extra_edges)) {
-    ctx_free(c);
-    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
-  }
-  if (!KD_RESERVE(g->pred_mark, g->pred_cap, g->node_count + 1)) {
+      !KD_RESERVE(g->edges, g->edge_cap, g->edge_count + extra_edges) ||
+      !KD_RESERVE(g->pred_mark, g->pred_cap, g->node_count + 1) ||
+      !KD_RESERVE(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
     ctx_free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
   g->pred_mark[g->node_count] = 0;
-  /* Bindings and their active lists: reserve, then index. */
+  /* Bindings: append new ones, reserve entries and index slots. */
   uint32_t bind[KD_NODE_MAX_ACCESSES];
   uint32_t first_new = g->binding_count;
   for (uint32_t i = 0; i < c->count; ++i) {
@@ -220,77 +300,64 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     }
     if (b < 0) {
       b = g->binding_count++;
-      memset(&g->bindings[b], 0, sizeof g->bindings[b]);
-      g->bindings[b].obj = c->acc[i].obj;
+      g->bindings[b] = (kd_binding){.obj = c->acc[i].obj};
+      kd_ivset_init(&g->bindings[b].reads);
+      kd_ivset_init(&g->bindings[b].writes);
     }
     bind[i] = (uint32_t)b;
   }
   int ok = 1;
   for (uint32_t i = 0; i < c->count && ok; ++i) {
     kd_binding *b = &g->bindings[bind[i]];
-    ok = reserve((void **)&b->active, &b->active_cap, b->active_count + c->count, sizeof *b->active);
-  }
-  for (uint32_t j = first_new; j < g->binding_count && ok; ++j) {
-    ck_ht_hash_t h;
-    ck_ht_entry_t e;
-    ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)g->bindings[j].obj);
-    ck_ht_entry_set_direct(&e, h, (uintptr_t)g->bindings[j].obj, (uintptr_t)j + 1);
-    if (!ck_ht_put_spmc(&g->binding_index, h, &e)) {
-      for (uint32_t k = first_new; k < j; ++k) { /* undo what this node indexed */
-        ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)g->bindings[k].obj);
-        ck_ht_entry_key_set_direct(&e, (uintptr_t)g->bindings[k].obj);
-        ck_ht_remove_spmc(&g->binding_index, h, &e);
-      }
-      ok = 0;
-    }
+    ok = kd_ivset_reserve((c->acc[i].mode & KD_OUT) ? &b->writes : &b->reads, c->count) &&
+         (bind[i] < first_new || reserve_slot(g, c->acc[i].slot));
   }
   if (!ok) {
-    for (uint32_t j = first_new; j < g->binding_count; ++j) free(g->bindings[j].active);
+    for (uint32_t j = first_new; j < g->binding_count; ++j) {
+      kd_ivset_free(&g->bindings[j].reads);
+      kd_ivset_free(&g->bindings[j].writes);
+    }
     g->binding_count = first_new;
     ctx_free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
-  /* From here nothing fails: edges were reserved for the worst case. */
+  /* From here nothing fails. */
   for (uint32_t j = first_new; j < g->binding_count; ++j) kd_tensor_ref(g->bindings[j].obj);
+  for (uint32_t i = 0; i < c->count; ++i)
+    if (bind[i] >= first_new) g->by_slot[c->acc[i].slot] = bind[i] + 1;
   uint32_t node = g->node_count++;
+  proto->name = memcpy(kd_arena_take(&g->arena, name_len + 1), c->name, name_len + 1);
   proto->first_access = g->access_count;
   proto->access_count = c->count;
   g->nodes[node] = *proto;
   for (uint32_t i = 0; i < c->count; ++i) {
+    pending *p = &c->acc[i];
+    kd_binding *b = &g->bindings[bind[i]];
     uint32_t a = g->access_count++;
     kd_gaccess *acc = &g->accesses[a];
-    acc->node = node;
-    acc->binding = bind[i];
-    acc->mode = c->acc[i].mode;
-    acc->view = c->acc[i].view;
-    acc->fp = c->acc[i].fp; /* moves ownership */
-    kd_binding *b = &g->bindings[bind[i]];
-    uint32_t keep = 0;
-    for (uint32_t k = 0; k < b->active_count; ++k) {
-      kd_active *prev = &b->active[k];
-      int conflict = ((prev->mode | acc->mode) & KD_OUT) && kd_footprint_overlap(&prev->fp, &acc->fp);
-      if (conflict && prev->shadowed && acc->mode == KD_OUT) {
-        g->edges_dropped++; /* implied: prev -> covering read -> this write */
-      } else if (conflict) {
-        kd_hazard hz = (prev->mode & KD_OUT) ? ((acc->mode & KD_IN) ? KD_HAZ_RAW : KD_HAZ_WAW) : KD_HAZ_WAR;
-        add_edge(g, prev->node, node, bind[i], hz);
-      }
-      if (acc->mode == KD_IN && (prev->mode & KD_OUT) && prev->node != node &&
-          kd_footprint_covers(&acc->fp, &prev->fp))
-        prev->shadowed = 1;
-      /* A write that covers an earlier access orders it before everything
-       * that later conflicts with either: drop it from the active list. */
-      if (!((acc->mode & KD_OUT) && prev->node != node && kd_footprint_covers(&acc->fp, &prev->fp)))
-        b->active[keep++] = b->active[k];
-    }
-    b->active_count = keep;
-    b->active[b->active_count++] = (kd_active){node, (uint8_t)acc->mode, 0, acc->fp};
-    if (acc->mode & KD_OUT) b->written = 1;
+    *acc = (kd_gaccess){.node = node, .binding = bind[i], .mode = p->mode, .rank = p->view.rank};
+    if (p->whole && !b->whole) b->whole = store_view(g, &p->view);
+    acc->dims = p->whole ? b->whole : store_view(g, &p->view);
+    infer(g, node, a, p->mode, &p->fp, bind[i]);
+    if (p->mode & KD_OUT) b->written = 1;
   }
-  c->count = 0; /* footprints now belong to the graph */
+  c->count = 0; /* footprints now belong to the graph (or were empty) */
   g->plan.valid = 0;
   if (out) *out = node;
   return KD_OK;
+}
+
+kd_view kd_access_view(const kd_graph *g, const kd_gaccess *a) {
+  kd_view v;
+  memset(&v, 0, sizeof v);
+  v.tensor.bits = g->bindings[a->binding].obj->handle;
+  v.rank = a->rank;
+  v.offset = kd_access_offset(a);
+  for (int i = 0; i < a->rank; ++i) {
+    v.shape[i] = kd_access_shape(a)[i];
+    v.strides[i] = kd_access_strides(a)[i];
+  }
+  return v;
 }
 
 /* Common prologue: session lock, name, node index for messages. */
@@ -309,15 +376,8 @@ static kd_status node_begin(kd_graph *g, const char *op, const char *name, node_
 }
 
 static kd_status node_end(node_ctx *c, kd_status st, kd_gnode *proto, kd_node *out) {
-  if (!st) {
-    proto->name = strdup(c->name);
-    if (!proto->name) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the node's name", c->op);
-  }
   if (!st) st = ctx_commit(c, proto, out);
-  if (st) {
-    ctx_free(c);
-    free(proto->name);
-  }
+  if (st) ctx_free(c);
   kd_session_leave(c->g->session);
   return st;
 }
@@ -639,10 +699,7 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
   }
   kd_gnode copy = proto;
   st = node_end(&c, st, &proto, out);
-  if (st) {
-    copy.name = NULL;
-    free_node(s, &copy);
-  }
+  if (st) free_node(s, &copy);
   return st;
 }
 
@@ -701,9 +758,10 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
   kd_tensor_obj *a = NULL, *b = NULL;
   st = kd_tensor_lookup(g->session, old, &a, op, "old");
   if (!st) st = kd_tensor_lookup(g->session, replacement, &b, op, "replacement");
-  int64_t idx = st ? -1 : binding_of(g, a);
+  uint32_t slot_a = kd_handle_index(old.bits), slot_b = kd_handle_index(replacement.bits);
+  int64_t idx = st ? -1 : binding_of(g, a, slot_a);
   if (!st && idx < 0) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument old is not used by this graph", op);
-  if (!st && binding_of(g, b) >= 0)
+  if (!st && binding_of(g, b, slot_b) >= 0)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument replacement is already used by this graph", op);
   if (!st) {
     int same = a->dtype == b->dtype && a->rank == b->rank && a->residency == b->residency;
@@ -718,16 +776,11 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
         st = kd_fail(KD_ERR_UNINITIALIZED, "%s: the graph reads old before writing it, and replacement was never written", op);
   }
   if (!st) {
-    ck_ht_hash_t h;
-    ck_ht_entry_t e;
-    ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)b);
-    ck_ht_entry_set_direct(&e, h, (uintptr_t)b, (uintptr_t)idx + 1);
-    if (!ck_ht_put_spmc(&g->binding_index, h, &e)) {
+    if (!reserve_slot(g, slot_b)) {
       st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
     } else {
-      ck_ht_hash_direct(&h, &g->binding_index, (uintptr_t)a);
-      ck_ht_entry_key_set_direct(&e, (uintptr_t)a);
-      ck_ht_remove_spmc(&g->binding_index, h, &e);
+      g->by_slot[slot_a] = 0;
+      g->by_slot[slot_b] = (uint32_t)idx + 1;
       kd_tensor_ref(b);
       g->bindings[idx].obj = b;
       kd_tensor_unref(g->session, a);

@@ -3,10 +3,11 @@
 #ifndef KDAG_GRAPH_GRAPH_IMPL_H
 #define KDAG_GRAPH_GRAPH_IMPL_H
 
-#include <ck_ht.h>
-
 #include "engine/session_impl.h"
 #include "graph/footprint.h"
+#include "graph/handle.h"
+#include "graph/interval.h"
+#include "graph/arena.h"
 #include "kdag/graph.h"
 
 typedef enum kd_node_kind {
@@ -19,31 +20,30 @@ typedef enum kd_builtin_op {
 
 typedef enum kd_hazard { KD_HAZ_RAW = 1, KD_HAZ_WAR = 2, KD_HAZ_WAW = 3, KD_HAZ_EXPLICIT = 4 } kd_hazard;
 
-/* An access that can still conflict with later ones, with what inference
- * needs copied in, so scanning a tensor's list touches one array. */
-typedef struct kd_active {
-  uint32_t node;
-  uint8_t mode;            /* kd_access */
-  uint8_t shadowed;        /* a write that a later read of another node covers:
-                              later writes are ordered after it through that read */
-  kd_footprint fp;         /* shallow copy; the access owns the runs */
-} kd_active;
-
 /* A graph-level tensor slot: accesses name bindings, so rebinding a
  * tensor changes one pointer, not every access. */
 typedef struct kd_binding {
   kd_tensor_obj *obj;      /* the graph holds a reference */
   int written;             /* an earlier node of this graph writes it */
-  kd_active *active;
-  uint32_t active_count, active_cap;
+  kd_ivset reads, writes;  /* the accesses that can still conflict with later
+                              ones: KD_IN; KD_OUT or KD_INOUT */
+  const int64_t *whole;    /* numbers of the whole-tensor view, shared by such accesses; NULL until used */
 } kd_binding;
 
+/* One tensor access of a node. Kept small: what inference needs lives in
+ * the binding's interval trees only while the access is active. */
 typedef struct kd_gaccess {
   uint32_t node, binding;
   kd_access mode;
-  kd_view view;            /* resolved: rank >= 0, in bounds */
-  kd_footprint fp;
+  int rank;                /* the resolved view's (in bounds) */
+  const int64_t *dims;     /* offset, shape[rank], strides[rank] (elements), in the graph's arena */
 } kd_gaccess;
+
+static inline int64_t kd_access_offset(const kd_gaccess *a) { return a->dims[0]; }
+static inline const int64_t *kd_access_shape(const kd_gaccess *a) { return a->dims + 1; }
+static inline const int64_t *kd_access_strides(const kd_gaccess *a) { return a->dims + 1 + a->rank; }
+/* The access's view over the tensor its binding holds now. */
+kd_view kd_access_view(const kd_graph *g, const kd_gaccess *a);
 
 typedef struct kd_gvalue {
   int access;              /* >= 0: index into the node's accesses; -1: value */
@@ -72,7 +72,7 @@ typedef struct kd_foreign_res {
 
 typedef struct kd_gnode {
   kd_node_kind kind;
-  char *name;
+  char *name;              /* in the graph's arena */
   uint32_t first_access, access_count;
   /* kernel */
   kd_module_obj *module;   /* the graph holds a reference */
@@ -126,7 +126,12 @@ struct kd_graph {
   uint32_t edge_count, edge_cap, edges_dropped;
   kd_binding *bindings;
   uint32_t binding_count, binding_cap;
-  ck_ht_t binding_index;   /* kd_tensor_obj * -> binding index + 1 */
+  uint32_t *by_slot;       /* tensor handle slot -> binding index + 1 (0: none): handles
+                              carry a dense slot index, so no hashing */
+  uint32_t by_slot_cap;
+  kd_ival **found;         /* scratch for one access's interval queries */
+  uint32_t found_cap;
+  kd_arena arena;          /* node names, access views */
   uint32_t *pred_mark;     /* pred_mark[p] == n + 1: edge p -> n exists */
   uint32_t pred_cap;
   kd_sink **sinks;

@@ -45,6 +45,9 @@ kd_status kd_handle_alloc(kd_handle_table *t, kd_handle_kind kind, void *obj,
 kd_status kd_handle_get(const kd_handle_table *t, uint64_t handle, kd_handle_kind kind,
                         void **obj, const char *op, const char *what);
 
+/* The slot index a handle names (meaningful once kd_handle_get accepted it). */
+static inline uint32_t kd_handle_index(uint64_t handle) { return ((uint32_t)handle & ((1u << 24) - 1)) - 1; }
+
 /* Frees the slot of a live handle (resolved first with kd_handle_get). */
 void kd_handle_free(kd_handle_table *t, uint64_t handle);
 

@@ -134,6 +134,26 @@ Test(host_graph, disjoint_views_stay_independent) {
   kd_session_destroy(s);
 }
 
+/* The graph finds a tensor's binding by its handle's slot: a slot that a
+ * released tensor left and a new tensor reuses names a new tensor. */
+Test(host_graph, a_reused_handle_slot_is_a_new_tensor) {
+  kd_session *s = kdt_host_session();
+  kd_tensor x = ivec(s, 8, NULL);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_fill(g, "x=1", kd_whole(x), (int32_t[]){1}, NULL));
+  KDT_OK(kd_tensor_release(s, x)); /* the graph keeps it */
+  kd_tensor y = ivec(s, 8, NULL);
+  cr_assert_eq(y.bits & 0xffffff, x.bits & 0xffffff, "the new tensor should reuse the slot");
+  KDT_OK(kd_graph_fill(g, "y=2", kd_whole(y), (int32_t[]){2}, NULL));
+  cr_assert_eq(stats(g).edges, 0, "y is not x");
+  KDT_OK(kd_graph_fill(g, "y=3", kd_whole(y), (int32_t[]){3}, NULL));
+  cr_assert(has_edge_text(g, "n1 -> n2 [label=\"WAW t1\"]"));
+  KDT_FAILS(kd_graph_rebind(g, x, y), KD_ERR_RELEASED, "old");
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 Test(host_graph, pipeline_runs_and_resubmits_with_rebinding) {
   kd_session *s = kdt_host_session();
   float x[16], y[16];

@@ -1,0 +1,81 @@
+/* Sets of active accesses: sorted arrays of element intervals. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/interval.h"
+
+void kd_ivset_init(kd_ivset *s) { memset(s, 0, sizeof *s); }
+
+void kd_ivset_free(kd_ivset *s) {
+  for (uint32_t i = 0; i < s->count; ++i) free(s->at[i].runs); /* retired ones hold none */
+  free(s->at);
+  kd_ivset_init(s);
+}
+
+int kd_ivset_reserve(kd_ivset *s, uint32_t more) {
+  uint32_t need = s->count + more;
+  if (need <= s->cap) return 1;
+  uint32_t c = s->cap ? s->cap : 8;
+  while (c < need) c *= 2;
+  kd_ival *grown = realloc(s->at, (size_t)c * sizeof *grown);
+  if (!grown) return 0;
+  s->at = grown;
+  s->cap = c;
+  return 1;
+}
+
+/* The first index whose entry starts after x. */
+static uint32_t after(const kd_ivset *s, int64_t x) {
+  uint32_t lo = 0, hi = s->count;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (s->at[mid].lo <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out) {
+  uint32_t n = 0;
+  /* An entry that ends after lo starts after lo - max_len. */
+  for (uint32_t i = after(s, lo - s->max_len); i < s->count && s->at[i].lo < hi; ++i)
+    if (s->at[i].hi > lo) out[n++] = &s->at[i];
+  return n;
+}
+
+void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
+  uint32_t i = (uint32_t)(e - s->at);
+  free(e->runs);
+  e->runs = NULL;
+  e->retired = 1;
+  if (i < s->first_retired) s->first_retired = i;
+}
+
+void kd_ivset_sweep(kd_ivset *s) {
+  int longest_gone = 0;
+  uint32_t keep = s->first_retired;
+  for (uint32_t i = s->first_retired; i < s->count; ++i) {
+    if (s->at[i].retired) longest_gone |= s->at[i].hi - s->at[i].lo == s->max_len;
+    else s->at[keep++] = s->at[i];
+  }
+  s->count = keep;
+  s->first_retired = keep;
+  if (longest_gone) { /* tighten the bound, or every later query looks too far back */
+    s->max_len = 0;
+    for (uint32_t i = 0; i < s->count; ++i)
+      if (s->at[i].hi - s->at[i].lo > s->max_len) s->max_len = s->at[i].hi - s->at[i].lo;
+  }
+}
+
+void kd_ivset_insert(kd_ivset *s, uint32_t access, uint32_t node, uint8_t mode, kd_footprint *fp) {
+  const kd_run *r = kd_footprint_runs(fp);
+  kd_ival e = {.lo = r[0].lo, .hi = r[fp->count - 1].hi, .access = access, .node = node, .runs = fp->runs,
+               .count = fp->count, .exact = (uint8_t)fp->exact, .mode = mode};
+  memset(fp, 0, sizeof *fp);
+  uint32_t at = after(s, e.lo); /* access is the largest: last among equal lo */
+  memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
+  s->at[at] = e;
+  s->count++;
+  s->first_retired = s->count;
+  if (e.hi - e.lo > s->max_len) s->max_len = e.hi - e.lo;
+}

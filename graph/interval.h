@@ -1,0 +1,57 @@
+/* Internal: a tensor's active accesses (those that can still conflict with
+ * later ones), ordered by their footprints' bounding element intervals, so
+ * that a new access visits only the entries whose interval meets its own.
+ *
+ * One sorted array per set: a query is a binary search and a scan of the
+ * matches, and a set's entries share a few cache lines (sets are small as
+ * a rule: a covering write retires what it covers). The longest interval
+ * in the set bounds how far before the query a match can start. */
+#ifndef KDAG_GRAPH_INTERVAL_H
+#define KDAG_GRAPH_INTERVAL_H
+
+#include <stdint.h>
+
+#include "graph/footprint.h"
+
+typedef struct kd_ival {
+  int64_t lo, hi;          /* the footprint's bounding interval [lo, hi), not empty */
+  uint32_t access;         /* the graph's access index: insertion order, and the tie in lo */
+  uint32_t node;
+  kd_run *runs;            /* the footprint: owned; NULL for the one run [lo, hi) */
+  uint32_t count;
+  uint8_t exact;           /* as kd_footprint.exact */
+  uint8_t mode;            /* kd_access */
+  uint8_t shadowed;        /* a write that a later read of another node covers:
+                              later writes are ordered after it through that read */
+  uint8_t retired;         /* removed at the next kd_ivset_sweep */
+} kd_ival;
+
+typedef struct kd_ivset {
+  kd_ival *at;             /* sorted by (lo, access) */
+  uint32_t count, cap;
+  uint32_t first_retired;  /* lowest retired index; count when none */
+  int64_t max_len;         /* no entry is longer */
+} kd_ivset;
+
+/* The entry's footprint, for the kd_footprint tests (borrows its runs). */
+static inline kd_footprint kd_ival_footprint(const kd_ival *e) {
+  kd_footprint f = {e->runs, {e->lo, e->hi}, e->count, e->exact};
+  return f;
+}
+
+void kd_ivset_init(kd_ivset *s);
+void kd_ivset_free(kd_ivset *s);
+/* Room for more entries without allocating: 0 out of memory. */
+int kd_ivset_reserve(kd_ivset *s, uint32_t more);
+/* Appends to out the entries whose interval meets [lo, hi), in order of lo;
+ * returns how many. The pointers stay valid until the next insert or sweep. */
+uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out);
+/* Frees the entry's runs and marks it for the next sweep. */
+void kd_ivset_retire(kd_ivset *s, kd_ival *e);
+/* Drops the retired entries. */
+void kd_ivset_sweep(kd_ivset *s);
+/* After a sweep, adds an entry in reserved room (cannot fail); access must be the largest
+ * so far, the footprint not empty. The footprint moves in. */
+void kd_ivset_insert(kd_ivset *s, uint32_t access, uint32_t node, uint8_t mode, kd_footprint *fp);
+
+#endif
