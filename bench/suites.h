@@ -28,6 +28,10 @@ int kb_register_nvrtc_suite(kb_harness *h);
 /* graph (CPU): declaring graphs of N nodes. */
 int kb_register_graph_suite(kb_harness *h);
 
+/* dx: cuBLASDx GEMM and cuSOLVERDx potrf kernel nodes against cuBLAS and
+ * cuSOLVER batched, and the MathDx module's cold and warm start. */
+int kb_register_dx_suite(kb_harness *h);
+
 /* All of the above, and the copy suite as bandwidth reference. */
 int kb_register_builtin_suites(kb_harness *h);
 

@@ -13,6 +13,7 @@
 
 #include "cuda/binary.h"
 #include "cuda/cache_internal.h"
+#include "cuda/dynlib.h"
 #include "cuda/ptx.h"
 #include "cuda/status_internal.h"
 #include "kdag/cache.h"
@@ -88,17 +89,20 @@ static kd_status key_raw(const char *op, const kd_build_recipe *r, unsigned char
   for (size_t i = 0; i < r->input_count; ++i)
     if (!r->inputs[i].data || !r->inputs[i].size)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: recipe inputs[%zu] is NULL or empty", op, i);
-  int nvrtc_major = 0, nvrtc_minor = 0, jl_major = 0, jl_minor = 0;
-  if (r->source && (st = kd_nvrtc_version(&nvrtc_major, &nvrtc_minor))) return kd_fail_context(st, "%s", op);
-  if ((st = kd_nvjitlink_version(&jl_major, &jl_minor))) return kd_fail_context(st, "%s", op);
+  /* The compiler and linker by file identity (path, size, mtime, a hash of
+   * both ends), found once per process without loading either: a warm start
+   * never dlopens NVRTC or nvJitLink. A different build is a different file. */
+  const char *nvrtc_id = NULL, *jl_id = NULL;
+  if (r->source && (st = kd_nvrtc_identity(&nvrtc_id))) return kd_fail_context(st, "%s", op);
+  if ((st = kd_nvjitlink_identity(&jl_id))) return kd_fail_context(st, "%s", op);
 
   XXH3_state_t *h = XXH3_createState();
   if (!h) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the hash state", op);
   XXH3_128bits_reset(h);
   put_str(h, "kdag module key");
   put_int(h, KD_CACHE_FORMAT);
-  put_int(h, nvrtc_major * 1000 + nvrtc_minor * 10);
-  put_int(h, jl_major * 1000 + jl_minor * 10);
+  put_str(h, nvrtc_id); /* NULL (no source) differs from any file */
+  put_str(h, jl_id);
   put_str(h, r->source);
   put_str(h, o->arch);
   put_str(h, o->std);

@@ -319,8 +319,11 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
     XXH3_128bits_update(h, f, sizeof f);
     XXH3_128bits_update(h, &d->sm, sizeof d->sm);
     XXH3_128bits_update(h, info.key_tag, strlen(info.key_tag));
-    const char *nvrtc = kd_nvrtc_path();
-    XXH3_128bits_update(h, nvrtc, strlen(nvrtc)); /* libmathdx compiles with it */
+    /* libmathdx compiles with kdag's NVRTC: its file identity, found
+     * without loading it, so a warm start does not dlopen NVRTC. */
+    const char *nvrtc = "";
+    if (kd_nvrtc_identity(&nvrtc) != KD_OK) nvrtc = "";
+    XXH3_128bits_update(h, nvrtc, strlen(nvrtc));
     kh = XXH3_128bits_digest(h);
     XXH3_freeState(h);
   }

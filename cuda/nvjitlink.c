@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <nvJitLink.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +31,11 @@ static struct {
 static kd_status g_jl_status;
 static char g_jl_msg[2048];
 static pthread_once_t g_jl_once = PTHREAD_ONCE_INIT;
+static atomic_int g_jl_loaded;
 
 static void jl_load_once(void) {
   char tried[1536];
+  atomic_store(&g_jl_loaded, 1);
   void *h = kd_dynlib_open("KDAG_NVJITLINK_PATH", "libnvJitLink.so.13",
                            "nvjitlink", tried, sizeof tried, g_jl.path,
                            sizeof g_jl.path);
@@ -250,6 +253,39 @@ done:
   free(log);
   g_jl.Destroy(&h);
   return st;
+}
+
+int kd_nvjitlink_loaded(void) { return atomic_load(&g_jl_loaded); }
+
+static pthread_once_t g_jl_id_once = PTHREAD_ONCE_INIT;
+static char g_jl_id[KD_DYNLIB_IDENTITY_MAX];
+static int g_jl_id_ok;
+
+static void jl_identity_once(void) {
+  char path[1024];
+  if (!kd_dynlib_locate("KDAG_NVJITLINK_PATH", "libnvJitLink.so.13", "nvjitlink", path, sizeof path)) {
+    /* Not found on disk by name: load it and identify the loaded file. */
+    Dl_info di;
+    void *sym = NULL;
+    pthread_once(&g_jl_once, jl_load_once);
+    if (g_jl_status != KD_OK) return;
+    memcpy(&sym, &g_jl.Create, sizeof sym);
+    if (!dladdr(sym, &di) || !di.dli_fname) return;
+    snprintf(path, sizeof path, "%s", di.dli_fname);
+  }
+  g_jl_id_ok = kd_dynlib_identity(path, g_jl_id, sizeof g_jl_id) == 0;
+}
+
+kd_status kd_nvjitlink_identity(const char **out) {
+  pthread_once(&g_jl_id_once, jl_identity_once);
+  if (g_jl_id_ok) {
+    *out = g_jl_id;
+    return KD_OK;
+  }
+  kd_status st = jl_load("kd_nvjitlink_identity");
+  if (st) return st;
+  return kd_fail(KD_ERR_LIBRARY_MISSING, "kd_nvjitlink_identity: cannot read the nvJitLink library file %s",
+                 g_jl.path);
 }
 
 const char *kd_nvjitlink_path(void) {

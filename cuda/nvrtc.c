@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +26,11 @@ static struct {
 static kd_status g_nvrtc_status;
 static char g_nvrtc_msg[2048];
 static pthread_once_t g_nvrtc_once = PTHREAD_ONCE_INIT;
+static atomic_int g_nvrtc_loaded;
 
 static void nvrtc_load_once(void) {
   char tried[1536];
+  atomic_store(&g_nvrtc_loaded, 1);
   void *h = kd_dynlib_open("KDAG_NVRTC_PATH", "libnvrtc.so.13", "cuda_nvrtc",
                            tried, sizeof tried, g_nvrtc.path,
                            sizeof g_nvrtc.path);
@@ -60,6 +63,39 @@ static kd_status nvrtc_load(const char *op) {
   if (g_nvrtc_status != KD_OK)
     return kd_fail(g_nvrtc_status, "%s: %s", op, g_nvrtc_msg);
   return KD_OK;
+}
+
+int kd_nvrtc_loaded(void) { return atomic_load(&g_nvrtc_loaded); }
+
+static pthread_once_t g_nvrtc_id_once = PTHREAD_ONCE_INIT;
+static char g_nvrtc_id[KD_DYNLIB_IDENTITY_MAX];
+static int g_nvrtc_id_ok;
+
+static void nvrtc_identity_once(void) {
+  char path[1024];
+  if (!kd_dynlib_locate("KDAG_NVRTC_PATH", "libnvrtc.so.13", "cuda_nvrtc", path, sizeof path)) {
+    /* Not found on disk by name: load it and identify the loaded file. */
+    Dl_info di;
+    void *sym = NULL;
+    pthread_once(&g_nvrtc_once, nvrtc_load_once);
+    if (g_nvrtc_status != KD_OK) return;
+    memcpy(&sym, &g_nvrtc.nvrtcVersion, sizeof sym);
+    if (!dladdr(sym, &di) || !di.dli_fname) return;
+    snprintf(path, sizeof path, "%s", di.dli_fname);
+  }
+  g_nvrtc_id_ok = kd_dynlib_identity(path, g_nvrtc_id, sizeof g_nvrtc_id) == 0;
+}
+
+kd_status kd_nvrtc_identity(const char **out) {
+  pthread_once(&g_nvrtc_id_once, nvrtc_identity_once);
+  if (g_nvrtc_id_ok) {
+    *out = g_nvrtc_id;
+    return KD_OK;
+  }
+  kd_status st = nvrtc_load("kd_nvrtc_identity");
+  if (st) return st;
+  return kd_fail(KD_ERR_LIBRARY_MISSING, "kd_nvrtc_identity: cannot read the NVRTC library file %s",
+                 g_nvrtc.path);
 }
 
 const char *kd_nvrtc_path(void) {

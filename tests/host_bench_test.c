@@ -749,6 +749,39 @@ Test(host_bench, gpu_suites_skip_without_a_gpu_and_say_so) {
   kb_harness_destroy(h);
 }
 
+/* The dx suite: listed as a GPU suite with its dtype axis and six cases
+ * (three baselines), and skipped as a whole, with a reason, without a GPU. */
+Test(host_bench, dx_suite_is_listed_and_skips_without_a_gpu) {
+  kb_harness *h = builtin_harness();
+  char *list = NULL;
+  size_t len = 0;
+  list_of(h, &list, &len);
+  const char *dx = strstr(list, "dx [GPU]");
+  cr_assert(dx, "--list lacks the dx suite:\n%s", list);
+  static const char *expected[] = {"axis dtype = 32,64", "case cublas_gemm_batched (baseline)", "case kdag_dx_gemm",
+                                   "case cusolver_potrf_batched (baseline)", "case kdag_dx_potrf",
+                                   "case module_warm (baseline)", "case module_cold"};
+  for (size_t i = 0; i < sizeof expected / sizeof expected[0]; ++i)
+    cr_assert(strstr(dx, expected[i]), "dx suite lacks \"%s\":\n%s", expected[i], dx);
+  free(list);
+  if (have_gpu()) {
+    kb_harness_destroy(h);
+    cr_skip_test("a GPU is present: the dx suite runs instead of skipping");
+  }
+  kb_options o = quick_options();
+  const char *suites[] = {"dx"};
+  o.suites = suites, o.suite_count = 1;
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "a skip is no failure: %s", why);
+  const kb_report *r = kb_harness_report(h);
+  cr_assert_eq(r->count, 0, "no figures without a GPU, got %zu rows", r->count);
+  cr_assert_eq(r->skip_count, 1);
+  cr_assert_str_eq(r->skips[0].suite, "dx");
+  cr_assert(r->skips[0].needs_gpu && !r->skips[0].failed && !r->skips[0].case_name[0], "a whole-suite GPU skip");
+  cr_assert(r->skips[0].reason[0], "a reason");
+  kb_harness_destroy(h);
+}
+
 Test(host_bench, fanout_width_axis_parses_and_overrides) {
   kb_axis w;
   char why[256];

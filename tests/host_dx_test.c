@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "cuda/dynlib.h"
 #include "examples/dx_kernels.h"
 #include "kdag_test.h"
 
@@ -151,6 +153,106 @@ Test(host_dx, key_changes_when_any_input_changes) {
   KDT_FAILS(kd_build_key(&r, &k2), KD_ERR_INVALID_ARGUMENT, "inputs is NULL");
   r = base, r.source = NULL;
   KDT_FAILS(kd_build_key(&r, &k2), KD_ERR_INVALID_ARGUMENT, "no source and no link inputs");
+}
+
+/* In a child process (a fresh library state): the tiny recipe's key with
+ * KDAG_NVRTC_PATH / KDAG_NVJITLINK_PATH set to the given files. The child
+ * reports "LOADED" instead if computing the key loaded either library. */
+static void key_in_child(const char *nvrtc, const char *jl, kd_module_key *out) {
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    setenv("KDAG_NVRTC_PATH", nvrtc, 1);
+    setenv("KDAG_NVJITLINK_PATH", jl, 1);
+    const char *defs[1];
+    kd_build_recipe r = tiny_recipe(defs);
+    kd_module_key k;
+    memset(&k, 0, sizeof k);
+    if (kd_build_key(&r, &k) != KD_OK) snprintf(k.hex, sizeof k.hex, "FAILED");
+    if (kd_nvrtc_loaded() || kd_nvjitlink_loaded()) snprintf(k.hex, sizeof k.hex, "LOADED");
+    ssize_t w = write(fds[1], k.hex, sizeof k.hex);
+    _exit(w == (ssize_t)sizeof k.hex ? 0 : 1);
+  }
+  close(fds[1]);
+  memset(out, 0, sizeof *out);
+  cr_assert_eq(read(fds[0], out->hex, sizeof out->hex), (ssize_t)sizeof out->hex);
+  close(fds[0]);
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  cr_assert_str_neq(out->hex, "FAILED");
+  cr_assert_str_neq(out->hex, "LOADED", "computing a key must not load NVRTC or nvJitLink");
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f, "%s", path);
+  fputs(text, f);
+  cr_assert_eq(fclose(f), 0);
+}
+
+/* The compiler and linker enter the key by file identity (no dlopen): any
+ * file stands in for them here, and changing one changes the key. */
+Test(host_dx, key_changes_when_the_compiler_or_linker_file_changes_without_loading_either) {
+  char *dir = temp_dir();
+  char a[256], b[256], c[256], d[256];
+  snprintf(a, sizeof a, "%s/nvrtc-a.so", dir);
+  snprintf(b, sizeof b, "%s/nvrtc-b.so", dir);
+  snprintf(c, sizeof c, "%s/jl-c.so", dir);
+  snprintf(d, sizeof d, "%s/jl-d.so", dir);
+  write_file(a, "NVRTC build A");
+  write_file(b, "NVRTC build B, longer");
+  write_file(c, "nvJitLink build C");
+  write_file(d, "nvJitLink build D");
+  kd_module_key ac, ac2, bc, ad, ac_edited;
+  key_in_child(a, c, &ac);
+  key_in_child(a, c, &ac2);
+  key_in_child(b, c, &bc);
+  key_in_child(a, d, &ad);
+  cr_assert_str_eq(ac.hex, ac2.hex, "the same files give the same key");
+  cr_assert_str_neq(ac.hex, bc.hex, "another NVRTC must change the key");
+  cr_assert_str_neq(ac.hex, ad.hex, "another nvJitLink must change the key");
+  cr_assert_str_neq(bc.hex, ad.hex);
+  write_file(a, "NVRTC build a"); /* same size, one byte differs */
+  key_in_child(a, c, &ac_edited);
+  cr_assert_str_neq(ac.hex, ac_edited.hex, "a rebuilt NVRTC of the same size must change the key");
+  remove_dir(dir);
+}
+
+static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_module_cache_stats *stats);
+
+/* The warm start the module cache exists for: a fresh process reading a
+ * valid disk entry never dlopens NVRTC or nvJitLink. */
+Test(host_dx, warm_build_from_disk_loads_neither_nvrtc_nor_nvjitlink) {
+  cr_assert_eq(kd_nvrtc_loaded() || kd_nvjitlink_loaded(), 0, "this test needs a fresh process");
+  char *dir = temp_dir();
+  pid_t pid = fork(); /* the cold build, in a child: it loads both libraries */
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    const char *defs[1];
+    kd_build_recipe r = tiny_recipe(defs);
+    kd_module_cache *c = NULL;
+    kd_binary *b = NULL;
+    kd_build_report rep;
+    int ok = kd_module_cache_open(dir, &c) == KD_OK && kd_build_cubin(c, &r, &b, &rep) == KD_OK &&
+             rep.origin == KD_BUILD_COMPILED && !rep.disk_write_failed;
+    kd_binary_free(b);
+    kd_module_cache_close(c);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the cold build failed in the child");
+  const char *defs[1];
+  kd_build_recipe r = tiny_recipe(defs);
+  kd_build_report rep = build_in(dir, &r, NULL);
+  cr_assert_eq(rep.origin, KD_BUILD_DISK);
+  cr_assert_eq(kd_nvrtc_loaded(), 0, "a warm build loaded NVRTC");
+  cr_assert_eq(kd_nvjitlink_loaded(), 0, "a warm build loaded nvJitLink");
+  remove_dir(dir);
 }
 
 static void entry_path(const char *dir, const kd_module_key *k, char *path, size_t n) {

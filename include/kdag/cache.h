@@ -8,8 +8,11 @@
  * For large library trees (MathDx, CUTLASS) pass the package version and a
  * manifest hash computed once (kd_mathdx_info.key_tag in kdag/mathdx.h), not
  * a hash of every header. The key (XXH3-128) covers all of that plus the
- * NVRTC and nvJitLink versions and the cache format version, so a changed
- * input never finds a stale module.
+ * identity of the NVRTC and nvJitLink library files (resolved path, size,
+ * modification time, a hash of their first and last 64 KiB: found once per
+ * process without loading either library, so a warm start never dlopens
+ * them) and the cache format version, so a changed input, compiler or
+ * linker never finds a stale module.
  *
  * On disk, each entry is <dir>/<32 hex digits of the key>.cubin: a 64-byte
  * header (magic "KDAGCUB", format version, payload size, XXH3-64 checksum of
@@ -63,8 +66,9 @@ typedef struct kd_module_key {
   char hex[33];
 } kd_module_key;
 
-/* Computes the recipe's key (loads NVRTC and nvJitLink for their versions;
- * hashes every byte of source, headers and link inputs). Errors:
+/* Computes the recipe's key (identifies NVRTC, when there is a source, and
+ * nvJitLink by their files without loading them unless they cannot be found
+ * by name; hashes every byte of source, headers and link inputs). Errors:
  * KD_ERR_INVALID_ARGUMENT (NULL recipe or out, no arch, no source and no
  * inputs, an array NULL with a count), KD_ERR_LIBRARY_MISSING. */
 kd_status kd_build_key(const kd_build_recipe *recipe, kd_module_key *out);
