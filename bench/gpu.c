@@ -163,3 +163,40 @@ void kb_gpu_describe_toolkit(kb_machine *m) {
   if (kd_nvrtc_version(&major, &minor) == KD_OK)
     snprintf(m->nvrtc_version, sizeof m->nvrtc_version, "%d.%d", major, minor);
 }
+
+void kb_kernel_suite_fini(void *state) {
+  kb_kernel_suite *s = state;
+  if (!s) return;
+  const kd_cu_table *cu = s->g->cu;
+  cu->cuCtxSetCurrent(s->g->context);
+  cu->cuStreamSynchronize(s->g->stream);
+  if (s->done) cu->cuEventDestroy(s->done);
+  if (s->module) cu->cuModuleUnload(s->module);
+  free(s);
+}
+
+kb_status kb_kernel_suite_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
+  const kb_kernel_spec *spec = user;
+  kb_gpu *g;
+  kb_status st = kb_gpu_acquire(&g, why, cap);
+  if (st != KB_OK) return st;
+  kb_gpu_describe(g, kb_harness_machine(h));
+  kb_kernel_suite *s = calloc(1, sizeof *s);
+  if (!s) return snprintf(why, cap, "out of memory"), KB_FAIL;
+  s->g = g;
+  char call[160];
+  snprintf(call, sizeof call, "cuModuleGetFunction(%s)", spec->function);
+  if ((st = kb_gpu_load_module(g, spec->cubin, spec->ptx, &s->module, why, cap)) ||
+      (st = kb_gpu_check_msg(why, cap, g->cu->cuModuleGetFunction(&s->fn, s->module, spec->function), call)) ||
+      (st = kb_gpu_check_msg(why, cap, g->cu->cuEventCreate(&s->done, CU_EVENT_DISABLE_TIMING),
+                             "cuEventCreate(done)"))) {
+    kb_kernel_suite_fini(s);
+    return st;
+  }
+  *state = s;
+  return KB_OK;
+}
+
+kb_status kb_kernel_suite_flush(void *state, char *why, size_t cap) {
+  return kb_gpu_flush_l2(((kb_kernel_suite *)state)->g, why, cap);
+}

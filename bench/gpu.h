@@ -60,6 +60,25 @@ kb_status kb_gpu_load_module(kb_gpu *g, const void *cubin, const void *ptx, CUmo
  * the next sample starts with nothing of its own in L2. */
 kb_status kb_gpu_flush_l2(kb_gpu *g, char *why, size_t cap);
 
+/* Suite state shared by the suites that time one kernel of an embedded
+ * module (launch, fanout, rebind): the GPU, the module, the function, and a
+ * completion event recorded once per submission or batch. Pass a
+ * kb_kernel_spec (static storage) as kb_suite_desc.user and these three as
+ * its init, fini and flush. */
+typedef struct kb_kernel_spec {
+  const void *cubin, *ptx; /* embedded images: the CUBIN, else its PTX */
+  const char *function;
+} kb_kernel_spec;
+typedef struct kb_kernel_suite {
+  kb_gpu *g;
+  CUmodule module;
+  CUfunction fn;
+  CUevent done;
+} kb_kernel_suite;
+kb_status kb_kernel_suite_init(kb_harness *h, void *user, void **state, char *why, size_t cap);
+void kb_kernel_suite_fini(void *state);
+kb_status kb_kernel_suite_flush(void *state, char *why, size_t cap);
+
 /* Fills the GPU fields of *m from the open GPU. */
 void kb_gpu_describe(const kb_gpu *g, kb_machine *m);
 /* Fills what needs no GPU: toolkit version (the headers') and NVRTC's. */

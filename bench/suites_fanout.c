@@ -25,49 +25,6 @@
 
 #define FANOUT_THREADS 128
 
-typedef struct fanout_suite {
-  kb_gpu *g;
-  CUmodule module;
-  CUfunction work;
-  CUevent done; /* the per-batch completion event */
-} fanout_suite;
-
-static void fanout_fini(void *state) {
-  fanout_suite *s = state;
-  if (!s) return;
-  const kd_cu_table *cu = s->g->cu;
-  cu->cuCtxSetCurrent(s->g->context);
-  cu->cuStreamSynchronize(s->g->stream);
-  if (s->done) cu->cuEventDestroy(s->done);
-  if (s->module) cu->cuModuleUnload(s->module);
-  free(s);
-}
-
-static kb_status fanout_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
-  (void)user;
-  kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
-  if (st != KB_OK) return st;
-  kb_gpu_describe(g, kb_harness_machine(h));
-  fanout_suite *s = calloc(1, sizeof *s);
-  if (!s) return snprintf(why, cap, "out of memory"), KB_FAIL;
-  s->g = g;
-  if ((st = kb_gpu_load_module(g, kd_kernel_bench_cubin, kd_kernel_bench_ptx, &s->module, why, cap)) ||
-      (st = kb_gpu_check_msg(why, cap, g->cu->cuModuleGetFunction(&s->work, s->module, "bench_work_kernel"),
-                             "cuModuleGetFunction(bench_work_kernel)")) ||
-      (st = kb_gpu_check_msg(why, cap, g->cu->cuEventCreate(&s->done, CU_EVENT_DISABLE_TIMING),
-                             "cuEventCreate(done)"))) {
-    fanout_fini(s);
-    return st;
-  }
-  *state = s;
-  return KB_OK;
-}
-
-static kb_status fanout_flush(void *state, char *why, size_t cap) {
-  return kb_gpu_flush_l2(((fanout_suite *)state)->g, why, cap);
-}
-
 static int64_t width(kb_run *run) { return kb_run_axis(run, "W", 64); }
 static int work_iters(kb_run *run) { return (int)kb_run_axis(run, "iters", 2048); }
 
@@ -92,7 +49,7 @@ typedef struct raw_fanout {
 static void raw_teardown(kb_run *run, void *state) {
   raw_fanout *r = state;
   if (!r) return;
-  fanout_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   cu->cuStreamSynchronize(s->g->stream);
   if (r->exec) cu->cuGraphExecDestroy(r->exec);
@@ -104,7 +61,7 @@ static void raw_teardown(kb_run *run, void *state) {
 static kb_status raw_alloc(kb_run *run, raw_fanout **out) {
   kb_status st = declare(run);
   if (st) return st;
-  fanout_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   raw_fanout *r = calloc(1, sizeof *r);
   if (!r) return kb_run_fail(run, "out of memory");
   size_t bytes = (size_t)width(run) * FANOUT_THREADS * sizeof(float);
@@ -129,7 +86,7 @@ static kb_status serial_setup(kb_run *run, void **state) {
 
 static kb_status serial_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   raw_fanout *r = state;
-  fanout_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   CUstream stream = s->g->stream;
   int64_t w = width(run);
@@ -141,7 +98,7 @@ static kb_status serial_batch(kb_run *run, void *state, uint64_t iterations, kb_
     for (int64_t i = 0; i < w; ++i) {
       CUdeviceptr p = buffer_of(r, i);
       void *params[] = {&p, &n, &iters};
-      CUresult e = cu->cuLaunchKernel(s->work, 1, 1, 1, FANOUT_THREADS, 1, 1, 0, stream, params, NULL);
+      CUresult e = cu->cuLaunchKernel(s->fn, 1, 1, 1, FANOUT_THREADS, 1, 1, 0, stream, params, NULL);
       if (e != CUDA_SUCCESS) return kb_gpu_check(run, e, "cuLaunchKernel(bench_work_kernel)");
     }
     CUresult e = cu->cuEventRecord(s->done, stream);
@@ -155,7 +112,7 @@ static kb_status graph_setup(kb_run *run, void **state) {
   raw_fanout *r;
   kb_status st = raw_alloc(run, &r);
   if (st) return st;
-  fanout_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   if ((st = kb_gpu_check(run, cu->cuGraphCreate(&r->graph, 0), "cuGraphCreate"))) goto fail;
   int n = FANOUT_THREADS, iters = work_iters(run);
@@ -163,7 +120,7 @@ static kb_status graph_setup(kb_run *run, void **state) {
     CUdeviceptr p = buffer_of(r, i);
     void *params[] = {&p, &n, &iters}; /* copied by cuGraphAddKernelNode */
     CUDA_KERNEL_NODE_PARAMS kp = {0};
-    kp.func = s->work;
+    kp.func = s->fn;
     kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
     kp.blockDimX = FANOUT_THREADS, kp.blockDimY = kp.blockDimZ = 1;
     kp.kernelParams = params;
@@ -183,7 +140,7 @@ fail:
 
 static kb_status graph_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   raw_fanout *r = state;
-  fanout_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   CUstream stream = s->g->stream;
   uint64_t t0 = kb_now_ns();
@@ -258,10 +215,12 @@ static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_ti
 }
 
 int kb_register_fanout_suite(kb_harness *h) {
+  static const kb_kernel_spec kernel = {kd_kernel_bench_cubin, kd_kernel_bench_ptx, "bench_work_kernel"};
   kb_suite_desc sd = {.name = "fanout",
                       .description = "W independent small kernels per submission (one 128-thread block of "
                                      "`iters` dependent FMAs each, own buffer): what overlaps",
-                      .needs_gpu = 1, .init = fanout_init, .fini = fanout_fini, .flush = fanout_flush};
+                      .needs_gpu = 1, .init = kb_kernel_suite_init, .fini = kb_kernel_suite_fini,
+                      .flush = kb_kernel_suite_flush, .user = (void *)&kernel};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t w[] = {4, 16, 64}, iters[] = {2048};

@@ -12,51 +12,6 @@
 #include "kdag/kdag.h"
 #include "kernels/embedded.h"
 
-typedef struct launch_suite {
-  kb_gpu *g;
-  CUmodule module;
-  CUfunction empty;
-  CUevent done; /* the per-submission completion event */
-} launch_suite;
-
-static kb_status launch_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
-  (void)user;
-  kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
-  if (st != KB_OK) return st;
-  kb_gpu_describe(g, kb_harness_machine(h));
-  launch_suite *s = calloc(1, sizeof *s);
-  if (!s) return snprintf(why, cap, "out of memory"), KB_FAIL;
-  s->g = g;
-  const kd_cu_table *cu = g->cu;
-  if ((st = kb_gpu_load_module(g, kd_kernel_test_cubin, kd_kernel_test_ptx, &s->module, why, cap)) ||
-      (st = kb_gpu_check_msg(why, cap, cu->cuModuleGetFunction(&s->empty, s->module, "empty_kernel"),
-                             "cuModuleGetFunction(empty_kernel)")) ||
-      (st = kb_gpu_check_msg(why, cap, cu->cuEventCreate(&s->done, CU_EVENT_DISABLE_TIMING),
-                             "cuEventCreate(done)"))) {
-    if (s->module) cu->cuModuleUnload(s->module);
-    free(s);
-    return st;
-  }
-  *state = s;
-  return KB_OK;
-}
-
-static void launch_fini(void *state) {
-  launch_suite *s = state;
-  if (!s) return;
-  const kd_cu_table *cu = s->g->cu;
-  cu->cuCtxSetCurrent(s->g->context);
-  cu->cuStreamSynchronize(s->g->stream);
-  cu->cuEventDestroy(s->done);
-  cu->cuModuleUnload(s->module);
-  free(s);
-}
-
-static kb_status launch_flush(void *state, char *why, size_t cap) {
-  return kb_gpu_flush_l2(((launch_suite *)state)->g, why, cap);
-}
-
 static int64_t chain_length(kb_run *run) { return kb_run_axis(run, "N", 10); }
 
 static kb_status declare(kb_run *run) {
@@ -76,7 +31,7 @@ static kb_status raw_setup(kb_run *run, void **state) {
 
 static kb_status raw_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   (void)state;
-  launch_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   CUstream stream = s->g->stream;
   int64_t n = chain_length(run);
@@ -85,7 +40,7 @@ static kb_status raw_batch(kb_run *run, void *state, uint64_t iterations, kb_tim
   if (st) return st;
   for (uint64_t it = 0; it < iterations; ++it) {
     for (int64_t i = 0; i < n; ++i) {
-      CUresult r = cu->cuLaunchKernel(s->empty, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL);
+      CUresult r = cu->cuLaunchKernel(s->fn, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL);
       if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuLaunchKernel(empty_kernel)");
     }
     CUresult r = cu->cuEventRecord(s->done, stream);
@@ -104,7 +59,7 @@ typedef struct hand_graph {
 static void graph_teardown(kb_run *run, void *state) {
   hand_graph *hg = state;
   if (!hg) return;
-  launch_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   cu->cuStreamSynchronize(s->g->stream);
   if (hg->exec) cu->cuGraphExecDestroy(hg->exec);
@@ -117,14 +72,14 @@ static void graph_teardown(kb_run *run, void *state) {
 static kb_status graph_setup(kb_run *run, void **state) {
   kb_status st = declare(run);
   if (st) return st;
-  launch_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   hand_graph *hg = calloc(1, sizeof *hg);
   if (!hg) return kb_run_fail(run, "out of memory");
   *state = hg;
   if ((st = kb_gpu_check(run, cu->cuGraphCreate(&hg->graph, 0), "cuGraphCreate"))) goto fail;
   CUDA_KERNEL_NODE_PARAMS p = {0};
-  p.func = s->empty;
+  p.func = s->fn;
   p.gridDimX = p.gridDimY = p.gridDimZ = 1;
   p.blockDimX = p.blockDimY = p.blockDimZ = 1;
   CUgraphNode prev = NULL;
@@ -146,7 +101,7 @@ fail:
 
 static kb_status graph_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   hand_graph *hg = state;
-  launch_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   CUstream stream = s->g->stream;
   uint64_t t0 = kb_now_ns();
@@ -225,10 +180,12 @@ static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_ti
 }
 
 int kb_register_launch_suite(kb_harness *h) {
+  static const kb_kernel_spec kernel = {kd_kernel_test_cubin, kd_kernel_test_ptx, "empty_kernel"};
   kb_suite_desc sd = {
       .name = "launch",
       .description = "a chain of N empty kernels per submission, one completion event each",
-      .needs_gpu = 1, .init = launch_init, .fini = launch_fini, .flush = launch_flush};
+      .needs_gpu = 1, .init = kb_kernel_suite_init, .fini = kb_kernel_suite_fini,
+      .flush = kb_kernel_suite_flush, .user = (void *)&kernel};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t n[] = {10, 100, 1000, 10000};

@@ -25,49 +25,6 @@
 
 typedef enum rebind_kind { RELAUNCH, REBIND_ONE, REBIND_ALL } rebind_kind;
 
-typedef struct rebind_suite {
-  kb_gpu *g;
-  CUmodule module;
-  CUfunction step;
-  CUevent done;
-} rebind_suite;
-
-static void rebind_fini(void *state) {
-  rebind_suite *s = state;
-  if (!s) return;
-  const kd_cu_table *cu = s->g->cu;
-  cu->cuCtxSetCurrent(s->g->context);
-  cu->cuStreamSynchronize(s->g->stream);
-  if (s->done) cu->cuEventDestroy(s->done);
-  if (s->module) cu->cuModuleUnload(s->module);
-  free(s);
-}
-
-static kb_status rebind_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
-  (void)user;
-  kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
-  if (st != KB_OK) return st;
-  kb_gpu_describe(g, kb_harness_machine(h));
-  rebind_suite *s = calloc(1, sizeof *s);
-  if (!s) return snprintf(why, cap, "out of memory"), KB_FAIL;
-  s->g = g;
-  if ((st = kb_gpu_load_module(g, kd_kernel_bench_cubin, kd_kernel_bench_ptx, &s->module, why, cap)) ||
-      (st = kb_gpu_check_msg(why, cap, g->cu->cuModuleGetFunction(&s->step, s->module, "bench_step_kernel"),
-                             "cuModuleGetFunction(bench_step_kernel)")) ||
-      (st = kb_gpu_check_msg(why, cap, g->cu->cuEventCreate(&s->done, CU_EVENT_DISABLE_TIMING),
-                             "cuEventCreate(done)"))) {
-    rebind_fini(s);
-    return st;
-  }
-  *state = s;
-  return KB_OK;
-}
-
-static kb_status rebind_flush(void *state, char *why, size_t cap) {
-  return kb_gpu_flush_l2(((rebind_suite *)state)->g, why, cap);
-}
-
 static int64_t chain_length(kb_run *run) { return kb_run_axis(run, "N", 100); }
 
 static kb_status declare(kb_run *run) {
@@ -88,7 +45,7 @@ typedef struct hand_chain {
 static void hand_teardown(kb_run *run, void *state) {
   hand_chain *c = state;
   if (!c) return;
-  rebind_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   cu->cuStreamSynchronize(s->g->stream);
   if (c->exec) cu->cuGraphExecDestroy(c->exec);
@@ -100,7 +57,7 @@ static void hand_teardown(kb_run *run, void *state) {
 static kb_status hand_setup(kb_run *run, void **state) {
   kb_status st = declare(run);
   if (st) return st;
-  rebind_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   hand_chain *c = calloc(1, sizeof *c);
   if (!c) return kb_run_fail(run, "out of memory");
@@ -118,7 +75,7 @@ static kb_status hand_setup(kb_run *run, void **state) {
     CUdeviceptr in = c->buffers + (CUdeviceptr)i * stride, out = in + stride;
     void *params[] = {&out, &in, &elems}; /* copied by cuGraphAddKernelNode */
     CUDA_KERNEL_NODE_PARAMS kp = {0};
-    kp.func = s->step;
+    kp.func = s->fn;
     kp.gridDimX = kp.gridDimY = kp.gridDimZ = 1;
     kp.blockDimX = REBIND_ELEMS, kp.blockDimY = kp.blockDimZ = 1;
     kp.kernelParams = params;
@@ -141,7 +98,7 @@ fail:
 
 static kb_status hand_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   hand_chain *c = state;
-  rebind_suite *s = kb_run_suite_state(run);
+  kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   CUstream stream = s->g->stream;
   uint64_t t0 = kb_now_ns();
@@ -263,10 +220,12 @@ static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_ti
 }
 
 int kb_register_rebind_suite(kb_harness *h) {
+  static const kb_kernel_spec kernel = {kd_kernel_bench_cubin, kd_kernel_bench_ptx, "bench_step_kernel"};
   kb_suite_desc sd = {.name = "rebind",
                       .description = "re-submitting a GRAPH-mode chain of N step kernels, with tensors rebound "
                                      "between submissions (host cost per submission)",
-                      .needs_gpu = 1, .init = rebind_init, .fini = rebind_fini, .flush = rebind_flush};
+                      .needs_gpu = 1, .init = kb_kernel_suite_init, .fini = kb_kernel_suite_fini,
+                      .flush = kb_kernel_suite_flush, .user = (void *)&kernel};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t n[] = {100};
