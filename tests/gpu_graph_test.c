@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "kernels/embedded.h"
+#include "cublas_node.h"
 #include "random_graph.h"
 
 static double now_ms(void) {
@@ -274,53 +275,10 @@ Test(gpu_graph, release_while_in_flight_100k_submissions) {
 
 /* ---- foreign library node: cuBLAS ------------------------------------- */
 
-typedef int (*cublas_create_fn)(void **);
-typedef int (*cublas_destroy_fn)(void *);
-typedef int (*cublas_set_stream_fn)(void *, void *);
-typedef int (*cublas_set_workspace_fn)(void *, void *, size_t);
-typedef int (*cublas_saxpy_fn)(void *, int, const float *, const float *, int, float *, int);
-
-typedef struct blas {
-  void *lib, *handle;
-  cublas_destroy_fn destroy;
-  cublas_set_stream_fn set_stream;
-  cublas_set_workspace_fn set_workspace;
-  cublas_saxpy_fn saxpy;
-  int released;
-} blas;
-
-static void release_blas(void *p) {
-  blas *b = p;
-  b->destroy(b->handle);
-  ck_pr_store_int(&b->released, 1);
-}
-
-static kd_status saxpy_node(const kd_foreign_call *call, void *user) {
-  blas *b = user;
-  float alpha = 2.0f;
-  if (call->span_count != 2 || !call->workspace) return KD_ERR_INVALID_ARGUMENT;
-  if (call->resource != b) return KD_ERR_INVALID_ARGUMENT;
-  if (b->set_stream(b->handle, call->stream) || b->set_workspace(b->handle, (void *)call->workspace, call->workspace_bytes))
-    return KD_ERR_DRIVER;
-  /* spans[0] is y (inout), spans[1] is x (in); both hold elements floats. */
-  int st = b->saxpy(b->handle, (int)call->spans[0].elements, &alpha, (const float *)call->spans[1].device_ptr, 1,
-                    (float *)call->spans[0].device_ptr, 1);
-  return st ? KD_ERR_DRIVER : KD_OK;
-}
-
 Test(gpu_graph, foreign_cublas_node_keeps_workspace_and_resource_until_done) {
   kd_session *s = kdt_gpu_session();
-  blas b = {0};
-  b.lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (!b.lib) b.lib = dlopen("/usr/local/cuda/lib64/libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
-  if (!b.lib) cr_skip_test("GPU lane: cuBLAS (libcublas.so.13) not found: %s", dlerror());
-  cublas_create_fn create = (cublas_create_fn)dlsym(b.lib, "cublasCreate_v2");
-  b.destroy = (cublas_destroy_fn)dlsym(b.lib, "cublasDestroy_v2");
-  b.set_stream = (cublas_set_stream_fn)dlsym(b.lib, "cublasSetStream_v2");
-  b.set_workspace = (cublas_set_workspace_fn)dlsym(b.lib, "cublasSetWorkspace_v2");
-  b.saxpy = (cublas_saxpy_fn)dlsym(b.lib, "cublasSaxpy_v2");
-  cr_assert(create && b.destroy && b.set_stream && b.set_workspace && b.saxpy);
-  cr_assert_eq(create(&b.handle), 0);
+  blas b;
+  blas_open(&b);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   float x[4096], y[4096], out[4096];
