@@ -381,6 +381,20 @@ Test(gpu_graph_mode, auto_switches_to_graph_after_graph_after_submissions) {
   kd_session_destroy(s);
 }
 
+/* Ten nodes, node6 a trap: the fault tests. */
+static kd_graph *trap_graph(kd_session *s, const loaded *l, kd_tensor t) {
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  for (int i = 0; i < 10; ++i) {
+    char name[16];
+    snprintf(name, sizeof name, "node%d", i);
+    if (i == 6) KDT_OK(kd_graph_kernel(g, name, l->trap, &one, NULL, 0, NULL));
+    else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
+  }
+  return g;
+}
+
 Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_for_that_launch) {
   kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
@@ -389,15 +403,7 @@ Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_for_that_launch) 
   kd_tensor t;
   KDT_OK(kd_tensor_create(s, &d, &t));
   int32_t host[16];
-  kd_graph *g;
-  KDT_OK(kd_graph_create(s, &g));
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
-  for (int i = 0; i < 10; ++i) {
-    char name[16];
-    snprintf(name, sizeof name, "node%d", i);
-    if (i == 6) KDT_OK(kd_graph_kernel(g, name, l.trap, &one, NULL, 0, NULL));
-    else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
-  }
+  kd_graph *g = trap_graph(s, &l, t);
   kd_ticket ticket;
   KDT_OK(kd_graph_submit(g, &ticket)); /* the launch is enqueued; it faults later */
   kd_status st = KD_OK;
@@ -423,15 +429,7 @@ Test(gpu_graph_mode, debug_nodes_runs_graph_mode_eagerly_to_name_the_faulting_no
   kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};
   kd_tensor t;
   KDT_OK(kd_tensor_create(s, &d, &t));
-  kd_graph *g;
-  KDT_OK(kd_graph_create(s, &g));
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
-  for (int i = 0; i < 10; ++i) {
-    char name[16];
-    snprintf(name, sizeof name, "node%d", i);
-    if (i == 6) KDT_OK(kd_graph_kernel(g, name, l.trap, &one, NULL, 0, NULL));
-    else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
-  }
+  kd_graph *g = trap_graph(s, &l, t);
   KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_DEVICE_FAULT, "node 'node6' (#6)");
   cr_assert_eq(counters(s).graph_launches, 0);
   kd_graph_destroy(g);
