@@ -626,12 +626,26 @@ typedef struct start_case {
   kd_tensor a, b, c;
   char dir[128]; /* module_warm: the populated cache folder */
   int cold;
+  /* Where a start's time goes (timed samples only), printed on stderr at
+   * teardown: build (key + cache or compile), load, lookup (function,
+   * launch config, spans), launch + synchronize. */
+  double phase_ns[4];
+  uint64_t phase_n;
+  int timing;
 } start_case;
+
+static const char *const start_phase[4] = {"build", "load", "lookup", "launch+sync"};
 
 static void start_teardown(kb_run *run, void *state) {
   (void)run;
   start_case *c = state;
   if (!c) return;
+  if (c->phase_n) {
+    fprintf(stderr, "kdag-bench dx %s: mean per start over %llu:", kb_run_case_name(run),
+            (unsigned long long)c->phase_n);
+    for (int i = 0; i < 4; ++i) fprintf(stderr, " %s %.3f ms", start_phase[i], c->phase_ns[i] / 1e6 / (double)c->phase_n);
+    fputc('\n', stderr);
+  }
   if (*c->dir) {
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
@@ -654,8 +668,11 @@ static kd_status start_launch(kd_raw *raw, void *user) {
   kd_launch_config cfg;
   kd_span a, b;
   kd_span_mut c;
+  start_case *sc = job->c;
+  uint64_t t0 = kb_now_ns();
   kd_status st = kd_raw_load_binary(raw, job->cubin, &m);
   if (st) return st;
+  uint64_t t1 = kb_now_ns();
   if ((st = kd_module_function(session, m, "dx_gemm_batched", &fn)) ||
       (st = dx_launch_config(job->cubin, "dx_gemm_launch", 1, &cfg)) ||
       (st = kd_raw_tensor(raw, job->c->a, &a)) || (st = kd_raw_tensor(raw, job->c->b, &b)) ||
@@ -671,8 +688,14 @@ static kd_status start_launch(kd_raw *raw, void *user) {
    * kernel's own (dx_gemm_launch, from cuBLASDx); c is this scope's only,
    * exclusive borrow and aliases neither input; a and b were uploaded in
    * setup; kd_raw_synchronize below waits before the module is released. */
+  uint64_t t2 = kb_now_ns();
   st = kd_raw_launch(raw, fn, &cfg, args, 4);
   if (st == KD_OK) st = kd_raw_synchronize(raw);
+  if (sc->timing) {
+    sc->phase_ns[1] += (double)(t1 - t0);
+    sc->phase_ns[2] += (double)(t2 - t1);
+    sc->phase_ns[3] += (double)(kb_now_ns() - t2);
+  }
   kd_status rel = kd_module_release(session, m);
   return st ? st : rel;
 }
@@ -684,12 +707,14 @@ static kb_status start_once(kb_run *run, start_case *c, const char *dir, kd_buil
   kd_binary *cubin = NULL;
   kd_build_report rep;
   kb_status st;
+  uint64_t t0 = kb_now_ns();
   if ((st = kd_check(run, kd_module_cache_open(dir, &cache), "kd_module_cache_open")) ||
       (st = kd_check(run, dx_build_gemm(cache, &s->mdx, KD_F32, s->sm, &cubin, &rep), "building the cuBLASDx GEMM"))) {
     kd_module_cache_close(cache);
     return st;
   }
   kd_module_cache_close(cache);
+  if (c->timing) c->phase_ns[0] += (double)(kb_now_ns() - t0);
   if (rep.origin != want) {
     kd_binary_free(cubin);
     return kb_run_fail(run, "the module came from %s, expected %s", rep.origin == KD_BUILD_DISK ? "the disk cache" :
@@ -698,6 +723,7 @@ static kb_status start_once(kb_run *run, start_case *c, const char *dir, kd_buil
   start_job job = {c, cubin};
   st = kd_check(run, kd_with_raw(c->k.session, "bench.dx_start", start_launch, &job), "load and first launch");
   kd_binary_free(cubin);
+  if (c->timing && !st) c->phase_n++;
   return st;
 }
 
@@ -743,7 +769,9 @@ static kb_status start_batch(kb_run *run, void *state, uint64_t iterations, kb_t
     char dir[128] = "/tmp/kdag-bench-dx-cold-XXXXXX";
     if (c->cold && !mkdtemp(dir)) return kb_run_fail(run, "mkdtemp: cannot create a cache folder under /tmp");
     uint64_t t0 = kb_now_ns();
+    c->timing = 1;
     kb_status st = start_once(run, c, c->cold ? dir : c->dir, c->cold ? KD_BUILD_COMPILED : KD_BUILD_DISK);
+    c->timing = 0;
     ns += (double)(kb_now_ns() - t0);
     if (c->cold) {
       char cmd[256];

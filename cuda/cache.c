@@ -20,6 +20,8 @@
 
 #define KD_CACHE_FORMAT 1u
 #define KD_CACHE_HEADER 64u
+/* nvJitLink takes at most 62 extra flags in kd_nvjitlink_link (64 with -arch and -lto). */
+#define KD_MAX_RECIPE_LINK_FLAGS 62
 static const char kd_cache_magic[8] = {'K', 'D', 'A', 'G', 'C', 'U', 'B', '\0'};
 
 typedef struct kd_cache_entry {
@@ -80,6 +82,7 @@ static kd_status key_raw(const char *op, const kd_build_recipe *r, unsigned char
   if ((st = check_array(op, "inputs", r->inputs, r->input_count)) ||
       (st = check_array(op, "link_flags", r->link_flags, r->link_flag_count)) ||
       (st = check_array(op, "key_tags", r->key_tags, r->key_tag_count)) ||
+      (st = check_array(op, "host_variables", r->host_variables, r->host_variable_count)) ||
       (st = check_array(op, "nvrtc.include_paths", o->include_paths, o->include_path_count)) ||
       (st = check_array(op, "nvrtc.defines", o->defines, o->define_count)) ||
       (st = check_array(op, "nvrtc.extra_flags", o->extra_flags, o->extra_flag_count)) ||
@@ -89,6 +92,15 @@ static kd_status key_raw(const char *op, const kd_build_recipe *r, unsigned char
   for (size_t i = 0; i < r->input_count; ++i)
     if (!r->inputs[i].data || !r->inputs[i].size)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: recipe inputs[%zu] is NULL or empty", op, i);
+  for (size_t i = 0; i < r->host_variable_count; ++i) {
+    const char *v = r->host_variables[i];
+    if (!v || !*v || strchr(v, ','))
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: recipe host_variables[%zu] (%s) must be a non-empty "
+                     "name without commas", op, i, v ? v : "NULL");
+  }
+  if (r->host_variable_count + r->link_flag_count + 1 > KD_MAX_RECIPE_LINK_FLAGS)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %zu link flags and %zu host variables, at most %d together",
+                   op, r->link_flag_count, r->host_variable_count, KD_MAX_RECIPE_LINK_FLAGS - 1);
   /* The compiler and linker by file identity (path, size, mtime, a hash of
    * both ends), found once per process without loading either: a warm start
    * never dlopens NVRTC or nvJitLink. A different build is a different file. */
@@ -122,6 +134,8 @@ static kd_status key_raw(const char *op, const kd_build_recipe *r, unsigned char
   }
   put_strs(h, r->link_flags, r->link_flag_count);
   put_strs(h, r->key_tags, r->key_tag_count);
+  put_int(h, r->keep_unused_variables != 0);
+  put_strs(h, r->host_variables, r->host_variable_count);
   XXH128_hash_t d = XXH3_128bits_digest(h);
   XXH3_freeState(h);
   XXH128_canonical_t c;
@@ -468,11 +482,28 @@ kd_status kd_build_cubin(kd_module_cache *c, const kd_build_recipe *r, kd_binary
     ins[0] = kd_link_input_of(lto, o.program_name ? o.program_name : "source");
   }
   for (size_t i = 0; i < r->input_count; ++i) ins[i + (r->source ? 1 : 0)] = r->inputs[i];
-  kd_link_options lo = {.arch = r->nvrtc.arch, .lto = 1, .extra_flags = r->link_flags,
-                        .extra_flag_count = r->link_flag_count};
+  /* The recipe's flags, then the variable pruning (see host_variables). */
+  const char *flags[KD_MAX_RECIPE_LINK_FLAGS];
+  char *kept[KD_MAX_RECIPE_LINK_FLAGS];
+  size_t nf = 0, nk = 0;
+  for (size_t i = 0; i < r->link_flag_count; ++i) flags[nf++] = r->link_flags[i];
+  if (!r->keep_unused_variables) {
+    flags[nf++] = "-optimize-unused-variables";
+    for (size_t i = 0; i < r->host_variable_count; ++i) {
+      size_t len = strlen(r->host_variables[i]) + sizeof "-variables-used=";
+      if (!(kept[nk] = malloc(len))) break;
+      snprintf(kept[nk], len, "-variables-used=%s", r->host_variables[i]);
+      flags[nf++] = kept[nk++];
+    }
+  }
+  kd_link_options lo = {.arch = r->nvrtc.arch, .lto = 1, .extra_flags = flags, .extra_flag_count = nf};
   double t = now_ms();
-  st = kd_nvjitlink_link(ins, n_in, &lo, &cubin);
+  if (!r->keep_unused_variables && nk < r->host_variable_count)
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the link flags", op);
+  else
+    st = kd_nvjitlink_link(ins, n_in, &lo, &cubin);
   rep.link_ms = now_ms() - t;
+  for (size_t i = 0; i < nk; ++i) free(kept[i]);
   free(ins);
   kd_binary_free(lto);
   if (st) return kd_fail_context(st, "%s (key %s)", op, rep.key.hex);

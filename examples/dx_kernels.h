@@ -6,6 +6,8 @@
  * shared bytes}, computed at compile time by the library (cuBLASDx's
  * block_dim and get_shared_storage_size) or from libmathdx's traits;
  * kd_binary_read_global reads them from the CUBIN, with or without a GPU.
+ * Each recipe names them in host_variables, so kd_build_cubin keeps them
+ * while it drops the libraries' unreferenced constexpr objects.
  *
  * Batched layout (column-major, one problem per block): matrix p of a
  * {n, n, batches} tensor starts at p * n * n; vector p of {n, batches} at
@@ -119,6 +121,9 @@ static inline kd_status dx_build_gemm(kd_module_cache *cache, const kd_mathdx_in
   r.nvrtc.program_name = dtype == KD_F64 ? "dx_gemm_f64.cu" : "dx_gemm_f32.cu";
   r.key_tags = tags;
   r.key_tag_count = 1;
+  static const char *const host_vars[] = {"dx_gemm_launch"};
+  r.host_variables = host_vars; /* every other device variable is dropped */
+  r.host_variable_count = 1;
   return kd_build_cubin(cache, &r, out, report);
 }
 
@@ -166,6 +171,9 @@ static inline kd_status dx_build_cholesky(kd_module_cache *cache, int sm, kd_bin
     r.nvrtc.program_name = "dx_cholesky.cu";
     r.inputs = in;
     r.input_count = 4;
+    static const char *const host_vars[] = {"dx_potrf_launch", "dx_potrs_launch"};
+    r.host_variables = host_vars;
+    r.host_variable_count = 2;
     st = kd_build_cubin(cache, &r, out, report);
   }
   kd_dx_solver_release(&potrf);

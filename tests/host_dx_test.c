@@ -23,6 +23,9 @@ static kd_build_recipe tiny_recipe(const char **defs) {
   defs[0] = "TINY_VALUE=7";
   r.nvrtc.defines = defs;
   r.nvrtc.define_count = 1;
+  static const char *const host_vars[] = {"tiny_launch"};
+  r.host_variables = host_vars;
+  r.host_variable_count = 1;
   return r;
 }
 
@@ -54,6 +57,43 @@ Test(host_dx, link_lto_and_read_launch_globals) {
   KDT_FAILS(kd_binary_read_global(cubin, "nope", v, sizeof v), KD_ERR_NOT_FOUND, "no symbol nope");
   KDT_FAILS(kd_binary_read_global(cubin, "tiny_launch", v, 8), KD_ERR_INVALID_ARGUMENT, "is 16 bytes");
   kd_binary_free(cubin);
+}
+
+/* kd_build_cubin drops device variables that no kernel references unless
+ * the recipe names them (host_variables) or keeps them all. */
+Test(host_dx, unreferenced_device_variables_are_dropped_unless_named) {
+  static const char src[] = "extern \"C\" __device__ const unsigned kept_v[2] = {3, 4};\n"
+                            "extern \"C\" __device__ const unsigned spare_v[2] = {5, 6};\n"
+                            "extern \"C\" __global__ void k(unsigned *x) { x[0] = 1; }\n";
+  kd_build_recipe r;
+  memset(&r, 0, sizeof r);
+  r.source = src;
+  r.nvrtc.arch = "sm_90";
+  r.nvrtc.relocatable = 1;
+  const char *names[] = {"kept_v"};
+  r.host_variables = names;
+  r.host_variable_count = 1;
+  kd_binary *b = NULL;
+  unsigned v[2] = {0};
+  KDT_OK(kd_build_cubin(NULL, &r, &b, NULL));
+  KDT_OK(kd_binary_read_global(b, "kept_v", v, sizeof v));
+  cr_assert(v[0] == 3 && v[1] == 4);
+  KDT_FAILS(kd_binary_read_global(b, "spare_v", v, sizeof v), KD_ERR_NOT_FOUND, "spare_v");
+  kd_binary_free(b);
+  kd_module_key dropped, kept_all;
+  KDT_OK(kd_build_key(&r, &dropped));
+  r.keep_unused_variables = 1;
+  KDT_OK(kd_build_key(&r, &kept_all));
+  cr_assert_str_neq(dropped.hex, kept_all.hex, "keeping the variables is another module");
+  KDT_OK(kd_build_cubin(NULL, &r, &b, NULL));
+  KDT_OK(kd_binary_read_global(b, "spare_v", v, sizeof v));
+  cr_assert(v[0] == 5 && v[1] == 6);
+  kd_binary_free(b);
+  const char *bad[] = {"a,b"};
+  r.host_variables = bad;
+  KDT_FAILS(kd_build_cubin(NULL, &r, &b, NULL), KD_ERR_INVALID_ARGUMENT, "host_variables[0] (a,b)");
+  r.host_variables = NULL;
+  KDT_FAILS(kd_build_key(&r, &dropped), KD_ERR_INVALID_ARGUMENT, "host_variables is NULL");
 }
 
 Test(host_dx, link_errors_carry_the_linker_log) {
@@ -100,7 +140,7 @@ Test(host_dx, compile_errors_through_the_cache_carry_the_log) {
 Test(host_dx, key_changes_when_any_input_changes) {
   const char *defs[1];
   kd_build_recipe base = tiny_recipe(defs);
-  kd_module_key keys[16], k2;
+  kd_module_key keys[24], k2;
   int n = 0;
   KDT_OK(kd_build_key(&base, &keys[n++]));
   KDT_OK(kd_build_key(&base, &k2));
@@ -145,6 +185,12 @@ Test(host_dx, key_changes_when_any_input_changes) {
   const char *lflags[] = {"-O3"};
   r = base, r.link_flags = lflags, r.link_flag_count = 1;
   KDT_OK(kd_build_key(&r, &keys[n++]));
+  const char *hv[] = {"tiny_launch", "other"};
+  r = base, r.host_variables = hv, r.host_variable_count = 2;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  r = base, r.keep_unused_variables = 1;
+  KDT_OK(kd_build_key(&r, &keys[n++]));
+  cr_assert_leq(n, (int)(sizeof keys / sizeof keys[0]));
   for (int i = 0; i < n; ++i)
     for (int j = i + 1; j < n; ++j)
       cr_assert_str_neq(keys[i].hex, keys[j].hex, "recipes %d and %d share a key", i, j);
