@@ -47,6 +47,7 @@ struct kb_run {
   double tp_items, tp_bytes;
   uint64_t max_batch;
   char message[KB_MESSAGE_MAX];
+  int not_applicable; /* the KB_SKIP came from kb_run_not_applicable */
 };
 
 const char *kb_mode_name(kb_mode mode) { return mode == KB_MODE_COLD ? "cold" : "batch"; }
@@ -228,6 +229,14 @@ kb_status kb_run_skip(kb_run *run, const char *fmt, ...) {
   va_start(ap, fmt);
   kb_status st = run_message(run, KB_SKIP, fmt, ap);
   va_end(ap);
+  return st;
+}
+kb_status kb_run_not_applicable(kb_run *run, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kb_status st = run_message(run, KB_SKIP, fmt, ap);
+  va_end(ap);
+  run->not_applicable = 1;
   return st;
 }
 
@@ -455,13 +464,14 @@ static int add_rows(kb_harness *h, const kb_run *run, const measured *m) {
 }
 
 static void note_skip(kb_harness *h, const kb_suite *s, const char *case_name, int failed,
-                      const char *reason, FILE *progress) {
+                      int not_applicable, const char *reason, FILE *progress) {
   kb_skip k;
   memset(&k, 0, sizeof k);
   snprintf(k.suite, sizeof k.suite, "%s", s->name);
   snprintf(k.case_name, sizeof k.case_name, "%s", case_name ? case_name : "");
   k.needs_gpu = s->desc.needs_gpu;
   k.failed = failed;
+  k.not_applicable = !failed && not_applicable;
   snprintf(k.reason, sizeof k.reason, "%s", reason && *reason ? reason : "no reason given");
   kb_report_add_skip(&h->report, &k);
   if (progress)
@@ -530,7 +540,7 @@ static int run_one(kb_harness *h, kb_suite *s, void *suite_state, kb_case *c,
   if (st != KB_OK) {
     char name[KB_NAME_MAX + 200];
     snprintf(name, sizeof name, "%s%s %s", c->name, label, kb_mode_name(mode));
-    note_skip(h, s, name, st == KB_FAIL, run.message, o->progress);
+    note_skip(h, s, name, st == KB_FAIL, run.not_applicable, run.message, o->progress);
     failed = st == KB_FAIL;
   }
   free(m.s.host);
@@ -595,7 +605,7 @@ int kb_harness_run(kb_harness *h, const kb_options *o, char *why, size_t cap) {
     char reason[KB_MESSAGE_MAX] = "";
     kb_status st = s->desc.init ? s->desc.init(h, s->desc.user, &state, reason, sizeof reason) : KB_OK;
     if (st != KB_OK) {
-      note_skip(h, s, NULL, st == KB_FAIL, reason, o->progress);
+      note_skip(h, s, NULL, st == KB_FAIL, 0, reason, o->progress);
       failures += st == KB_FAIL ? (int)runs : 0;
       ordinal += runs;
       continue;

@@ -135,6 +135,7 @@ typedef struct kb_skip {
   char case_name[KB_NAME_MAX]; /* "" for the whole suite */
   int needs_gpu;
   int failed;                  /* 1: a failure, not a skip */
+  int not_applicable;          /* 1: kb_run_not_applicable (not at these axes) */
   char reason[KB_MESSAGE_MAX];
 } kb_skip;
 
@@ -279,6 +280,11 @@ void kb_run_max_batch(kb_run *run, uint64_t iterations);
 kb_status kb_run_fail(kb_run *run, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 kb_status kb_run_skip(kb_run *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A skip because the case does not apply at these axis values (a dtype it
+ * has no kernel for): reported as such, and never a failure, not even on
+ * the GPU lane (KDAG_REQUIRE_GPU=1), where other GPU skips are. */
+kb_status kb_run_not_applicable(kb_run *run, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Monotonic clock (CLOCK_MONOTONIC) in ns. */

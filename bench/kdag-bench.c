@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
   const kb_report *r = kb_harness_report(h);
   if (status == 0 && require && !strcmp(require, "1")) {
     for (size_t i = 0; i < r->skip_count; ++i) {
-      if (!r->skips[i].needs_gpu) continue;
+      if (!r->skips[i].needs_gpu || r->skips[i].not_applicable) continue;
       fprintf(stderr, "kdag-bench: KDAG_REQUIRE_GPU=1 but %s%s%s was skipped: %s\n", r->skips[i].suite,
               r->skips[i].case_name[0] ? "/" : "", r->skips[i].case_name, r->skips[i].reason);
       status = 1;

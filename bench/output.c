@@ -140,7 +140,7 @@ void kb_write_markdown(const kb_report *r, FILE *out) {
   for (size_t i = 0; i < r->skip_count; ++i) {
     const kb_skip *k = &r->skips[i];
     if (k->needs_gpu && !k->failed && !k->case_name[0]) continue;
-    fprintf(out, "- %s %s%s%s: %s\n", k->failed ? "FAILED" : "skipped", k->suite,
+    fprintf(out, "- %s %s%s%s: %s\n", k->failed ? "FAILED" : k->not_applicable ? "not applicable:" : "skipped", k->suite,
             k->case_name[0] ? "/" : "", k->case_name, k->reason);
   }
 }
@@ -262,6 +262,7 @@ static json_t *report_json(const kb_report *r) {
     json_object_set_new(o, "case", jstr_or_null(k->case_name));
     json_object_set_new(o, "gpu", json_boolean(k->needs_gpu));
     json_object_set_new(o, "failed", json_boolean(k->failed));
+    json_object_set_new(o, "not_applicable", json_boolean(k->not_applicable));
     json_object_set_new(o, "reason", json_string(k->reason));
     json_array_append_new(skips, o);
   }

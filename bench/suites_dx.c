@@ -247,7 +247,7 @@ static kb_status dtype_axis(kb_run *run, int *f64) {
  * f32 (one module): at the other dtype they skip, saying so. */
 static kb_status only_dtype(kb_run *run, int64_t bits, const char *why) {
   int64_t got = kb_run_axis(run, "dtype", bits);
-  if (got != bits) return kb_run_skip(run, "runs at dtype=%lld only (%s)", (long long)bits, why);
+  if (got != bits) return kb_run_not_applicable(run, "runs at dtype=%lld only (%s)", (long long)bits, why);
   return KB_OK;
 }
 

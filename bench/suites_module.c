@@ -5,25 +5,34 @@
  *   cubin_load     kd_raw_load_image of the embedded CUBIN -> ... -> done
  *   ptx_jit        kd_raw_load_ptx of the embedded PTX (the driver JITs it;
  *                  kdag-bench disables the JIT cache) -> ... -> done
+ *   disk_cache     kd_build_cubin of kernels/add.cu through a new
+ *                  kd_module_cache (memory level empty) over a folder one
+ *                  cold build filled in setup: key, read, checksum ->
+ *                  kd_raw_load_binary -> ... -> done (the warm start)
  * Each iteration is one kd_with_raw scope that loads a fresh module, runs
  * add_kernel once, waits for the stream and releases the module. Host time
  * only: the wait for the launch is part of what is measured. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "bench/gpu.h"
 #include "bench/suites.h"
+#include "kdag/cache.h"
 #include "kdag/kdag.h"
 #include "kernels/embedded.h"
 
 #define MODULE_N 4096
 
-typedef enum module_source { FROM_NVRTC, FROM_CUBIN, FROM_PTX } module_source;
+typedef enum module_source { FROM_NVRTC, FROM_CUBIN, FROM_PTX, FROM_DISK } module_source;
 
 typedef struct module_suite {
   kb_gpu *g;
   kd_session *session;
   kd_tensor lhs, rhs, out;
+  char arch[16];       /* sm_XX of the device */
+  char cache_dir[64];  /* disk_cache: the folder setup filled; "" otherwise */
 } module_suite;
 
 typedef struct module_job {
@@ -62,6 +71,12 @@ static kb_status module_init(kb_harness *h, void *user, void **state, char *why,
       return snprintf(why, cap, "%s", kd_last_error()), KB_SKIP;
     return session_fail(why, cap, "kd_session_create", ks);
   }
+  kd_device_info info;
+  if ((ks = kd_session_device_info(s->session, &info))) {
+    module_fini(s);
+    return session_fail(why, cap, "kd_session_device_info", ks);
+  }
+  snprintf(s->arch, sizeof s->arch, "sm_%d%d", info.cc_major, info.cc_minor);
   float *x = malloc(sizeof(float) * MODULE_N);
   if (!x) {
     module_fini(s);
@@ -85,8 +100,36 @@ static kb_status module_flush(void *state, char *why, size_t cap) {
   return kb_gpu_flush_l2(((module_suite *)state)->g, why, cap);
 }
 
-static kd_status load(kd_raw *raw, module_source source, kd_module *m) {
+static kd_build_recipe add_recipe(const module_suite *s) {
+  kd_build_recipe r;
+  memset(&r, 0, sizeof r);
+  r.source = (const char *)kd_kernel_add_source;
+  r.nvrtc.arch = s->arch;
+  r.nvrtc.program_name = "add.cu";
+  return r;
+}
+
+/* The warm start: a new cache object (nothing in memory) over the folder. */
+static kd_status load_from_disk(kd_raw *raw, const module_suite *s, kd_module *m) {
+  kd_module_cache *cache = NULL;
+  kd_binary *cubin = NULL;
+  kd_build_report rep;
+  kd_build_recipe r = add_recipe(s);
+  kd_status st = kd_module_cache_open(s->cache_dir, &cache);
+  if (!st) st = kd_build_cubin(cache, &r, &cubin, &rep);
+  kd_module_cache_close(cache);
+  if (!st && rep.origin != KD_BUILD_DISK) { /* the case would time a compile: refuse */
+    fprintf(stderr, "kdag-bench module/disk_cache: the module was compiled, not read from the cache\n");
+    st = KD_ERR_INVALID_ARGUMENT;
+  }
+  if (!st) st = kd_raw_load_binary(raw, cubin, m);
+  kd_binary_free(cubin);
+  return st;
+}
+
+static kd_status load(kd_raw *raw, const module_suite *s, module_source source, kd_module *m) {
   switch (source) {
+    case FROM_DISK: return load_from_disk(raw, s, m);
     case FROM_NVRTC: return kd_raw_compile_nvrtc(raw, (const char *)kd_kernel_add_source, NULL, m);
     case FROM_CUBIN: return kd_raw_load_image(raw, kd_kernel_add_cubin, kd_kernel_add_cubin_size, m);
     case FROM_PTX: return kd_raw_load_ptx(raw, (const char *)kd_kernel_add_ptx, kd_kernel_add_ptx_size, m);
@@ -102,7 +145,7 @@ static kd_status first_launch(kd_raw *raw, void *user) {
   kd_span lhs, rhs;
   kd_span_mut out;
   kd_launch_config cfg;
-  kd_status st = load(raw, job->source, &m);
+  kd_status st = load(raw, job->s, job->source, &m);
   if (st) return st;
   if ((st = kd_module_function(session, m, "add_kernel", &fn)) ||
       (st = kd_raw_tensor(raw, job->s->lhs, &lhs)) || (st = kd_raw_tensor(raw, job->s->rhs, &rhs)) ||
@@ -124,10 +167,42 @@ static kd_status first_launch(kd_raw *raw, void *user) {
   return st ? st : rel;
 }
 
+static void remove_cache_dir(module_suite *s) {
+  if (!*s->cache_dir) return;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->cache_dir);
+  if (system(cmd) != 0) fprintf(stderr, "kdag-bench module: could not remove %s\n", s->cache_dir);
+  s->cache_dir[0] = '\0';
+}
+
 static kb_status module_setup(kb_run *run, void **state) {
   (void)state;
   kb_run_per_iteration(run, 1, "module");
+  module_suite *s = kb_run_suite_state(run);
+  if (*(const module_source *)kb_run_user(run) != FROM_DISK) return KB_OK;
+  /* One cold build fills a fresh folder; the samples read it. */
+  snprintf(s->cache_dir, sizeof s->cache_dir, "/tmp/kdag-bench-module-XXXXXX");
+  if (!mkdtemp(s->cache_dir)) {
+    s->cache_dir[0] = '\0';
+    return kb_run_fail(run, "mkdtemp: cannot create a cache folder under /tmp");
+  }
+  kd_module_cache *cache = NULL;
+  kd_binary *cubin = NULL;
+  kd_build_recipe r = add_recipe(s);
+  kd_status st = kd_module_cache_open(s->cache_dir, &cache);
+  if (!st) st = kd_build_cubin(cache, &r, &cubin, NULL);
+  kd_binary_free(cubin);
+  kd_module_cache_close(cache);
+  if (st) {
+    remove_cache_dir(s);
+    return kb_run_fail(run, "filling the cache: %s", kd_last_error());
+  }
   return KB_OK;
+}
+
+static void module_teardown(kb_run *run, void *state) {
+  (void)state;
+  remove_cache_dir(kb_run_suite_state(run));
 }
 
 static kb_status module_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
@@ -160,6 +235,12 @@ int kb_register_module_suite(kb_harness *h) {
   kb_case_desc c_ptx = {.name = "ptx_jit",
                         .description = "load the embedded PTX (driver JIT, cache off) -> lookup -> first launch done",
                         .setup = module_setup, .batch = module_batch, .user = &ptx};
-  if (kb_case_add(s, &c_cubin) || kb_case_add(s, &c_nvrtc) || kb_case_add(s, &c_ptx)) return -1;
+  static module_source disk = FROM_DISK;
+  kb_case_desc c_disk = {.name = "disk_cache",
+                         .description = "kd_build_cubin from the disk cache (warm start) -> load -> lookup -> first "
+                                        "launch done",
+                         .setup = module_setup, .batch = module_batch, .teardown = module_teardown, .user = &disk};
+  if (kb_case_add(s, &c_cubin) || kb_case_add(s, &c_nvrtc) || kb_case_add(s, &c_ptx) || kb_case_add(s, &c_disk))
+    return -1;
   return 0;
 }

@@ -1,6 +1,7 @@
 /* Search for a dynamically loaded toolkit library, and its identity (the
  * resolved file's path, size, modification time and a hash of its first and
  * last bytes) for cache keys, computed without loading it. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -42,6 +43,32 @@ static int try_dir(const char *dir, const char *soname, char *found, size_t foun
   return 1;
 }
 
+/* soname in a folder named by /etc/ld.so.conf.d/ *.conf (one folder per
+ * line; comments and include lines skipped). */
+static int try_ld_conf(const char *soname, char *found, size_t found_len) {
+  DIR *d = opendir("/etc/ld.so.conf.d");
+  if (!d) return 0;
+  int hit = 0;
+  struct dirent *e;
+  while (!hit && (e = readdir(d))) {
+    size_t n = strlen(e->d_name);
+    if (n < 6 || strcmp(e->d_name + n - 5, ".conf")) continue;
+    char path[1024], line[1024];
+    if ((size_t)snprintf(path, sizeof path, "/etc/ld.so.conf.d/%s", e->d_name) >= sizeof path) continue;
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    while (!hit && fgets(line, sizeof line, f)) {
+      line[strcspn(line, "#\r\n")] = '\0';
+      char *dir = line + strspn(line, " \t");
+      dir[strcspn(dir, " \t")] = '\0';
+      if (*dir == '/') hit = try_dir(dir, soname, found, found_len);
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return hit;
+}
+
 int kd_dynlib_locate(const char *env_override, const char *soname, const char *wheel_dir,
                      char *found, size_t found_len) {
   found[0] = '\0';
@@ -67,7 +94,12 @@ int kd_dynlib_locate(const char *env_override, const char *soname, const char *w
                                     "/lib64", "/usr/lib64", "/lib", "/usr/lib"};
   for (size_t i = 0; i < sizeof sys / sizeof sys[0]; ++i)
     if (try_dir(sys[i], soname, found, found_len)) return 1;
+  /* The folders ldconfig was told about: a CUDA install adds its library
+   * folder there (zz-cuda-13-0.conf, 988_cuda-13.conf), which is how the
+   * loader finds NVRTC on a machine other than the one kdag was built on. */
+  if (try_ld_conf(soname, found, found_len)) return 1;
   if (try_dir(KDAG_CUDA_TOOLKIT_LIBDIR, soname, found, found_len)) return 1;
+  if (try_dir("/usr/local/cuda/lib64", soname, found, found_len)) return 1;
   const char *site = getenv("KDAG_PYTHON_SITE");
   if (site && *site) {
     char *copy = strdup(site), *save = NULL;

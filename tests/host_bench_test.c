@@ -396,6 +396,40 @@ Test(host_bench, gpu_suite_skip_and_case_failure_are_reported) {
   kb_harness_destroy(h);
 }
 
+static kb_status only_n1_setup(kb_run *run, void **state) {
+  if (kb_run_axis(run, "N", 0) != 1) return kb_run_not_applicable(run, "runs at N=1 only");
+  return fake_setup(run, state);
+}
+
+/* A case that does not apply at an axis value is a skip marked as such
+ * (the GPU lane's KDAG_REQUIRE_GPU check ignores those), not a failure. */
+Test(host_bench, not_applicable_axis_points_are_marked) {
+  fake_case c = {.per_iteration_ns = 1e3};
+  const int64_t n[] = {1, 2};
+  kb_harness *h = kb_harness_create();
+  kb_suite_desc sd = {.name = "gpu", .needs_gpu = 1};
+  kb_suite *s = kb_suite_add(h, &sd);
+  cr_assert_eq(kb_suite_axis(s, "N", n, 2), 0);
+  kb_case_desc cd = {.name = "one", .setup = only_n1_setup, .batch = fake_batch, .user = &c};
+  cr_assert_eq(kb_case_add(s, &cd), 0);
+  kb_options o = fake_options();
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "not applicable is no failure: %s", why);
+  const kb_report *r = kb_harness_report(h);
+  cr_assert_not_null(find_row(r, "one", "host_time_per_iteration", 1));
+  cr_assert_eq(r->skip_count, 1);
+  cr_assert(r->skips[0].not_applicable && !r->skips[0].failed && r->skips[0].needs_gpu);
+  cr_assert(strstr(r->skips[0].reason, "N=1 only"), "%s", r->skips[0].reason);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert_eq(kb_write_json(r, f, why, sizeof why), 0, "%s", why);
+  fclose(f);
+  cr_assert(strstr(buf, "\"not_applicable\": true"), "%s", buf);
+  free(buf);
+  kb_harness_destroy(h);
+}
+
 Test(host_bench, bandwidth_share_against_reference) {
   kb_report r;
   kb_report_init(&r);

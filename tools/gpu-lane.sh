@@ -74,6 +74,7 @@ run() {
     mkdir -p "$KDAG_MATHDX_DIR" && tar -C "$KDAG_MATHDX_DIR" -xJf "$build/mathdx.tar.xz"
   fi
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv || true
+  ldconfig -p | grep -E "libnvrtc.so.13 |libnvJitLink.so.13 " || true
   local rc=0
   set +e
   (cd "$src" && ctest --test-dir "$build" -V --timeout 300 -E '^host_.*_test_asan$') > "$out/ctest.log" 2>&1
