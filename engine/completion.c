@@ -41,7 +41,6 @@ void kd_held_release_all(kd_session *s, kd_held_set *set) {
       case KD_HELD_DEVPTR: kd_device_free(&s->dev, (CUdeviceptr)(uintptr_t)h->obj); break;
       case KD_HELD_FOREIGN: kd_foreign_res_unref(h->obj); break;
       case KD_HELD_GEXEC: kd_gexec_unref(h->obj); break;
-      case KD_HELD_TSET: kd_tset_unref(h->obj); break;
     }
   }
   free(set->items);
@@ -78,11 +77,47 @@ kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp
   return KD_OK;
 }
 
+kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op) {
+  if (s->deferred_head == s->deferred_count) s->deferred_head = s->deferred_count = 0;
+  if (s->deferred_count + n <= s->deferred_cap) return KD_OK;
+  uint32_t live = s->deferred_count - s->deferred_head;
+  if (s->deferred_head && live + n <= s->deferred_cap) { /* slide the live entries down */
+    memmove(s->deferred, s->deferred + s->deferred_head, live * sizeof *s->deferred);
+    s->deferred_head = 0, s->deferred_count = live;
+    return KD_OK;
+  }
+  uint32_t cap = s->deferred_cap ? s->deferred_cap : 16;
+  while (cap < s->deferred_count + n) cap *= 2;
+  struct kd_deferred *grown = realloc(s->deferred, cap * sizeof *grown);
+  if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to defer a tensor's release", op);
+  s->deferred = grown;
+  s->deferred_cap = cap;
+  return KD_OK;
+}
+
+void kd_tensor_unref_after_inflight(kd_session *s, kd_tensor_obj *o) {
+  if (s->retired_seq == s->next_seq || s->deferred_count >= s->deferred_cap) {
+    /* Nothing in flight; or (a caller that could not reserve) no room. */
+    if (s->retired_seq != s->next_seq) kd_completion_drain(s);
+    kd_tensor_unref(s, o);
+    return;
+  }
+  s->deferred[s->deferred_count].seq = s->next_seq - 1;
+  s->deferred[s->deferred_count].obj = o;
+  s->deferred_count++;
+}
+
+static void release_deferred(kd_session *s) {
+  while (s->deferred_head < s->deferred_count && s->deferred[s->deferred_head].seq < s->retired_seq)
+    kd_tensor_unref(s, s->deferred[s->deferred_head++].obj);
+}
+
 static void retire(kd_session *s, kd_completion *c) {
   kd_held_release_all(s, &c->held);
   if (c->event) kd_event_release_to_pool(&s->dev, c->event);
   if (c->run) kd_host_run_unref(c->run);
   s->retired_seq = c->seq + 1;
+  release_deferred(s);
   for (uint32_t i = 0; i < s->orphan_count;) { /* sink copies of destroyed graphs */
     if (s->orphans[i].seq < s->retired_seq) {
       kd_event_release_to_pool(&s->dev, s->orphans[i].event);

@@ -84,8 +84,6 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
 /* GRAPH mode (engine/exec_graph.c): launches the plan's executable graph,
  * building or patching it first. Enqueues nothing when it fails. */
 kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held);
-typedef struct kd_tset kd_tset;
-void kd_tset_unref(kd_tset *t);
 /* Whether this submission of g runs in GRAPH mode. */
 int kd_exec_graph_wanted(kd_graph *g);
 void kd_exec_host_task(kd_host_task *t, kd_host_task **ready, uint32_t *n, uint32_t cap, void *ctx);

@@ -47,7 +47,7 @@ struct kd_gexec {
   kd_gexec_node *nodes;
   uint32_t *xfers;         /* sinks, and uploads with bytes to copy, in node order */
   uint32_t xfer_count;
-  kd_tset *tensors;        /* the bindings the graph was last given; every launch holds it */
+  uint64_t *bound;         /* per binding: the rebind serial the graph was last given */
   uint32_t binding_count;
   uint32_t *users_start;   /* per binding: the kernel, built-in and foreign nodes using it, */
   uint32_t *users;         /* users[users_start[b] .. users_start[b + 1]) */
@@ -58,35 +58,6 @@ struct kd_gexec {
   kd_held_set keep;        /* modules, foreign resources and workspaces */
   CUdeviceptr *workspaces; /* per node: foreign workspace (0 if none) */
 };
-
-/* The tensors of a graph's bindings as one refcounted snapshot: a launch
- * holds one reference instead of one per tensor, and a rebinding makes a
- * new snapshot while launches in flight keep the old one. */
-struct kd_tset {
-  uint32_t refs;
-  uint32_t count;
-  kd_session *session;
-  kd_tensor_obj *objs[];
-};
-
-void kd_tset_unref(kd_tset *t) {
-  if (!t || ck_pr_faa_32(&t->refs, (uint32_t)-1) != 1) return;
-  for (uint32_t i = 0; i < t->count; ++i) kd_tensor_unref(t->session, t->objs[i]);
-  free(t);
-}
-
-static kd_tset *tset_of(kd_graph *g) {
-  kd_tset *t = malloc(sizeof *t + (size_t)g->binding_count * sizeof t->objs[0]);
-  if (!t) return NULL;
-  t->refs = 1;
-  t->count = g->binding_count;
-  t->session = g->session;
-  for (uint32_t b = 0; b < g->binding_count; ++b) {
-    t->objs[b] = g->bindings[b].obj;
-    kd_tensor_ref(t->objs[b]);
-  }
-  return t;
-}
 
 /* Per launch: the staging block (and, for sinks, the event) of each
  * transfer node, acquired before the launch and owned by it after. */
@@ -108,7 +79,7 @@ void kd_gexec_unref(kd_gexec *x) {
     free(x->nodes[i].spans);
   }
   kd_held_release_all(s, &x->keep);
-  kd_tset_unref(x->tensors);
+  free(x->bound);
   free(x->nodes);
   free(x->xfers);
   free(x->users_start);
@@ -373,15 +344,16 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     x->node_count = n;
     x->binding_count = g->binding_count;
     x->nodes = calloc((size_t)n + 1, sizeof *x->nodes);
-    x->tensors = tset_of(g);
+    x->bound = malloc(((size_t)g->binding_count + 1) * sizeof *x->bound);
     x->workspaces = calloc((size_t)n + 1, sizeof *x->workspaces);
     x->xfers = malloc(((size_t)xf_count + 1) * sizeof *x->xfers);
   }
-  if (!x || !pred_start || !pred || !fill || !deps || !x->nodes || !x->tensors || !x->workspaces || !x->xfers) {
+  if (!x || !pred_start || !pred || !fill || !deps || !x->nodes || !x->bound || !x->workspaces || !x->xfers) {
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the CUDA graph", op);
     goto done;
   }
   for (uint32_t i = 0; i < xf_count; ++i) x->xfers[i] = xf[i].node;
+  for (uint32_t b = 0; b < g->binding_count; ++b) x->bound[b] = g->bindings[b].serial;
   x->xfer_count = xf_count;
   /* Predecessors in CSR, from the graph's (already reduced) edges. */
   for (uint32_t e = 0; e < g->edge_count; ++e) pred_start[g->edges[e].to + 1]++;
@@ -478,12 +450,12 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
 static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
   *patched = 0;
   int args = x->args_serial != g->args_serial, moved = 0;
-  for (uint32_t b = 0; !moved && b < x->binding_count; ++b) moved = x->tensors->objs[b] != g->bindings[b].obj;
+  for (uint32_t b = 0; !moved && b < x->binding_count; ++b) moved = x->bound[b] != g->bindings[b].serial;
   if (!moved && !args) return KD_OK;
   uint32_t round = ++x->round;
   kd_status st = KD_OK;
   for (uint32_t b = 0; !st && moved && b < x->binding_count; ++b) {
-    if (x->tensors->objs[b] == g->bindings[b].obj) continue;
+    if (x->bound[b] == g->bindings[b].serial) continue;
     for (uint32_t i = x->users_start[b]; !st && i < x->users_start[b + 1]; ++i) {
       uint32_t n = x->users[i];
       if (x->dirty[n] == round) continue;
@@ -497,12 +469,7 @@ static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
       st = patch_node(g, x, n, op, patched);
     }
   if (st) return st;
-  if (moved) {
-    kd_tset *t = tset_of(g);
-    if (!t) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
-    kd_tset_unref(x->tensors);
-    x->tensors = t;
-  }
+  for (uint32_t b = 0; moved && b < x->binding_count; ++b) x->bound[b] = g->bindings[b].serial;
   x->args_serial = g->args_serial;
   return KD_OK;
 }
@@ -597,14 +564,14 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
   } else {
     st = repoint(g, x, xf, xf_count, op);
   }
-  /* Room for everything added, which then cannot fail: the gexec, its
-   * tensors, upload blocks, and each sink's earlier block and event. */
-  if (!st) st = kd_held_reserve(held, 2 + 2 * xf_count, op);
+  /* Room for everything added, which then cannot fail: the gexec, upload
+   * blocks, and each sink's earlier block and event. The tensors need no
+   * reference per launch: the graph holds them, and lets go of one only
+   * after the work in flight (kd_tensor_unref_after_inflight). */
+  if (!st) st = kd_held_reserve(held, 1 + 2 * xf_count, op);
   if (!st) {
     kd_held_add(held, KD_HELD_GEXEC, x, op);
     ck_pr_inc_32(&x->refs);
-    kd_held_add(held, KD_HELD_TSET, x->tensors, op);
-    ck_pr_inc_32(&x->tensors->refs);
   }
   if (!st) {
     CUresult r = s->dev.cu->cuGraphLaunch(x->exec, s->dev.stream);

@@ -162,6 +162,7 @@ void kd_session_destroy(kd_session *s) {
   kd_handle_table_fini(&s->handles);
   free(s->raw.held.items);
   free(s->orphans);
+  free(s->deferred); /* empty: the drain above retired everything */
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&s->lock);
   free(s);

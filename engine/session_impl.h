@@ -45,8 +45,7 @@ typedef struct kd_module_obj {
 
 typedef enum kd_held_kind {
   KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN,
-  KD_HELD_GEXEC,            /* an executable CUDA graph (engine/exec_graph.c) */
-  KD_HELD_TSET              /* a snapshot of a graph's tensors (engine/exec_graph.c) */
+  KD_HELD_GEXEC             /* an executable CUDA graph (engine/exec_graph.c) */
 } kd_held_kind;
 
 typedef struct kd_held {
@@ -108,6 +107,12 @@ struct kd_session {
    * staging pool when the completion it belongs to (seq) retires. */
   struct kd_orphan { uint64_t seq; kd_staging_block *block; CUevent event; } *orphans;
   uint32_t orphan_count, orphan_cap;
+  /* Tensors a graph let go of (rebound, or the graph destroyed) while work
+   * that may use them was in flight: each is unreferenced once every
+   * completion up to seq has retired. A FIFO, as seq never decreases; so a
+   * GRAPH-mode launch needs no reference per tensor (engine/completion.c). */
+  struct kd_deferred { uint64_t seq; kd_tensor_obj *obj; } *deferred;
+  uint32_t deferred_head, deferred_count, deferred_cap;
   ck_ht_t module_cache;     /* key string -> kd_module_obj * */
   int module_cache_ready;
   int destroy_requested;    /* kd_session_destroy called inside a raw callback */
@@ -149,6 +154,11 @@ kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp
  * earlier completion without querying (the stream is in order). */
 void kd_completion_retire_before(kd_session *s, uint64_t seq);
 void kd_completion_drain(kd_session *s);
+/* Drops a graph's reference to a tensor it no longer binds once all work
+ * submitted so far has completed (at once when none is in flight). Room
+ * comes from kd_deferred_reserve, so this cannot fail. */
+kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op);
+void kd_tensor_unref_after_inflight(kd_session *s, kd_tensor_obj *o);
 
 /* tensor.c / module handles */
 kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,

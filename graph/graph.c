@@ -52,8 +52,12 @@ void kd_graph_destroy(kd_graph *g) {
   kd_session *s = g->session;
   pthread_mutex_lock(&s->lock);
   for (uint32_t i = 0; i < g->node_count; ++i) free_node(s, &g->nodes[i]);
+  /* GRAPH-mode launches in flight hold no tensor of their own: the
+   * graph's references go once they have completed. Without room to defer
+   * them, each waits for the work in flight instead. */
+  (void)kd_deferred_reserve(s, g->binding_count, "kd_graph_destroy");
   for (uint32_t i = 0; i < g->binding_count; ++i) {
-    kd_tensor_unref(s, g->bindings[i].obj);
+    kd_tensor_unref_after_inflight(s, g->bindings[i].obj);
     kd_ivset_free(&g->bindings[i].reads);
     kd_ivset_free(&g->bindings[i].writes);
   }
@@ -775,6 +779,7 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
       if (g->accesses[i].binding == (uint32_t)idx && (g->accesses[i].mode & KD_IN) && !g->bindings[idx].written)
         st = kd_fail(KD_ERR_UNINITIALIZED, "%s: the graph reads old before writing it, and replacement was never written", op);
   }
+  if (!st) st = kd_deferred_reserve(g->session, 1, op);
   if (!st) {
     if (!reserve_slot(g, slot_b)) {
       st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
@@ -783,7 +788,9 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
       g->by_slot[slot_b] = (uint32_t)idx + 1;
       kd_tensor_ref(b);
       g->bindings[idx].obj = b;
-      kd_tensor_unref(g->session, a);
+      g->bindings[idx].serial++;
+      /* A GRAPH-mode launch in flight may still use old. */
+      kd_tensor_unref_after_inflight(g->session, a);
     }
   }
   kd_session_leave(g->session);

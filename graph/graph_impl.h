@@ -24,6 +24,7 @@ typedef enum kd_hazard { KD_HAZ_RAW = 1, KD_HAZ_WAR = 2, KD_HAZ_WAW = 3, KD_HAZ_
  * tensor changes one pointer, not every access. */
 typedef struct kd_binding {
   kd_tensor_obj *obj;      /* the graph holds a reference */
+  uint64_t serial;         /* bumped by every kd_graph_rebind of this binding */
   int written;             /* an earlier node of this graph writes it */
   kd_ivset reads, writes;  /* the accesses that can still conflict with later
                               ones: KD_IN; KD_OUT or KD_INOUT */
