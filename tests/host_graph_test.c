@@ -278,6 +278,50 @@ Test(host_graph, release_everything_right_after_submit) {
   kd_session_destroy(s);
 }
 
+static void wait_gate(void *p) {
+  while (!ck_pr_load_int(p)) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* A graph lets go of a rebound tensor, or of all its tensors when it is
+ * destroyed, only once the submission in flight has completed. */
+Test(host_graph, rebound_and_destroyed_bindings_outlive_the_work_in_flight) {
+  kd_session *s = kdt_host_session();
+  int32_t a[1000] = {0};
+  kd_tensor ta = ivec(s, 1000, a), tb = ivec(s, 1000, a);
+  int gate = 0;
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_garg acc[] = {kd_g_access(KD_IN, kd_whole(ta))};
+  KDT_OK(kd_graph_host(g, "gate", wait_gate, &gate, acc, 1, NULL));
+  kd_ticket t;
+  KDT_OK(kd_graph_submit(g, &t));
+  KDT_OK(kd_graph_rebind(g, ta, tb));
+  KDT_OK(kd_tensor_release(s, ta)); /* the graph's deferred reference keeps it */
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.bytes_retained, sizeof a, "the rebound tensor must outlive the submission that reads it");
+  KDT_OK(kd_graph_submit(g, NULL)); /* now reads tb */
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, tb));
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.bytes_retained, 2 * sizeof a, "a destroyed graph's tensors outlive its submissions");
+  ck_pr_store_int(&gate, 1);
+  uint32_t pending = 1;
+  for (int i = 0; i < 10000 && pending; ++i) {
+    KDT_OK(kd_session_reap(s, &pending));
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  cr_assert_eq(pending, 0);
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.bytes_retained, 0, "both tensors go once their work is done");
+  cr_assert_eq(k.bytes_device, 0);
+  kd_session_destroy(s);
+}
+
 typedef struct meet {
   int arrived;
   int met[2];
