@@ -21,7 +21,11 @@
  * reference and every launch in flight another (in its completion's held
  * set), and the executable graph itself holds the modules its kernels use,
  * foreign resources and workspaces, so all of them outlive the last launch
- * that can touch them. */
+ * that can touch them. Tensors are the graph's: a launch holds none, and a
+ * binding that is rebound (or the whole graph, destroyed) is let go only
+ * once every completion submitted before has retired
+ * (kd_tensor_unref_after_inflight), which costs a rebinding O(1) instead
+ * of a reference per bound tensor. */
 #include <ck_pr.h>
 #include <stdio.h>
 #include <stdlib.h>

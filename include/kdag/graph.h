@@ -149,7 +149,14 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
 kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
 
 /* Rebinds every access of tensor old to tensor replacement (same dtype,
- * shape and residency) for later submissions, without re-planning. */
+ * shape and residency) for later submissions, without re-planning. The
+ * graph takes a reference to replacement and drops its reference to old
+ * once every submission made so far has completed, so old may be released
+ * at once. Errors: KD_ERR_INVALID_ARGUMENT (old not used by the graph,
+ * replacement already used, or of another dtype, shape or residency),
+ * KD_ERR_UNINITIALIZED (the graph reads old before writing it and
+ * replacement was never written), KD_ERR_RELEASED, KD_ERR_OUT_OF_MEMORY;
+ * on error the graph is unchanged. */
 kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement);
 
 /* Sets value argument index of kernel node node (same kind and size) for
