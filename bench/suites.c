@@ -1,5 +1,15 @@
-/* Registers every built-in suite. */
+/* Registers every built-in suite; helpers they share. */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "bench/suites.h"
+
+int kb_remove_scratch_dir(const char *dir) {
+  if (!dir || !*dir) return 0;
+  char cmd[4200];
+  if ((size_t)snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir) >= sizeof cmd) return -1;
+  return system(cmd) == 0 ? 0 : -1;
+}
 
 int kb_register_builtin_suites(kb_harness *h) {
   if (kb_register_copy_suite(h) || kb_register_launch_suite(h) || kb_register_fanout_suite(h) ||

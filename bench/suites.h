@@ -32,6 +32,10 @@ int kb_register_graph_suite(kb_harness *h);
  * cuSOLVER batched, and the MathDx module's cold and warm start. */
 int kb_register_dx_suite(kb_harness *h);
 
+/* Removes a scratch folder a suite made with mkdtemp (its whole tree); ""
+ * does nothing. Returns 0, or -1 when it could not. */
+int kb_remove_scratch_dir(const char *dir);
+
 /* All of the above, and the copy suite as bandwidth reference. */
 int kb_register_builtin_suites(kb_harness *h);
 

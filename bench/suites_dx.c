@@ -646,11 +646,7 @@ static void start_teardown(kb_run *run, void *state) {
     for (int i = 0; i < 4; ++i) fprintf(stderr, " %s %.3f ms", start_phase[i], c->phase_ns[i] / 1e6 / (double)c->phase_n);
     fputc('\n', stderr);
   }
-  if (*c->dir) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", c->dir);
-    if (system(cmd) != 0) fprintf(stderr, "kdag-bench dx: could not remove %s\n", c->dir);
-  }
+  if (kb_remove_scratch_dir(c->dir)) fprintf(stderr, "kdag-bench dx: could not remove %s\n", c->dir);
   kb_kdag_close(&c->k);
   free(c);
 }
@@ -773,11 +769,7 @@ static kb_status start_batch(kb_run *run, void *state, uint64_t iterations, kb_t
     kb_status st = start_once(run, c, c->cold ? dir : c->dir, c->cold ? KD_BUILD_COMPILED : KD_BUILD_DISK);
     c->timing = 0;
     ns += (double)(kb_now_ns() - t0);
-    if (c->cold) {
-      char cmd[256];
-      snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-      if (system(cmd) != 0 && !st) st = kb_run_fail(run, "could not remove %s", dir);
-    }
+    if (c->cold && kb_remove_scratch_dir(dir) && !st) st = kb_run_fail(run, "could not remove %s", dir);
     if (st) return st;
   }
   out->host_ns = ns;

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bench/gpu.h"
 #include "bench/suites.h"
@@ -109,15 +108,22 @@ static kd_build_recipe add_recipe(const module_suite *s) {
   return r;
 }
 
-/* The warm start: a new cache object (nothing in memory) over the folder. */
-static kd_status load_from_disk(kd_raw *raw, const module_suite *s, kd_module *m) {
+/* kernels/add.cu through a new cache object (nothing in memory) over the
+ * suite's folder: a compile when the folder is empty, else a disk read. */
+static kd_status build_add(const module_suite *s, kd_binary **cubin, kd_build_report *rep) {
   kd_module_cache *cache = NULL;
-  kd_binary *cubin = NULL;
-  kd_build_report rep;
   kd_build_recipe r = add_recipe(s);
   kd_status st = kd_module_cache_open(s->cache_dir, &cache);
-  if (!st) st = kd_build_cubin(cache, &r, &cubin, &rep);
+  if (!st) st = kd_build_cubin(cache, &r, cubin, rep);
   kd_module_cache_close(cache);
+  return st;
+}
+
+/* The warm start. */
+static kd_status load_from_disk(kd_raw *raw, const module_suite *s, kd_module *m) {
+  kd_binary *cubin = NULL;
+  kd_build_report rep;
+  kd_status st = build_add(s, &cubin, &rep);
   if (!st && rep.origin != KD_BUILD_DISK) { /* the case would time a compile: refuse */
     fprintf(stderr, "kdag-bench module/disk_cache: the module was compiled, not read from the cache\n");
     st = KD_ERR_INVALID_ARGUMENT;
@@ -168,10 +174,7 @@ static kd_status first_launch(kd_raw *raw, void *user) {
 }
 
 static void remove_cache_dir(module_suite *s) {
-  if (!*s->cache_dir) return;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->cache_dir);
-  if (system(cmd) != 0) fprintf(stderr, "kdag-bench module: could not remove %s\n", s->cache_dir);
+  if (kb_remove_scratch_dir(s->cache_dir)) fprintf(stderr, "kdag-bench module: could not remove %s\n", s->cache_dir);
   s->cache_dir[0] = '\0';
 }
 
@@ -186,13 +189,9 @@ static kb_status module_setup(kb_run *run, void **state) {
     s->cache_dir[0] = '\0';
     return kb_run_fail(run, "mkdtemp: cannot create a cache folder under /tmp");
   }
-  kd_module_cache *cache = NULL;
   kd_binary *cubin = NULL;
-  kd_build_recipe r = add_recipe(s);
-  kd_status st = kd_module_cache_open(s->cache_dir, &cache);
-  if (!st) st = kd_build_cubin(cache, &r, &cubin, NULL);
+  kd_status st = build_add(s, &cubin, NULL);
   kd_binary_free(cubin);
-  kd_module_cache_close(cache);
   if (st) {
     remove_cache_dir(s);
     return kb_run_fail(run, "filling the cache: %s", kd_last_error());

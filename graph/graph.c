@@ -54,7 +54,7 @@ void kd_graph_destroy(kd_graph *g) {
   for (uint32_t i = 0; i < g->node_count; ++i) free_node(s, &g->nodes[i]);
   /* GRAPH-mode launches in flight hold no tensor of their own: the
    * graph's references go once they have completed. Without room to defer
-   * them, each waits for the work in flight instead. */
+   * them, the first waits for the work in flight instead. */
   (void)kd_deferred_reserve(s, g->binding_count, "kd_graph_destroy");
   for (uint32_t i = 0; i < g->binding_count; ++i) {
     kd_tensor_unref_after_inflight(s, g->bindings[i].obj);

@@ -80,7 +80,6 @@ run() {
   (cd "$src" && ctest --test-dir "$build" -V --timeout 300 -E '^host_.*_test_asan$') > "$out/ctest.log" 2>&1
   rc=$?
   grep -E "tests passed|Test +#" "$out/ctest.log"
-  grep -E "FAIL|Assertion|\\[----\\]" "$out/ctest.log" | head -40
   grep -E "Synthesis|SKIP|witness|pipeline|submissions" "$out/ctest.log" | head -80
   "$build/examples/add"
   "$build/examples/dx_gemm"
@@ -108,7 +107,7 @@ run() {
     "$build/bench/kdag-bench" ${KDAG_LANE_BENCH_ARGS:-} --json "$out/bench.json" --csv "$out/bench.csv" \
       > "$out/bench.md" 2>"$out/bench.stderr"
     echo "kdag-bench exit: $? ($(grep -c '^|' "$out/bench.md") table rows in bench.md)"
-    grep -E "phases|mean per start" "$out/bench.stderr" || true
+    grep -E "mean per start" "$out/bench.stderr" || true
     if [ "${KDAG_LANE_COLD:-1}" = 1 ]; then
       "$build/bench/kdag-bench" --mode cold --suite launch,pipeline,copy --json "$out/bench-cold.json" \
         --csv "$out/bench-cold.csv" > "$out/bench-cold.md" 2>"$out/bench-cold.stderr"
@@ -116,11 +115,11 @@ run() {
     fi
   fi
   set -e
-  # The device tool returns at most 8 files: the bench tables stay as they
-  # are (6), the logs travel as one archive.
   # The test verdict last, where the reply's output tail shows it.
   grep -E "^\[----\].*(FAIL|Assert|assert|crash)|Failed|Exception|SegFault|Timeout" "$out/ctest.log" | head -40
   sed -n '/tests passed/,$p' "$out/ctest.log"
+  # The device tool returns at most 8 files: the bench tables stay as they
+  # are (6), the logs travel as one archive.
   (cd "$out" && tar -cf logs.tar --remove-files $(ls ctest.log memcheck.log pipeline.dot ./*.stderr 2>/dev/null)) || echo "gpu-lane: could not archive the logs"
   echo "gpu-lane: ctest exit $rc"
   return $rc
