@@ -95,13 +95,15 @@ void kb_gpu_shutdown(void) {
   g_state = 0;
 }
 
-kb_status kb_gpu_batch_begin(kb_gpu *g, kb_run *run) {
-  return kb_gpu_check(run, g->cu->cuEventRecord(g->start, g->stream), "cuEventRecord(start)");
+kb_status kb_gpu_batch_begin(kb_gpu *g, kb_run *run, uint64_t *t0_ns) {
+  kb_status st = kb_gpu_check(run, g->cu->cuEventRecord(g->start, g->stream), "cuEventRecord(start)");
+  *t0_ns = kb_now_ns();
+  return st;
 }
 
 kb_status kb_gpu_batch_end(kb_gpu *g, kb_run *run, uint64_t t0_ns, kb_timing *out) {
-  kb_status st = kb_gpu_check(run, g->cu->cuEventRecord(g->stop, g->stream), "cuEventRecord(stop)");
   out->host_ns = (double)(kb_now_ns() - t0_ns);
+  kb_status st = kb_gpu_check(run, g->cu->cuEventRecord(g->stop, g->stream), "cuEventRecord(stop)");
   if (st) return st;
   if ((st = kb_gpu_check(run, g->cu->cuEventSynchronize(g->stop), "cuEventSynchronize(stop)"))) return st;
   float ms = 0;

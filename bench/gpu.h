@@ -7,13 +7,16 @@
  * with kb_gpu_batch_begin / kb_gpu_batch_end and reports the GPU ns.
  *
  * A batch is timed as:
- *   uint64_t t0 = kb_now_ns();
- *   kb_gpu_batch_begin(g, run);          start event on the stream
+ *   uint64_t t0;
+ *   kb_gpu_batch_begin(g, run, &t0);     start event on the stream, then t0
  *   ... enqueue `iterations` repetitions ...
- *   kb_gpu_batch_end(g, run, t0, out);   stop event; out->host_ns is the
- *                                        submission time (t0 to here), then
- *                                        the host waits on the stop event
- *                                        and out->gpu_ns is start to stop.
+ *   kb_gpu_batch_end(g, run, t0, out);   out->host_ns is the submission time
+ *                                        (t0 to here), then the stop event;
+ *                                        the host waits on it and
+ *                                        out->gpu_ns is start to stop.
+ * The two event records stay out of the host time: per batch they would
+ * weigh on a batch of few long submissions, and more on a session's stream
+ * (a raw scope each) than on this one.
  */
 #ifndef KDAG_BENCH_GPU_H
 #define KDAG_BENCH_GPU_H
@@ -48,7 +51,7 @@ kb_status kb_gpu_check(kb_run *run, CUresult r, const char *call);
 /* Same, into a buffer (for suite hooks). */
 kb_status kb_gpu_check_msg(char *why, size_t cap, CUresult r, const char *call);
 
-kb_status kb_gpu_batch_begin(kb_gpu *g, kb_run *run);
+kb_status kb_gpu_batch_begin(kb_gpu *g, kb_run *run, uint64_t *t0_ns);
 kb_status kb_gpu_batch_end(kb_gpu *g, kb_run *run, uint64_t t0_ns, kb_timing *out);
 
 /* Loads an embedded kernel image into the shared context: the CUBIN, or the

@@ -83,11 +83,15 @@ static kb_status record(kb_run *run, kb_kdag *k, CUevent event, const char *call
   return kb_gpu_check(run, ev.result, call);
 }
 
-kb_status kb_kdag_begin(kb_run *run, kb_kdag *k) { return record(run, k, k->start, "cuEventRecord(start)"); }
+kb_status kb_kdag_begin(kb_run *run, kb_kdag *k, uint64_t *t0_ns) {
+  kb_status st = record(run, k, k->start, "cuEventRecord(start)");
+  *t0_ns = kb_now_ns();
+  return st;
+}
 
 kb_status kb_kdag_end(kb_run *run, kb_kdag *k, uint64_t t0_ns, kb_timing *out) {
-  kb_status st = record(run, k, k->stop, "cuEventRecord(stop)");
   out->host_ns = (double)(kb_now_ns() - t0_ns);
+  kb_status st = record(run, k, k->stop, "cuEventRecord(stop)");
   if (st) return st;
   if ((st = kb_gpu_check(run, k->cu->cuEventSynchronize(k->stop), "cuEventSynchronize(stop)"))) return st;
   float ms = 0;

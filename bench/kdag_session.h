@@ -6,12 +6,12 @@
  *
  *   kb_kdag k;
  *   kb_kdag_open(run, KD_EXEC_GRAPH, &k);      setup
- *   uint64_t t0 = kb_now_ns();
- *   kb_kdag_begin(run, &k);                    start event on the session stream
+ *   uint64_t t0;
+ *   kb_kdag_begin(run, &k, &t0);               start event on the session stream, then t0
  *   ... kd_graph_submit, `iterations` times ...
- *   kb_kdag_end(run, &k, t0, out);             stop event; out->host_ns is t0 to
- *                                              here; waits on the stop event;
- *                                              out->gpu_ns is start to stop
+ *   kb_kdag_end(run, &k, t0, out);             out->host_ns is t0 to here; stop
+ *                                              event; waits on it; out->gpu_ns
+ *                                              is start to stop
  *   kb_kdag_close(&k);                         teardown
  *
  * Every failure is reported through the run (kb_run_fail) with kdag's or
@@ -42,7 +42,7 @@ void kb_kdag_close(kb_kdag *k);
 kb_status kb_kdag_function(kb_run *run, kb_kdag *k, const void *cubin, size_t cubin_size,
                            const void *ptx, size_t ptx_size, const char *name, kd_function *out);
 
-kb_status kb_kdag_begin(kb_run *run, kb_kdag *k);
+kb_status kb_kdag_begin(kb_run *run, kb_kdag *k, uint64_t *t0_ns);
 kb_status kb_kdag_end(kb_run *run, kb_kdag *k, uint64_t t0_ns, kb_timing *out);
 
 /* Waits for everything enqueued on the session stream, then retires the

@@ -35,8 +35,8 @@ static kb_status raw_batch(kb_run *run, void *state, uint64_t iterations, kb_tim
   const kd_cu_table *cu = s->g->cu;
   CUstream stream = s->g->stream;
   int64_t n = chain_length(run);
-  uint64_t t0 = kb_now_ns();
-  kb_status st = kb_gpu_batch_begin(s->g, run);
+  uint64_t t0 = 0; /* set by the begin call, after its event */
+  kb_status st = kb_gpu_batch_begin(s->g, run, &t0);
   if (st) return st;
   for (uint64_t it = 0; it < iterations; ++it) {
     for (int64_t i = 0; i < n; ++i) {
@@ -51,9 +51,25 @@ static kb_status raw_batch(kb_run *run, void *state, uint64_t iterations, kb_tim
 
 /* ---- hand_graph --------------------------------------------------------- */
 
+/* What a hand_graph case varies, to tell apart what costs kdag_graph GPU
+ * time: the plain baseline, or one of kdag's choices (instantiating with
+ * the upload flag, a different completion event per launch, the session's
+ * stream). */
+typedef struct hand_variant {
+  int upload;     /* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD on the launch stream */
+  int events;     /* completion events rotated per launch (0: the suite's one) */
+  int on_session; /* launched on a kdag session's stream, in one raw scope per batch */
+} hand_variant;
+
+#define HAND_EVENTS 64
+
 typedef struct hand_graph {
   CUgraph graph;
   CUgraphExec exec;
+  hand_variant v;
+  CUevent events[HAND_EVENTS];
+  uint32_t next_event;
+  kb_kdag k;          /* on_session only */
 } hand_graph;
 
 static void graph_teardown(kb_run *run, void *state) {
@@ -62,8 +78,11 @@ static void graph_teardown(kb_run *run, void *state) {
   kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   cu->cuStreamSynchronize(s->g->stream);
+  kb_kdag_close(&hg->k); /* drains the session stream */
   if (hg->exec) cu->cuGraphExecDestroy(hg->exec);
   if (hg->graph) cu->cuGraphDestroy(hg->graph);
+  for (int i = 0; i < HAND_EVENTS; ++i)
+    if (hg->events[i]) cu->cuEventDestroy(hg->events[i]);
   free(hg);
 }
 
@@ -89,9 +108,23 @@ static kb_status graph_setup(kb_run *run, void **state) {
     if ((st = kb_gpu_check(run, r, "cuGraphAddKernelNode"))) goto fail;
     prev = node;
   }
-  if ((st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&hg->exec, hg->graph, 0),
-                         "cuGraphInstantiateWithFlags")))
-    goto fail;
+  static const hand_variant plain = {0, 0, 0};
+  const hand_variant *v = kb_run_user(run) ? kb_run_user(run) : &plain;
+  hg->v = *v;
+  if (v->on_session && (st = kb_kdag_open(run, KD_EXEC_EAGER, &hg->k))) goto fail;
+  for (int i = 0; v->events && i < HAND_EVENTS; ++i)
+    if ((st = kb_gpu_check(run, cu->cuEventCreate(&hg->events[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate")))
+      goto fail;
+  if (v->upload) {
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
+    ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+    ip.hUploadStream = s->g->stream;
+    st = kb_gpu_check(run, cu->cuGraphInstantiateWithParams(&hg->exec, hg->graph, &ip),
+                      "cuGraphInstantiateWithParams");
+  } else {
+    st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&hg->exec, hg->graph, 0), "cuGraphInstantiateWithFlags");
+  }
+  if (st) goto fail;
   return KB_OK;
 fail:
   graph_teardown(run, hg);
@@ -99,20 +132,50 @@ fail:
   return st;
 }
 
-static kb_status graph_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
-  hand_graph *hg = state;
+typedef struct hand_launches {
+  kb_run *run;
+  hand_graph *hg;
+  uint64_t iterations;
+  kb_status st;
+} hand_launches;
+
+/* The batch's launches on stream, each followed by a completion event. */
+static kb_status launch_all(kb_run *run, hand_graph *hg, CUstream stream, uint64_t iterations) {
   kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
-  CUstream stream = s->g->stream;
-  uint64_t t0 = kb_now_ns();
-  kb_status st = kb_gpu_batch_begin(s->g, run);
-  if (st) return st;
   for (uint64_t it = 0; it < iterations; ++it) {
     CUresult r = cu->cuGraphLaunch(hg->exec, stream);
     if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuGraphLaunch");
-    r = cu->cuEventRecord(s->done, stream);
+    CUevent done = hg->v.events ? hg->events[hg->next_event++ % HAND_EVENTS] : s->done;
+    r = cu->cuEventRecord(done, stream);
     if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuEventRecord(done)");
   }
+  return KB_OK;
+}
+
+static kd_status launch_in_scope(kd_raw *raw, void *user) {
+  hand_launches *l = user;
+  void *stream = NULL;
+  kd_status st = kd_raw_stream(raw, &stream);
+  if (!st) l->st = launch_all(l->run, l->hg, (CUstream)stream, l->iterations);
+  return st;
+}
+
+static kb_status graph_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
+  hand_graph *hg = state;
+  kb_kernel_suite *s = kb_run_suite_state(run);
+  uint64_t t0 = 0; /* set by the begin call, after its event */
+  kb_status st;
+  if (hg->v.on_session) {
+    if ((st = kb_kdag_begin(run, &hg->k, &t0))) return st;
+    hand_launches l = {run, hg, iterations, KB_OK};
+    if (kd_with_raw(hg->k.session, "bench.hand_graph", launch_in_scope, &l))
+      return kb_run_fail(run, "a raw scope: %s", kd_last_error());
+    if (l.st) return l.st;
+    return kb_kdag_end(run, &hg->k, t0, out);
+  }
+  if ((st = kb_gpu_batch_begin(s->g, run, &t0))) return st;
+  if ((st = launch_all(run, hg, s->g->stream, iterations))) return st;
   return kb_gpu_batch_end(s->g, run, t0, out);
 }
 
@@ -171,8 +234,8 @@ fail:
 
 static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   kdag_chain *c = state;
-  uint64_t t0 = kb_now_ns();
-  kb_status st = kb_kdag_begin(run, &c->k);
+  uint64_t t0 = 0; /* set by the begin call, after its event */
+  kb_status st = kb_kdag_begin(run, &c->k, &t0);
   if (st) return st;
   for (uint64_t it = 0; it < iterations; ++it)
     if (kd_graph_submit(c->graph, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
@@ -210,8 +273,26 @@ int kb_register_launch_suite(kb_harness *h) {
                                         ">= 4x faster per node than raw_loop for N >= 100)",
                          .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown,
                          .user = (void *)&graph_mode};
+  /* Diagnostics: hand_graph with one of kdag_graph's differences each. */
+  static const hand_variant upload = {1, 0, 0}, events = {0, 1, 0}, on_session = {0, 0, 1};
+  kb_case_desc h_upload = {.name = "hand_graph_upload",
+                           .description = "hand_graph instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as "
+                                          "kdag does (diagnostic)",
+                           .setup = graph_setup, .batch = graph_batch, .teardown = graph_teardown,
+                           .user = (void *)&upload};
+  kb_case_desc h_events = {.name = "hand_graph_events",
+                           .description = "hand_graph recording one of 64 events per launch, as kdag's completion "
+                                          "ring does (diagnostic)",
+                           .setup = graph_setup, .batch = graph_batch, .teardown = graph_teardown,
+                           .user = (void *)&events};
+  kb_case_desc h_session = {.name = "hand_graph_session",
+                            .description = "hand_graph launched on a kdag session's stream inside one raw scope "
+                                           "per batch (diagnostic)",
+                            .setup = graph_setup, .batch = graph_batch, .teardown = graph_teardown,
+                            .user = (void *)&on_session};
   if (kb_suite_axis(s, "N", n, sizeof n / sizeof n[0]) || kb_case_add(s, &raw) || kb_case_add(s, &graph) ||
-      kb_case_add(s, &kdag) || kb_case_add(s, &kgraph))
+      kb_case_add(s, &kdag) || kb_case_add(s, &kgraph) || kb_case_add(s, &h_upload) ||
+      kb_case_add(s, &h_events) || kb_case_add(s, &h_session))
     return -1;
   return 0;
 }
