@@ -64,7 +64,7 @@ void kd_footprint_free(kd_footprint *f) {
   memset(f, 0, sizeof *f);
 }
 
-int kd_footprint_overlap(const kd_footprint *fa, const kd_footprint *fb) {
+int kd_footprint_overlap_runs(const kd_footprint *fa, const kd_footprint *fb) {
   const kd_run *a = kd_footprint_runs(fa), *b = kd_footprint_runs(fb);
   uint32_t i = 0, j = 0;
   while (i < fa->count && j < fb->count) {
@@ -75,8 +75,7 @@ int kd_footprint_overlap(const kd_footprint *fa, const kd_footprint *fb) {
   return 0;
 }
 
-int kd_footprint_covers(const kd_footprint *outer, const kd_footprint *inner) {
-  if (!outer->exact) return 0;
+int kd_footprint_covers_runs(const kd_footprint *outer, const kd_footprint *inner) {
   const kd_run *o = kd_footprint_runs(outer), *in = kd_footprint_runs(inner);
   uint32_t j = 0;
   for (uint32_t i = 0; i < inner->count; ++i) {

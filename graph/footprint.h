@@ -27,10 +27,27 @@ static inline const kd_run *kd_footprint_runs(const kd_footprint *f) { return f-
 kd_status kd_footprint_build(const kd_view *v, uint32_t max_runs, kd_footprint *out, const char *op);
 void kd_footprint_free(kd_footprint *f);
 
-/* 1 when some element is in both. */
-int kd_footprint_overlap(const kd_footprint *a, const kd_footprint *b);
+int kd_footprint_overlap_runs(const kd_footprint *a, const kd_footprint *b);
+int kd_footprint_covers_runs(const kd_footprint *outer, const kd_footprint *inner);
+
+/* 1 when some element is in both. One run each is the common case: inline. */
+static inline int kd_footprint_overlap(const kd_footprint *a, const kd_footprint *b) {
+  if (a->count == 1 && b->count == 1) {
+    const kd_run *x = kd_footprint_runs(a), *y = kd_footprint_runs(b);
+    return x->lo < y->hi && y->lo < x->hi;
+  }
+  return kd_footprint_overlap_runs(a, b);
+}
+
 /* 1 when every element of inner is in outer (an inexact outer covers only
  * what its interval provably holds: nothing unless it is exact). */
-int kd_footprint_covers(const kd_footprint *outer, const kd_footprint *inner);
+static inline int kd_footprint_covers(const kd_footprint *outer, const kd_footprint *inner) {
+  if (!outer->exact) return 0;
+  if (outer->count == 1 && inner->count == 1) {
+    const kd_run *o = kd_footprint_runs(outer), *in = kd_footprint_runs(inner);
+    return o->lo <= in->lo && in->hi <= o->hi;
+  }
+  return kd_footprint_covers_runs(outer, inner);
+}
 
 #endif

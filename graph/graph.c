@@ -5,21 +5,10 @@
 
 #include "cuda/status_internal.h"
 #include "graph/graph_impl.h"
+#include "graph/grow.h"
 
 #define KD_NODE_MAX_ACCESSES 64
 
-/* Grows *arr to hold need elements of size sz. */
-static int reserve(void **arr, uint32_t *cap, uint32_t need, size_t sz) {
-  if (need <= *cap) return 1;
-  uint32_t c = *cap ? *cap : 16;
-  while (c < need) c *= 2;
-  void *grown = realloc(*arr, (size_t)c * sz);
-  if (!grown) return 0;
-  *arr = grown;
-  *cap = c;
-  return 1;
-}
-#define KD_RESERVE(arr, cap, need) reserve((void **)&(arr), &(cap), (need), sizeof *(arr))
 
 kd_status kd_graph_create(kd_session *s, kd_graph **out) {
   static const char *op = "kd_graph_create";
@@ -62,16 +51,16 @@ void kd_graph_destroy(kd_graph *g) {
     kd_ivset_free(&g->bindings[i].writes);
   }
   for (uint32_t i = 0; i < g->sink_count; ++i) kd_sink_free(s, g->sinks[i]);
-  free(g->sinks);
-  free(g->nodes);
-  free(g->accesses);
-  free(g->edges);
-  free(g->bindings);
-  free(g->pred_mark);
-  free(g->found);
+  KD_GROW_FREE(g->sinks, g->sink_cap);
+  KD_GROW_FREE(g->nodes, g->node_cap);
+  KD_GROW_FREE(g->accesses, g->access_cap);
+  KD_GROW_FREE(g->edges, g->edge_cap);
+  KD_GROW_FREE(g->bindings, g->binding_cap);
+  KD_GROW_FREE(g->pred_mark, g->pred_cap);
+  KD_GROW_FREE(g->found, g->found_cap);
   kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
-  free(g->by_slot);
+  KD_GROW_FREE(g->by_slot, g->by_slot_cap);
   pthread_mutex_unlock(&s->lock);
   free(g);
 }
@@ -88,7 +77,7 @@ static int64_t binding_of(kd_graph *g, kd_tensor_obj *o, uint32_t slot) {
 /* Makes by_slot[slot] addressable; new entries are empty. */
 static int reserve_slot(kd_graph *g, uint32_t slot) {
   uint32_t old = g->by_slot_cap;
-  if (!KD_RESERVE(g->by_slot, g->by_slot_cap, slot + 1)) return 0;
+  if (!KD_GROW(g->by_slot, g->by_slot_cap, slot + 1)) return 0;
   memset(g->by_slot + old, 0, (size_t)(g->by_slot_cap - old) * sizeof *g->by_slot);
   return 1;
 }
@@ -140,10 +129,11 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
     return kd_fail(KD_ERR_NOT_RESIDENT, KD_AT ": tensor 0x%llx lives in host memory, not in the session's device memory",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
   pending *p = &c->acc[c->count];
-  memset(p, 0, sizeof *p);
+  /* Every field is set below (not memset: this runs for every access). */
   p->obj = o;
   p->mode = mode;
   p->arg = arg;
+  p->whole = 0;
   p->view = *view;
   if (view->rank < 0) { /* kd_whole */
     p->whole = 1;
@@ -190,7 +180,7 @@ static kd_status add_edge(kd_graph *g, uint32_t from, uint32_t to, uint32_t bind
     g->edges_dropped++;
     return KD_OK;
   }
-  if (!KD_RESERVE(g->edges, g->edge_cap, g->edge_count + 1))
+  if (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1))
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "kdag graph: no memory for an edge");
   g->pred_mark[from] = to + 1;
   g->edges[g->edge_count++] = (kd_gedge){from, to, binding, hz};
@@ -283,12 +273,12 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     if (!p->whole || !b || !b->whole) arena += view_bytes(p->view.rank);
   }
   const char *oom = "kdag graph: no memory to add a node";
-  if (!KD_RESERVE(g->nodes, g->node_cap, g->node_count + 1) ||
-      !KD_RESERVE(g->accesses, g->access_cap, g->access_count + c->count) ||
-      !KD_RESERVE(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
-      !KD_RESERVE(g->edges, g->edge_cap, g->edge_count + extra_edges) ||
-      !KD_RESERVE(g->pred_mark, g->pred_cap, g->node_count + 1) ||
-      !KD_RESERVE(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
+  if (!KD_GROW(g->nodes, g->node_cap, g->node_count + 1) ||
+      !KD_GROW(g->accesses, g->access_cap, g->access_count + c->count) ||
+      !KD_GROW(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
+      !KD_GROW(g->edges, g->edge_cap, g->edge_count + extra_edges) ||
+      !KD_GROW(g->pred_mark, g->pred_cap, g->node_count + 1) ||
+      !KD_GROW(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
     ctx_free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
@@ -547,7 +537,7 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
   kd_sink *sink = NULL;
   if (!st && !(sink = calloc(1, sizeof *sink)))
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the sink", op);
-  if (!st && !KD_RESERVE(g->sinks, g->sink_cap, g->sink_count + 1))
+  if (!st && !KD_GROW(g->sinks, g->sink_cap, g->sink_count + 1))
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the sink", op);
   if (sink) {
     sink->graph = g;
@@ -742,7 +732,7 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
     st = kd_fail(KD_ERR_CYCLE, "%s: edge '%s' (#%u) -> '%s' (#%u) would close a cycle: '%s' already runs after '%s'",
                  op, g->nodes[before].name, before, g->nodes[after].name, after, g->nodes[before].name,
                  g->nodes[after].name);
-  if (!st && !KD_RESERVE(g->edges, g->edge_cap, g->edge_count + 1))
+  if (!st && !KD_GROW(g->edges, g->edge_cap, g->edge_count + 1))
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
   if (!st) {
     g->edges[g->edge_count++] = (kd_gedge){before, after, UINT32_MAX, KD_HAZ_EXPLICIT};

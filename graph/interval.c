@@ -27,6 +27,10 @@ int kd_ivset_reserve(kd_ivset *s, uint32_t more) {
 /* The first index whose entry starts after x. */
 static uint32_t after(const kd_ivset *s, int64_t x) {
   uint32_t lo = 0, hi = s->count;
+  if (hi <= KD_IVSET_SCAN) { /* a few compares, no mispredicted halving */
+    while (lo < hi && s->at[lo].lo <= x) ++lo;
+    return lo;
+  }
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
     if (s->at[mid].lo <= x) lo = mid + 1;
@@ -38,7 +42,8 @@ static uint32_t after(const kd_ivset *s, int64_t x) {
 uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out) {
   uint32_t n = 0;
   /* An entry that ends after lo starts after lo - max_len. */
-  for (uint32_t i = after(s, lo - s->max_len); i < s->count && s->at[i].lo < hi; ++i)
+  uint32_t first = s->count <= KD_IVSET_SCAN ? 0 : after(s, lo - s->max_len);
+  for (uint32_t i = first; i < s->count && s->at[i].lo < hi; ++i)
     if (s->at[i].hi > lo) out[n++] = &s->at[i];
   return n;
 }
@@ -51,7 +56,7 @@ void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
   if (i < s->first_retired) s->first_retired = i;
 }
 
-void kd_ivset_sweep(kd_ivset *s) {
+void kd_ivset_sweep_retired(kd_ivset *s) {
   int longest_gone = 0;
   uint32_t keep = s->first_retired;
   for (uint32_t i = s->first_retired; i < s->count; ++i) {
@@ -72,8 +77,16 @@ void kd_ivset_insert(kd_ivset *s, uint32_t access, uint32_t node, uint8_t mode, 
   kd_ival e = {.lo = r[0].lo, .hi = r[fp->count - 1].hi, .access = access, .node = node, .runs = fp->runs,
                .count = fp->count, .exact = (uint8_t)fp->exact, .mode = mode};
   memset(fp, 0, sizeof *fp);
-  uint32_t at = after(s, e.lo); /* access is the largest: last among equal lo */
-  memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
+  uint32_t at = s->count; /* access is the largest: last among equal lo */
+  if (at <= KD_IVSET_SCAN) {
+    while (at && s->at[at - 1].lo > e.lo) {
+      s->at[at] = s->at[at - 1];
+      --at;
+    }
+  } else {
+    at = after(s, e.lo);
+    memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
+  }
   s->at[at] = e;
   s->count++;
   s->first_retired = s->count;

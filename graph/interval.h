@@ -33,6 +33,8 @@ typedef struct kd_ivset {
   int64_t max_len;         /* no entry is longer */
 } kd_ivset;
 
+#define KD_IVSET_SCAN 16   /* sets this small are searched by a scan */
+
 /* The entry's footprint, for the kd_footprint tests (borrows its runs). */
 static inline kd_footprint kd_ival_footprint(const kd_ival *e) {
   kd_footprint f = {e->runs, {e->lo, e->hi}, e->count, e->exact};
@@ -49,7 +51,10 @@ uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out);
 /* Frees the entry's runs and marks it for the next sweep. */
 void kd_ivset_retire(kd_ivset *s, kd_ival *e);
 /* Drops the retired entries. */
-void kd_ivset_sweep(kd_ivset *s);
+void kd_ivset_sweep_retired(kd_ivset *s);
+static inline void kd_ivset_sweep(kd_ivset *s) {
+  if (s->first_retired < s->count) kd_ivset_sweep_retired(s); /* most accesses retire nothing */
+}
 /* After a sweep, adds an entry in reserved room (cannot fail); access must be the largest
  * so far, the footprint not empty. The footprint moves in. */
 void kd_ivset_insert(kd_ivset *s, uint32_t access, uint32_t node, uint8_t mode, kd_footprint *fp);

@@ -134,6 +134,75 @@ Test(host_graph, disjoint_views_stay_independent) {
   kd_session_destroy(s);
 }
 
+/* Forty single-element reads of one tensor keep forty active entries (its
+ * set switches from a scan to a sorted search past sixteen); a write of one
+ * element then follows only that element's reader, and a whole write the
+ * rest. Readers are declared out of element order. */
+Test(host_graph, many_active_accesses_of_one_tensor_order_exactly) {
+  kd_session *s = kdt_host_session();
+  int32_t v[40];
+  for (int i = 0; i < 40; ++i) v[i] = i;
+  kd_tensor a = ivec(s, 40, v), c = ivec(s, 40, NULL);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_node reader[40];
+  for (int k = 0; k < 40; ++k) {
+    int i = (k * 17) % 40;
+    kd_view src = {.tensor = a, .rank = 1, .offset = i, .shape = {1}, .strides = {1}};
+    kd_view dst = {.tensor = c, .rank = 1, .offset = i, .shape = {1}, .strides = {1}};
+    char name[16];
+    snprintf(name, sizeof name, "read %d", i);
+    KDT_OK(kd_graph_copy(g, name, dst, src, &reader[i]));
+  }
+  cr_assert_eq(stats(g).edges, 0, "reads of one tensor and disjoint writes of another are independent");
+  kd_node one, all;
+  kd_view e37 = {.tensor = a, .rank = 1, .offset = 37, .shape = {1}, .strides = {1}};
+  KDT_OK(kd_graph_fill(g, "a[37]=0", e37, (int32_t[]){0}, &one));
+  cr_assert_eq(stats(g).edges, 1);
+  char want[64];
+  /* t1 is a: each copy names its destination c first. */
+  snprintf(want, sizeof want, "n%u -> n%u [label=\"WAR t1\"]", reader[37], one);
+  cr_assert(has_edge_text(g, want), "%s", want);
+  KDT_OK(kd_graph_fill(g, "a=0", kd_whole(a), (int32_t[]){0}, &all));
+  cr_assert_eq(stats(g).edges, 1 + 39 + 1, "39 readers left (WAR) and a[37]=0 (WAW)");
+  for (int i = 0; i < 40; ++i) {
+    if (i == 37) continue;
+    snprintf(want, sizeof want, "n%u -> n%u [label=\"WAR t1\"]", reader[i], all);
+    cr_assert(has_edge_text(g, want), "%s", want);
+  }
+  int32_t out[40];
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "out", c, out, sizeof out, &sink));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  for (int i = 0; i < 40; ++i) cr_assert_eq(out[i], i, "c[%d] = %d", i, out[i]);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+/* A graph's arrays outgrow the heap into mappings of their own (1 MiB and
+ * up) and keep their contents as they grow: a 20,000-node chain of writes. */
+Test(host_graph, a_large_graph_keeps_its_nodes_and_edges_as_it_grows) {
+  kd_session *s = kdt_host_session();
+  kd_tensor a = ivec(s, 4, NULL);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  for (int32_t i = 0; i < 20000; ++i) KDT_OK(kd_graph_fill(g, "fill", kd_whole(a), &i, NULL));
+  kd_graph_stats st = stats(g);
+  cr_assert_eq(st.nodes, 20000);
+  cr_assert_eq(st.edges, 19999, "each fill follows the one before (WAW)");
+  cr_assert(has_edge_text(g, "n19998 -> n19999 [label=\"WAW t0\"]"));
+  cr_assert(has_edge_text(g, "n0 -> n1 [label=\"WAW t0\"]"));
+  int32_t out[4];
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "out", a, out, sizeof out, &sink));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  for (int i = 0; i < 4; ++i) cr_assert_eq(out[i], 19999);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 /* The graph finds a tensor's binding by its handle's slot: a slot that a
  * released tensor left and a new tensor reuses names a new tensor. */
 Test(host_graph, a_reused_handle_slot_is_a_new_tensor) {
