@@ -46,6 +46,7 @@ struct kb_run {
   char item[32];         /* metric names are <which>_time_per_<item> */
   double tp_items, tp_bytes;
   uint64_t max_batch;
+  uint64_t min_batch;      /* batch mode: never fewer iterations per batch */
   char message[KB_MESSAGE_MAX];
   int not_applicable; /* the KB_SKIP came from kb_run_not_applicable */
 };
@@ -212,6 +213,7 @@ void kb_run_throughput(kb_run *run, double items, double bytes) {
 void kb_run_max_batch(kb_run *run, uint64_t iterations) {
   run->max_batch = iterations ? iterations : 1;
 }
+void kb_run_min_batch(kb_run *run, uint64_t iterations) { run->min_batch = iterations; }
 
 static kb_status run_message(kb_run *run, kb_status st, const char *fmt, va_list ap) {
   vsnprintf(run->message, sizeof run->message, fmt, ap);
@@ -350,7 +352,8 @@ static kb_status measure(kb_harness *h, kb_run *run, void *state, const kb_optio
   uint64_t cap = run->max_batch ? run->max_batch : o->max_batch;
   if (cap > o->max_batch) cap = o->max_batch;
   if (run->mode == KB_MODE_COLD) cap = 1;
-  uint64_t k = 1;
+  uint64_t k = run->min_batch > 1 ? run->min_batch : 1;
+  if (k > cap) k = cap;
   double target_ns = o->target_batch_s * 1e9;
 
   /* Warm-up and batch sizing. Bounded by warmup_s, by max_time_s and by a

@@ -11,7 +11,8 @@
  * Measurement of one case at one axis point and one mode:
  *   warm-up   batches are run and discarded until warmup_s has passed; in
  *             batch mode they also grow `iterations` until one batch takes
- *             at least target_batch_s (capped by kb_run_max_batch).
+ *             at least target_batch_s (from kb_run_min_batch, capped by
+ *             kb_run_max_batch).
  *   samples   one batch per sample. Cold mode runs one iteration per sample
  *             and calls the suite's flush hook (GPU suites: an L2 flush;
  *             without a hook, a host-cache flush) before each sample,
@@ -276,6 +277,10 @@ void kb_run_per_iteration(kb_run *run, double items, const char *item);
 void kb_run_throughput(kb_run *run, double items, double bytes);
 /* At most this many iterations per batch (e.g. 1 for one-shot work). */
 void kb_run_max_batch(kb_run *run, uint64_t iterations);
+/* Batch mode: at least this many iterations per batch (the max still
+ * caps it; cold mode stays at one), for host time measured over several
+ * submissions even when one takes longer than the target batch time. */
+void kb_run_min_batch(kb_run *run, uint64_t iterations);
 /* Record a message; return the status to hand back from the callback. */
 kb_status kb_run_fail(kb_run *run, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -22,6 +22,13 @@ static kb_status declare(kb_run *run) {
   return KB_OK;
 }
 
+/* Graph launches: a long chain's launch runs for milliseconds, so a batch
+ * sized by time would hold one launch, and its host time would be one call
+ * after a wait (cold caches, a woken thread) instead of the steady
+ * submission rate the ratios are about. 16 stay far below the launch
+ * queue's depth. */
+#define GRAPH_MIN_BATCH 16
+
 /* ---- raw_loop ----------------------------------------------------------- */
 
 static kb_status raw_setup(kb_run *run, void **state) {
@@ -91,6 +98,7 @@ static void graph_teardown(kb_run *run, void *state) {
 static kb_status graph_setup(kb_run *run, void **state) {
   kb_status st = declare(run);
   if (st) return st;
+  kb_run_min_batch(run, GRAPH_MIN_BATCH);
   kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   hand_graph *hg = calloc(1, sizeof *hg);
@@ -207,6 +215,7 @@ static kb_status kdag_setup(kb_run *run, void **state) {
   kdag_chain *c = calloc(1, sizeof *c);
   if (!c) return kb_run_fail(run, "out of memory");
   kd_exec_mode mode = *(const kd_exec_mode *)kb_run_user(run);
+  if (mode == KD_EXEC_GRAPH) kb_run_min_batch(run, GRAPH_MIN_BATCH);
   kd_function fn;
   kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
   if ((st = kb_kdag_open(run, mode, &c->k)) ||

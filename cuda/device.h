@@ -54,12 +54,15 @@ kd_status kd_device_open(const kd_session_options *o, kd_device *out);
 void kd_device_close(kd_device *d);
 
 /* A sticky device fault (a trap, an illegal address) poisons the device for
- * the rest of the process: the driver documents it, and on the H200 a
- * cuDevicePrimaryCtxReset after the last session still left
- * cuDevicePrimaryCtxRetain failing with the old fault. The registry
- * (process-wide, like the primary context) remembers the fault, so every
- * session of the device refuses work with it and a new session is refused
- * at once, saying the process must restart. */
+ * the rest of the process: the driver documents it, and tools/fault-probe
+ * measured it on the H200 (driver 580, CUDA 13.0): after a fault, with or
+ * without every object destroyed and the primary context released,
+ * cuDevicePrimaryCtxReset succeeds but the next cuDevicePrimaryCtxRetain,
+ * and even a cuCtxCreate of a new context, fails with the old fault. The
+ * registry (process-wide, like the primary context) remembers the fault,
+ * so every session of the device refuses work with it and a new session
+ * is refused at once, saying the process must restart; another process is
+ * unaffected. */
 void kd_device_fault_report(const kd_device *d, const char *message);
 /* 1 and the message when the device has faulted. */
 int kd_device_fault_get(const kd_device *d, char *message, size_t cap);

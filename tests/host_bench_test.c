@@ -89,7 +89,8 @@ typedef struct fake_case {
   double items;            /* kb_run_per_iteration */
   double bytes;            /* kb_run_throughput */
   int fail;
-  uint64_t batches, iterations, max_iterations_seen;
+  uint64_t min_batch;      /* kb_run_min_batch when > 0 */
+  uint64_t batches, iterations, max_iterations_seen, min_iterations_seen;
 } fake_case;
 
 static int flushes;
@@ -99,6 +100,7 @@ static kb_status fake_setup(kb_run *run, void **state) {
   *state = c;
   if (c->items > 0) kb_run_per_iteration(run, c->items, "node");
   if (c->bytes > 0) kb_run_throughput(run, 0, c->bytes);
+  if (c->min_batch) kb_run_min_batch(run, c->min_batch);
   return KB_OK;
 }
 
@@ -114,6 +116,7 @@ static kb_status fake_batch(kb_run *run, void *state, uint64_t k, kb_timing *out
   c->batches++;
   c->iterations += k;
   if (k > c->max_iterations_seen) c->max_iterations_seen = k;
+  if (!c->min_iterations_seen || k < c->min_iterations_seen) c->min_iterations_seen = k;
   return KB_OK;
 }
 
@@ -260,6 +263,26 @@ Test(host_bench, batch_mode_grows_batches_and_normalises) {
   cr_assert_float_eq(host->median, 1e4, 1e-6);
   cr_assert_float_eq(gpu->median, 5e3, 1e-6);
   cr_assert_eq(flushes, 0, "batch mode never flushes");
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, min_batch_holds_in_batch_mode_only) {
+  /* Each iteration is far past the 1 us target: without a minimum every
+   * batch would be one iteration. */
+  fake_case c = {.per_iteration_ns = 1e6, .min_batch = 16};
+  kb_options o = fake_options();
+  o.target_batch_s = 1e-6;
+  kb_harness *h;
+  const kb_result *row = run_single(&c, &o, &h);
+  cr_assert_eq(row->batch, 16);
+  cr_assert_eq(c.min_iterations_seen, 16, "warm-up batches hold the minimum too");
+  cr_assert_float_eq(row->median, 1e6, 1e-6);
+  kb_harness_destroy(h);
+  fake_case cold = {.per_iteration_ns = 1e6, .min_batch = 16};
+  o.modes = KB_MODE_COLD;
+  row = run_single(&cold, &o, &h);
+  cr_assert_eq(row->batch, 1, "cold mode runs one iteration per sample");
+  cr_assert_eq(cold.max_iterations_seen, 1);
   kb_harness_destroy(h);
 }
 
