@@ -9,6 +9,7 @@
  *   kdag_graph  a session with exec_mode GRAPH
  * For reference only (a literature figure, not measured here): CUDASTF's
  * graph_ctx is reported at about 28 us per task at N = 1000 on an H200. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "bench/gpu.h"
@@ -34,18 +35,32 @@ static kb_status oneshot_flush(void *state, char *why, size_t cap) {
   return st ? st : kb_gpu_flush_l2(g, why, cap);
 }
 
+/* Where a one-shot graph's time goes, summed over the batches' graphs
+ * (warm-up included) and printed per node at teardown (stderr): what grows
+ * with N shows. */
+enum { PH_DECLARE, PH_SUBMIT, PH_WAIT, PH_DESTROY, PH_COUNT };
+static const char *const phase_name[PH_COUNT] = {"declare", "submit", "wait", "destroy"};
+
 typedef struct oneshot {
   kb_kdag k;
   kd_function fn;
   kd_tensor x;
+  int timing;              /* the batch's graphs add to phase_ns */
+  double phase_ns[PH_COUNT];
+  uint64_t phase_nodes;
 } oneshot;
 
 static int64_t node_count(kb_run *run) { return kb_run_axis(run, "N", 1000); }
 
 static void oneshot_teardown(kb_run *run, void *state) {
-  (void)run;
   oneshot *o = state;
   if (!o) return;
+  if (o->phase_nodes) {
+    fprintf(stderr, "kdag-bench oneshot %s N=%lld: per node", kb_run_case_name(run), (long long)node_count(run));
+    for (int i = 0; i < PH_COUNT; ++i)
+      fprintf(stderr, " %s %.3f us", phase_name[i], o->phase_ns[i] / 1e3 / (double)o->phase_nodes);
+    fputc('\n', stderr);
+  }
   kb_kdag_close(&o->k); /* also frees the tensor */
   free(o);
 }
@@ -57,6 +72,8 @@ static kb_status one_graph(kb_run *run, oneshot *o, int64_t nodes, kd_counters *
   kd_graph *g = NULL;
   kd_launch_config config = {{1, 1, 1}, {ONESHOT_ELEMS, 1, 1}, 0};
   kd_garg args[] = {kd_g_inout(kd_whole(o->x)), kd_g_value(kd_arg_i32(ONESHOT_ELEMS))};
+  uint64_t t[PH_COUNT + 1];
+  t[0] = kb_now_ns();
   if (kd_graph_create(o->k.session, &g)) return kb_run_fail(run, "kd_graph_create: %s", kd_last_error());
   for (int64_t i = 0; i < nodes; ++i)
     if (kd_graph_kernel(g, "inc", o->fn, &config, args, 2, NULL)) {
@@ -68,14 +85,22 @@ static kb_status one_graph(kb_run *run, oneshot *o, int64_t nodes, kd_counters *
     kd_graph_destroy(g);
     return st;
   }
+  t[1] = kb_now_ns();
   if (kd_graph_submit(g, NULL)) {
     st = kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
     kd_graph_destroy(g);
     return st;
   }
+  t[2] = kb_now_ns();
   st = kb_kdag_wait(run, &o->k);
+  t[3] = kb_now_ns();
   if (!st && after) st = kb_kdag_counters(run, &o->k, after);
   kd_graph_destroy(g);
+  t[4] = kb_now_ns();
+  if (!st && o->timing) {
+    for (int i = 0; i < PH_COUNT; ++i) o->phase_ns[i] += (double)(t[i + 1] - t[i]);
+    o->phase_nodes += (uint64_t)nodes;
+  }
   return st;
 }
 
@@ -113,6 +138,7 @@ static kb_status oneshot_batch(kb_run *run, void *state, uint64_t iterations, kb
   oneshot *o = state;
   int64_t n = node_count(run);
   uint64_t t0 = kb_now_ns();
+  o->timing = 1;
   for (uint64_t it = 0; it < iterations; ++it) {
     kb_status st = one_graph(run, o, n, NULL, NULL);
     if (st) return st;

@@ -113,7 +113,7 @@ run() {
     "$build/bench/kdag-bench" ${KDAG_LANE_BENCH_ARGS:-} --json "$out/bench.json" --csv "$out/bench.csv" \
       > "$out/bench.md" 2>"$out/bench.stderr"
     echo "kdag-bench exit: $? ($(grep -c '^|' "$out/bench.md") table rows in bench.md)"
-    grep -E "mean per start" "$out/bench.stderr" || true
+    grep -E "mean per start|kdag-bench oneshot" "$out/bench.stderr" || true
     if [ "${KDAG_LANE_COLD:-1}" = 1 ]; then
       "$build/bench/kdag-bench" --mode cold --suite launch,pipeline,copy --json "$out/bench-cold.json" \
         --csv "$out/bench-cold.csv" > "$out/bench-cold.md" 2>"$out/bench-cold.stderr"
