@@ -29,11 +29,14 @@ kd_status kd_graph_create(kd_session *s, kd_graph **out) {
 }
 
 static void free_node(kd_session *s, kd_gnode *n) {
-  for (uint32_t i = 0; i < n->arg_count; ++i)
-    if (n->args[i].access < 0 && n->args[i].value.kind == KD_ARG_BYTES) free((void *)n->args[i].value.v.bytes.data);
-  free(n->args);
-  if (n->module) kd_module_unref(s, n->module);
-  if (n->res) kd_foreign_res_unref(n->res);
+  if (n->kind == KD_NODE_KERNEL) {
+    for (uint32_t i = 0; i < n->arg_count; ++i)
+      if (n->args[i].access < 0 && n->args[i].value.kind == KD_ARG_BYTES) free((void *)n->args[i].value.v.bytes.data);
+    free(n->args);
+    if (n->module) kd_module_unref(s, n->module);
+  } else if (n->kind == KD_NODE_FOREIGN && n->res) {
+    kd_foreign_res_unref(n->res);
+  }
 }
 
 void kd_graph_destroy(kd_graph *g) {

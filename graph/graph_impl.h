@@ -71,32 +71,40 @@ typedef struct kd_foreign_res {
   void (*release)(void *);
 } kd_foreign_res;
 
+/* One node. The fields of each kind share storage (graphs reach 100k+
+ * nodes, and a node's bytes are written, and paged in, once per node):
+ * read a kind's fields only for nodes of that kind. */
 typedef struct kd_gnode {
   kd_node_kind kind;
-  char *name;              /* in the graph's arena */
   uint32_t first_access, access_count;
-  /* kernel */
-  kd_module_obj *module;   /* the graph holds a reference */
-  uint32_t fn_index;
-  kd_launch_config config;
-  kd_gvalue *args;
-  uint32_t arg_count;
-  /* builtin */
-  kd_builtin_op op;
-  kd_dtype dtype;
-  double alpha;
-  unsigned char fill[16];
-  /* upload / sink */
-  const void *host;
-  size_t bytes;
-  kd_sink *sink;
-  /* host function / foreign */
-  kd_host_fn host_fn;
-  kd_foreign_fn foreign_fn;
-  void *user;
-  size_t workspace_bytes;
-  kd_foreign_res *res;
-  uint64_t args_serial;    /* the graph's args_serial when its scalars were last set */
+  char *name;              /* in the graph's arena */
+  void *user;              /* host function / foreign */
+  uint64_t args_serial;    /* kernel: the graph's args_serial when its scalars were last set */
+  union {
+    struct { /* KD_NODE_KERNEL */
+      kd_module_obj *module; /* the graph holds a reference */
+      kd_gvalue *args;
+      kd_launch_config config;
+      uint32_t fn_index, arg_count;
+    };
+    struct { /* KD_NODE_BUILTIN */
+      double alpha;
+      unsigned char fill[16];
+      kd_builtin_op op;
+      kd_dtype dtype;
+    };
+    struct { /* KD_NODE_UPLOAD, KD_NODE_SINK */
+      const void *host;
+      size_t bytes;
+      kd_sink *sink;
+    };
+    struct { /* KD_NODE_HOST, KD_NODE_FOREIGN */
+      kd_host_fn host_fn;
+      kd_foreign_fn foreign_fn;
+      size_t workspace_bytes;
+      kd_foreign_res *res;
+    };
+  };
 } kd_gnode;
 
 typedef struct kd_gedge {
