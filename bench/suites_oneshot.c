@@ -6,6 +6,7 @@
  * stream, and kd_graph_destroy. Host (wall) time per node, over N, so that
  * linearity shows: a flat time per node across N is linear.
  *   kdag_eager  a session with exec_mode EAGER
+ *   hand_graph  the same chain with the driver's cuGraph* calls alone
  *   kdag_graph  a session with exec_mode GRAPH
  * For reference only (a literature figure, not measured here): CUDASTF's
  * graph_ctx is reported at about 28 us per task at N = 1000 on an H200. */
@@ -148,6 +149,114 @@ static kb_status oneshot_batch(kb_run *run, void *state, uint64_t iterations, kb
   return KB_OK;
 }
 
+/* ---- hand_graph: the driver's own floor ---------------------------------
+ * The same chain written straight against the driver, once per iteration:
+ * cuGraphCreate, N cuGraphAddKernelNode (each after the one before),
+ * cuGraphInstantiateWithFlags, cuGraphLaunch, cuStreamSynchronize,
+ * cuGraphExecDestroy, cuGraphDestroy. What kdag_graph costs above it is
+ * kdag's; what grows with N here is the driver's. */
+enum { HP_BUILD, HP_INSTANTIATE, HP_RUN, HP_DESTROY, HP_COUNT };
+static const char *const hand_phase[HP_COUNT] = {"build", "instantiate", "launch+wait", "destroy"};
+
+typedef struct hand_oneshot {
+  kb_gpu *g;
+  CUmodule module;
+  CUfunction fn;
+  CUdeviceptr x;
+  CUgraphNode *nodes;
+  double phase_ns[HP_COUNT];
+  uint64_t phase_nodes;
+} hand_oneshot;
+
+static void hand_teardown(kb_run *run, void *state) {
+  hand_oneshot *o = state;
+  if (!o) return;
+  if (o->phase_nodes) {
+    fprintf(stderr, "kdag-bench oneshot %s N=%lld: per node", kb_run_case_name(run), (long long)node_count(run));
+    for (int i = 0; i < HP_COUNT; ++i)
+      fprintf(stderr, " %s %.3f us", hand_phase[i], o->phase_ns[i] / 1e3 / (double)o->phase_nodes);
+    fputc('\n', stderr);
+  }
+  if (o->x) o->g->cu->cuMemFree(o->x);
+  if (o->module) o->g->cu->cuModuleUnload(o->module);
+  free(o->nodes);
+  free(o);
+}
+
+static kb_status hand_setup(kb_run *run, void **state) {
+  int64_t n = node_count(run);
+  if (n < 1 || n > 10000000) return kb_run_fail(run, "N must be in 1..10000000, not %lld", (long long)n);
+  kb_run_per_iteration(run, (double)n, "node");
+  kb_run_throughput(run, (double)n, 0);
+  hand_oneshot *o = calloc(1, sizeof *o);
+  if (!o || !(o->nodes = malloc((size_t)n * sizeof *o->nodes))) {
+    free(o);
+    return kb_run_fail(run, "out of memory");
+  }
+  char why[512];
+  kb_status st = kb_gpu_acquire(&o->g, why, sizeof why);
+  if (!st) st = kb_gpu_load_module(o->g, kd_kernel_bench_cubin, kd_kernel_bench_ptx, &o->module, why, sizeof why);
+  if (st) {
+    hand_teardown(run, o);
+    return kb_run_fail(run, "%s", why);
+  }
+  if ((st = kb_gpu_check(run, o->g->cu->cuModuleGetFunction(&o->fn, o->module, "bench_inc_kernel"),
+                         "cuModuleGetFunction")) ||
+      (st = kb_gpu_check(run, o->g->cu->cuMemAlloc(&o->x, ONESHOT_ELEMS * sizeof(float)), "cuMemAlloc"))) {
+    hand_teardown(run, o);
+    return st;
+  }
+  *state = o;
+  return KB_OK;
+}
+
+static kb_status hand_one(kb_run *run, hand_oneshot *o, int64_t n) {
+  const kd_cu_table *cu = o->g->cu;
+  int elems = ONESHOT_ELEMS;
+  void *params[] = {&o->x, &elems};
+  CUDA_KERNEL_NODE_PARAMS p = {0};
+  p.func = o->fn;
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = ONESHOT_ELEMS;
+  p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = params;
+  CUgraph graph = NULL;
+  CUgraphExec exec = NULL;
+  uint64_t t[HP_COUNT + 1];
+  t[0] = kb_now_ns();
+  kb_status st = kb_gpu_check(run, cu->cuGraphCreate(&graph, 0), "cuGraphCreate");
+  for (int64_t i = 0; !st && i < n; ++i)
+    st = kb_gpu_check(run, cu->cuGraphAddKernelNode(&o->nodes[i], graph, i ? &o->nodes[i - 1] : NULL, i ? 1 : 0, &p),
+                      "cuGraphAddKernelNode");
+  t[1] = kb_now_ns();
+  if (!st) st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  t[2] = kb_now_ns();
+  if (!st) st = kb_gpu_check(run, cu->cuGraphLaunch(exec, o->g->stream), "cuGraphLaunch");
+  if (!st) st = kb_gpu_check(run, cu->cuStreamSynchronize(o->g->stream), "cuStreamSynchronize");
+  t[3] = kb_now_ns();
+  if (exec) cu->cuGraphExecDestroy(exec);
+  if (graph) cu->cuGraphDestroy(graph);
+  t[4] = kb_now_ns();
+  if (!st) {
+    for (int i = 0; i < HP_COUNT; ++i) o->phase_ns[i] += (double)(t[i + 1] - t[i]);
+    o->phase_nodes += (uint64_t)n;
+  }
+  return st;
+}
+
+static kb_status hand_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
+  hand_oneshot *o = state;
+  int64_t n = node_count(run);
+  uint64_t t0 = kb_now_ns();
+  for (uint64_t it = 0; it < iterations; ++it) {
+    kb_status st = hand_one(run, o, n);
+    if (st) return st;
+  }
+  out->host_ns = (double)(kb_now_ns() - t0);
+  out->gpu_ns = -1;
+  return KB_OK;
+}
+
 int kb_register_oneshot_suite(kb_harness *h) {
   kb_suite_desc sd = {.name = "oneshot",
                       .description = "a graph used once: create, N nodes (inferred chain), submit, wait, "
@@ -165,6 +274,11 @@ int kb_register_oneshot_suite(kb_harness *h) {
                          .description = "one-shot graph on a GRAPH session (instantiation included)",
                          .setup = oneshot_setup, .batch = oneshot_batch, .teardown = oneshot_teardown,
                          .user = (void *)&graph_mode};
-  if (kb_suite_axis(s, "N", n, 4) || kb_case_add(s, &keager) || kb_case_add(s, &kgraph)) return -1;
+  kb_case_desc hand = {.name = "hand_graph",
+                       .description = "the chain built, instantiated, launched, waited for and destroyed with "
+                                      "the driver's cuGraph* calls alone: the floor under kdag_graph",
+                       .baseline = 1, .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown};
+  if (kb_suite_axis(s, "N", n, 4) || kb_case_add(s, &keager) || kb_case_add(s, &hand) || kb_case_add(s, &kgraph))
+    return -1;
   return 0;
 }
