@@ -741,12 +741,14 @@ Test(host_bench, builtin_suites_are_listed_with_their_axes_and_cases) {
       "CUDASTF graph_ctx ~28 us per task at N=1000"};
   for (size_t i = 0; i < sizeof expected / sizeof expected[0]; ++i)
     cr_assert(strstr(list, expected[i]), "--list lacks \"%s\":\n%s", expected[i], list);
-  /* The launch suite's four cases, in order, and kdag_graph in fanout. */
+  /* The launch suite's cases in order (kdag_graph right after hand_graph,
+   * kdag_eager last), and kdag_graph in fanout. */
   const char *launch = strstr(list, "launch [GPU]"), *fanout = strstr(list, "fanout [GPU]");
   const char *rebind = strstr(list, "rebind [GPU]");
-  const char *order[] = {"case raw_loop", "case hand_graph", "case kdag_eager", "case kdag_graph"};
+  const char *order[] = {"case raw_loop", "case hand_graph (baseline)", "case kdag_graph", "case hand_graph_upload",
+                         "case hand_graph_events", "case hand_graph_session", "case kdag_eager"};
   const char *at = launch;
-  for (size_t i = 0; i < 4; ++i) {
+  for (size_t i = 0; i < sizeof order / sizeof order[0]; ++i) {
     at = strstr(at, order[i]);
     cr_assert(at && at < fanout, "launch suite: %s missing or out of order", order[i]);
   }
@@ -754,6 +756,9 @@ Test(host_bench, builtin_suites_are_listed_with_their_axes_and_cases) {
   cr_assert(fg && fg < rebind, "fanout has a kdag_graph case");
   const char *hg = strstr(rebind, "case hand_graph (baseline)");
   cr_assert(hg && hg < strstr(list, "oneshot [GPU]"), "rebind has a hand_graph baseline");
+  const char *oneshot = strstr(list, "oneshot [GPU]"), *pipeline = strstr(list, "pipeline [GPU]");
+  const char *oh = strstr(oneshot, "case hand_graph (baseline)");
+  cr_assert(oh && oh < pipeline, "oneshot has a hand_graph baseline");
   free(list);
   kb_harness_destroy(h);
 }
