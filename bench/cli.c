@@ -37,6 +37,11 @@ static const char usage[] =
     "  --max-noise F          converged when the relative noise <= F (default 0.02)\n"
     "  --warmup S             warm-up seconds per case (default 0.05)\n"
     "  --batch-time S         batch mode grows a batch to S seconds (default 0.001)\n"
+    "  --rounds R             the cases of a suite at one axis point take turns:\n"
+    "                         R rounds, each with 1/R of the samples and of the\n"
+    "                         time limits, so drift hits every case alike\n"
+    "                         (suites that allow it: launch, fanout, rebind,\n"
+    "                         oneshot, pipeline; default 1: one case after another)\n"
     "output:\n"
     "  --json FILE            write the results as JSON\n"
     "  --csv FILE             write the results as CSV\n"
@@ -108,7 +113,7 @@ static int parse_count(const char *flag, const char *arg, size_t *out) {
 enum {
   OPT_LIST = 256, OPT_SUITE, OPT_CASE, OPT_AXIS, OPT_MODE, OPT_JSON, OPT_CSV, OPT_COMPARE,
   OPT_MIN_CHANGE, OPT_FAIL, OPT_MIN_SAMPLES, OPT_MAX_SAMPLES, OPT_MIN_TIME, OPT_MAX_TIME,
-  OPT_MAX_NOISE, OPT_WARMUP, OPT_BATCH_TIME, OPT_QUIET
+  OPT_MAX_NOISE, OPT_WARMUP, OPT_BATCH_TIME, OPT_ROUNDS, OPT_QUIET
 };
 
 static int parse(int argc, char **argv, cli *c, kb_options *o) {
@@ -131,6 +136,7 @@ static int parse(int argc, char **argv, cli *c, kb_options *o) {
       {"max-noise", required_argument, NULL, OPT_MAX_NOISE},
       {"warmup", required_argument, NULL, OPT_WARMUP},
       {"batch-time", required_argument, NULL, OPT_BATCH_TIME},
+      {"rounds", required_argument, NULL, OPT_ROUNDS},
       {"quiet", no_argument, NULL, OPT_QUIET},
       {NULL, 0, NULL, 0}};
   char why[KB_MESSAGE_MAX];
@@ -187,6 +193,16 @@ static int parse(int argc, char **argv, cli *c, kb_options *o) {
       case OPT_MAX_NOISE: if (parse_double("--max-noise", optarg, 0, &o->stop.max_noise)) return -1; break;
       case OPT_WARMUP: if (parse_double("--warmup", optarg, 0, &o->warmup_s)) return -1; break;
       case OPT_BATCH_TIME: if (parse_double("--batch-time", optarg, 0, &o->target_batch_s)) return -1; break;
+      case OPT_ROUNDS: {
+        size_t r;
+        if (parse_count("--rounds", optarg, &r)) return -1;
+        if (r < 1 || r > 100) {
+          fprintf(stderr, "kdag-bench: --rounds %s: give 1 to 100\n", optarg);
+          return -1;
+        }
+        o->rounds = (unsigned)r;
+        break;
+      }
       case OPT_QUIET: c->quiet = 1; break;
       default: fprintf(stderr, "run kdag-bench --help for the options\n"); return -1;
     }

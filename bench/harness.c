@@ -70,6 +70,7 @@ void kb_options_init(kb_options *o) {
   o->target_batch_s = 0.001;
   o->max_batch = 1u << 20;
   o->modes = KB_MODE_BATCH;
+  o->rounds = 1;
   o->host_flush_bytes = 64u << 20;
 }
 
@@ -341,11 +342,14 @@ typedef struct measured {
   series s;
   uint64_t batch;
   kb_stop_reason stop;
-  double elapsed_s;
+  double elapsed_s;     /* wall seconds of sampling, all rounds */
+  double measured_s;    /* timed seconds, all rounds */
+  unsigned rounds;      /* rounds sampled */
 } measured;
 
-static kb_status measure(kb_harness *h, kb_run *run, void *state, const kb_options *o,
-                         measured *m) {
+/* Warm-up and batch sizing: m->batch. Bounded by warmup_s, by max_time_s
+ * and by a batch count, so a clock that does not move cannot hang it. */
+static kb_status warm_up(kb_harness *h, kb_run *run, void *state, const kb_options *o, measured *m) {
   kb_status st;
   kb_timing t;
   double primary;
@@ -355,9 +359,6 @@ static kb_status measure(kb_harness *h, kb_run *run, void *state, const kb_optio
   uint64_t k = run->min_batch > 1 ? run->min_batch : 1;
   if (k > cap) k = cap;
   double target_ns = o->target_batch_s * 1e9;
-
-  /* Warm-up and batch sizing. Bounded by warmup_s, by max_time_s and by a
-   * batch count, so a clock that does not move cannot hang it. */
   uint64_t w0 = clock_of(o);
   for (unsigned i = 0; i < 10000; ++i) {
     if ((st = one_batch(h, run, state, o, k, &t, &primary)) != KB_OK) return st;
@@ -373,11 +374,30 @@ static kb_status measure(kb_harness *h, kb_run *run, void *state, const kb_optio
     if (warm >= o->warmup_s || warm >= o->stop.max_time_s) break;
   }
   m->batch = k;
+  return KB_OK;
+}
 
-  /* Sampling. */
-  uint64_t t0 = clock_of(o);
-  double measured_s = 0, noise = NAN;
-  size_t next_check = 1;
+/* The stopping rule of one of `rounds` turns: limits split evenly, the
+ * noise still judged on every sample so far. */
+static kb_stop_rule round_rule(const kb_stop_rule *r, unsigned rounds) {
+  kb_stop_rule q = *r;
+  if (rounds <= 1) return q;
+  q.min_samples = (r->min_samples + rounds - 1) / rounds;
+  q.max_samples = r->max_samples / rounds ? r->max_samples / rounds : 1;
+  q.min_time_s = r->min_time_s / rounds;
+  q.max_time_s = r->max_time_s / rounds;
+  return q;
+}
+
+/* Samples (one batch each) onto m->s until rule stops this turn. */
+static kb_status sample(kb_harness *h, kb_run *run, void *state, const kb_options *o, const kb_stop_rule *rule,
+                        measured *m) {
+  kb_status st;
+  kb_timing t;
+  double primary;
+  uint64_t k = m->batch, t0 = clock_of(o);
+  size_t first = m->s.n, next_check = m->s.n + 1;
+  double measured_s = 0, elapsed_s = 0, noise = NAN;
   for (;;) {
     if ((st = one_batch(h, run, state, o, k, &t, &primary)) != KB_OK) return st;
     double per = (double)k * run->items;
@@ -387,21 +407,30 @@ static kb_status measure(kb_harness *h, kb_run *run, void *state, const kb_optio
     if (series_push(&m->s, t.host_ns / per, m->s.has_gpu ? t.gpu_ns / per : -1))
       return kb_run_fail(run, "no memory for samples");
     measured_s += primary * 1e-9;
-    m->elapsed_s = (double)(clock_of(o) - t0) * 1e-9;
+    elapsed_s = (double)(clock_of(o) - t0) * 1e-9;
+    size_t taken = m->s.n - first;
     /* Recompute the noise every sample while few, then every ~3% more
      * samples, so long runs do not sort the series each time. */
     int fresh = 0;
-    if (m->s.n >= next_check || m->s.n == o->stop.min_samples) {
+    if (m->s.n >= next_check || taken == rule->min_samples) {
       noise = series_noise(&m->s);
       next_check = m->s.n < 64 ? m->s.n + 1 : m->s.n + m->s.n / 32;
       fresh = 1;
     }
-    m->stop = kb_stop_check(&o->stop, m->s.n, measured_s, m->elapsed_s, noise);
+    m->stop = kb_stop_check(rule, taken, measured_s, elapsed_s, noise);
     if (m->stop == KB_STOP_CONVERGED && !fresh) /* confirm on the current series */
-      m->stop = kb_stop_check(&o->stop, m->s.n, measured_s, m->elapsed_s, series_noise(&m->s));
+      m->stop = kb_stop_check(rule, taken, measured_s, elapsed_s, series_noise(&m->s));
     if (m->stop != KB_CONTINUE) break;
   }
+  m->measured_s += measured_s;
+  m->elapsed_s += elapsed_s;
+  m->rounds++;
   return KB_OK;
+}
+
+static kb_status measure(kb_harness *h, kb_run *run, void *state, const kb_options *o, measured *m) {
+  kb_status st = warm_up(h, run, state, o, m);
+  return st ? st : sample(h, run, state, o, &o->stop, m);
 }
 
 static void base_row(const kb_run *run, const measured *m, kb_result *row) {
@@ -493,61 +522,126 @@ static void axes_label(const kb_run *run, char *buf, size_t cap) {
   }
 }
 
-static int run_one(kb_harness *h, kb_suite *s, void *suite_state, kb_case *c,
-                   const kb_axis *axes, const size_t *idx, kb_mode mode,
-                   const kb_options *o, size_t ordinal, size_t total) {
+/* One case at one axis point and mode, from setup to its rows. */
+typedef struct case_run {
   kb_run run;
-  memset(&run, 0, sizeof run);
-  run.h = h, run.suite = s, run.kcase = c, run.suite_state = suite_state, run.mode = mode;
-  run.axis_count = s->axis_count;
-  for (size_t i = 0; i < s->axis_count; ++i) {
-    run.axis_names[i] = axes[i].name;
-    run.axis_values[i] = axes[i].values[idx[i]];
-  }
-  run.items = 1;
-  snprintf(run.item, sizeof run.item, "iteration");
-  char label[160];
-  axes_label(&run, label, sizeof label);
-
-  void *state = NULL;
-  kb_status st = c->desc.setup ? c->desc.setup(&run, &state) : KB_OK;
+  void *state;
   measured m;
-  memset(&m, 0, sizeof m);
-  if (st == KB_OK) {
-    if (o->progress)
-      fprintf(o->progress, "[%zu/%zu] %s/%s%s %s ...", ordinal, total, s->name, c->name, label,
-              kb_mode_name(mode)), fflush(o->progress);
-    st = measure(h, &run, state, o, &m);
-    if (c->desc.teardown) c->desc.teardown(&run, state);
-    if (o->progress) {
-      if (st == KB_OK) {
-        kb_stats ps;
-        kb_stats_compute(m.s.has_gpu ? m.s.gpu : m.s.host, m.s.n, &ps);
-        char v[32];
-        kb_format_value(ps.median, "ns", v, sizeof v);
-        fprintf(o->progress, " %s/%s (%s), %zu samples x %llu, %.2f s, noise %.2f%%, %s\n",
-                v, run.item, m.s.has_gpu ? "gpu" : "host", m.s.n, (unsigned long long)m.batch,
-                m.elapsed_s, ps.noise * 100, kb_stop_name(m.stop));
-      } else {
-        fprintf(o->progress, "\n");
-      }
+  kb_status st;
+  char label[160];
+  size_t ordinal;
+} case_run;
+
+static void case_begin(kb_harness *h, kb_suite *s, void *suite_state, kb_case *c, const kb_axis *axes,
+                       const size_t *idx, kb_mode mode, size_t ordinal, case_run *r) {
+  memset(r, 0, sizeof *r);
+  kb_run *run = &r->run;
+  run->h = h, run->suite = s, run->kcase = c, run->suite_state = suite_state, run->mode = mode;
+  run->axis_count = s->axis_count;
+  for (size_t i = 0; i < s->axis_count; ++i) {
+    run->axis_names[i] = axes[i].name;
+    run->axis_values[i] = axes[i].values[idx[i]];
+  }
+  run->items = 1;
+  snprintf(run->item, sizeof run->item, "iteration");
+  axes_label(run, r->label, sizeof r->label);
+  r->ordinal = ordinal;
+  r->st = c->desc.setup ? c->desc.setup(run, &r->state) : KB_OK;
+}
+
+static void progress_head(const case_run *r, const kb_options *o, size_t total) {
+  if (o->progress)
+    fprintf(o->progress, "[%zu/%zu] %s/%s%s %s ...", r->ordinal, total, r->run.suite->name, r->run.kcase->name,
+            r->label, kb_mode_name(r->run.mode)), fflush(o->progress);
+}
+
+/* Teardown, progress line, rows or the skip/failure note: 1 on failure. */
+static int case_end(kb_harness *h, case_run *r, const kb_options *o, int setup_ok) {
+  kb_run *run = &r->run;
+  measured *m = &r->m;
+  if (setup_ok && run->kcase->desc.teardown) run->kcase->desc.teardown(run, r->state);
+  if (o->progress && setup_ok) {
+    if (r->st == KB_OK) {
+      kb_stats ps;
+      kb_stats_compute(m->s.has_gpu ? m->s.gpu : m->s.host, m->s.n, &ps);
+      char v[32], turns[32] = "";
+      kb_format_value(ps.median, "ns", v, sizeof v);
+      if (m->rounds > 1) snprintf(turns, sizeof turns, " in %u rounds", m->rounds);
+      fprintf(o->progress, " %s/%s (%s), %zu samples x %llu%s, %.2f s, noise %.2f%%, %s\n", v, run->item,
+              m->s.has_gpu ? "gpu" : "host", m->s.n, (unsigned long long)m->batch, turns, m->elapsed_s,
+              ps.noise * 100, kb_stop_name(m->stop));
+    } else {
+      fprintf(o->progress, "\n");
     }
+  }
+  kb_status st = r->st;
+  if (st == KB_OK && add_rows(h, run, m)) {
+    st = KB_FAIL;
+    snprintf(run->message, sizeof run->message, "no memory for the results");
   }
   int failed = 0;
-  if (st == KB_OK) {
-    if (add_rows(h, &run, &m)) {
-      st = KB_FAIL;
-      snprintf(run.message, sizeof run.message, "no memory for the results");
-    }
-  }
   if (st != KB_OK) {
     char name[KB_NAME_MAX + 200];
-    snprintf(name, sizeof name, "%s%s %s", c->name, label, kb_mode_name(mode));
-    note_skip(h, s, name, st == KB_FAIL, run.not_applicable, run.message, o->progress);
+    snprintf(name, sizeof name, "%s%s %s", run->kcase->name, r->label, kb_mode_name(run->mode));
+    note_skip(h, run->suite, name, st == KB_FAIL, run->not_applicable, run->message, o->progress);
     failed = st == KB_FAIL;
   }
-  free(m.s.host);
-  free(m.s.gpu);
+  free(m->s.host);
+  free(m->s.gpu);
+  return failed;
+}
+
+static int run_one(kb_harness *h, kb_suite *s, void *suite_state, kb_case *c, const kb_axis *axes,
+                   const size_t *idx, kb_mode mode, const kb_options *o, size_t ordinal, size_t total) {
+  case_run r;
+  case_begin(h, s, suite_state, c, axes, idx, mode, ordinal, &r);
+  int setup_ok = r.st == KB_OK;
+  if (setup_ok) {
+    progress_head(&r, o, total);
+    r.st = measure(h, &r.run, r.state, o, &r.m);
+  }
+  return case_end(h, &r, o, setup_ok);
+}
+
+/* The selected cases of one axis point and mode, measured in turns: all
+ * set up, each warmed up and sized, then o->rounds rounds in which every
+ * case takes its share of the samples, so a slow drift of the machine (a
+ * clock change, a neighbour, state left by an earlier case) falls on every
+ * case alike instead of on whichever ran last. A case that fails leaves
+ * the others running. */
+static int run_turns(kb_harness *h, kb_suite *s, void *suite_state, const kb_axis *axes, const size_t *idx,
+                     kb_mode mode, const kb_options *o, size_t *ordinal, size_t total) {
+  size_t n = 0;
+  for (size_t j = 0; j < s->case_count; ++j) n += matches(s->cases[j].name, o->cases, o->case_count);
+  case_run *r = calloc(n ? n : 1, sizeof *r);
+  int *setup_ok = calloc(n ? n : 1, sizeof *setup_ok);
+  if (!r || !setup_ok) { /* no memory to hold them together: one after another */
+    free(r);
+    free(setup_ok);
+    int failed = 0;
+    for (size_t j = 0; j < s->case_count; ++j)
+      if (matches(s->cases[j].name, o->cases, o->case_count))
+        failed += run_one(h, s, suite_state, &s->cases[j], axes, idx, mode, o, ++*ordinal, total);
+    return failed;
+  }
+  for (size_t j = 0, i = 0; j < s->case_count; ++j) {
+    if (!matches(s->cases[j].name, o->cases, o->case_count)) continue;
+    case_begin(h, s, suite_state, &s->cases[j], axes, idx, mode, ++*ordinal, &r[i]);
+    setup_ok[i] = r[i].st == KB_OK;
+    if (setup_ok[i]) r[i].st = warm_up(h, &r[i].run, r[i].state, o, &r[i].m);
+    ++i;
+  }
+  kb_stop_rule turn = round_rule(&o->stop, o->rounds);
+  for (unsigned k = 0; k < o->rounds; ++k)
+    for (size_t i = 0; i < n; ++i)
+      if (r[i].st == KB_OK) r[i].st = sample(h, &r[i].run, r[i].state, o, &turn, &r[i].m);
+  int failed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (setup_ok[i]) progress_head(&r[i], o, total);
+    failed += case_end(h, &r[i], o, setup_ok[i]);
+  }
+  free(r);
+  free(setup_ok);
   return failed;
 }
 
@@ -621,10 +715,15 @@ int kb_harness_run(kb_harness *h, const kb_options *o, char *why, size_t cap) {
         idx[a] = rest % axes[a].count;
         rest /= axes[a].count;
       }
+      static const kb_mode order[] = {KB_MODE_BATCH, KB_MODE_COLD};
+      if (o->rounds > 1 && s->desc.interleave) {
+        for (size_t mi = 0; mi < 2; ++mi)
+          if (o->modes & order[mi]) failures += run_turns(h, s, state, axes, idx, order[mi], o, &ordinal, total);
+        continue;
+      }
       for (size_t j = 0; j < s->case_count; ++j) {
         kb_case *c = &s->cases[j];
         if (!matches(c->name, o->cases, o->case_count)) continue;
-        static const kb_mode order[] = {KB_MODE_BATCH, KB_MODE_COLD};
         for (size_t mi = 0; mi < 2; ++mi) {
           if (!(o->modes & order[mi])) continue;
           failures += run_one(h, s, state, c, axes, idx, order[mi], o, ++ordinal, total);

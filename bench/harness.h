@@ -229,6 +229,9 @@ typedef struct kb_suite_desc {
   kb_suite_fini_fn fini;
   kb_suite_flush_fn flush;
   void *user;
+  /* Its cases may be set up side by side and measured in turns
+   * (kb_options.rounds): no case's setup disturbs another's state. */
+  int interleave;
 } kb_suite_desc;
 
 /* Case hooks. setup runs once per axis point and mode, before warm-up, and
@@ -301,6 +304,8 @@ typedef struct kb_options {
   double target_batch_s;  /* batch mode: grow a batch to this; default 0.001 */
   uint64_t max_batch;     /* default 1 << 20 */
   unsigned modes;         /* KB_MODE_* bits; default KB_MODE_BATCH */
+  unsigned rounds;        /* > 1: the cases of a suite that allows it (interleave) take
+                             turns, this many rounds each, at every axis point; default 1 */
   const char *const *suites; size_t suite_count; /* fnmatch patterns; none: all */
   const char *const *cases; size_t case_count;   /* fnmatch patterns; none: all */
   const kb_axis *axes; size_t axis_count;        /* override suites' axes of that name */

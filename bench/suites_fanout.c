@@ -220,7 +220,7 @@ int kb_register_fanout_suite(kb_harness *h) {
                       .description = "W independent small kernels per submission (one 128-thread block of "
                                      "`iters` dependent FMAs each, own buffer): what overlaps",
                       .needs_gpu = 1, .init = kb_kernel_suite_init, .fini = kb_kernel_suite_fini,
-                      .flush = kb_kernel_suite_flush, .user = (void *)&kernel};
+                      .flush = kb_kernel_suite_flush, .user = (void *)&kernel, .interleave = 1};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t w[] = {4, 16, 64}, iters[] = {2048};

@@ -257,7 +257,7 @@ int kb_register_launch_suite(kb_harness *h) {
       .name = "launch",
       .description = "a chain of N empty kernels per submission, one completion event each",
       .needs_gpu = 1, .init = kb_kernel_suite_init, .fini = kb_kernel_suite_fini,
-      .flush = kb_kernel_suite_flush, .user = (void *)&kernel};
+      .flush = kb_kernel_suite_flush, .user = (void *)&kernel, .interleave = 1};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t n[] = {10, 100, 1000, 10000};

@@ -262,7 +262,7 @@ int kb_register_oneshot_suite(kb_harness *h) {
                       .description = "a graph used once: create, N nodes (inferred chain), submit, wait, "
                                      "destroy; wall time per node (literature, not measured: CUDASTF "
                                      "graph_ctx ~28 us per task at N=1000 on an H200)",
-                      .needs_gpu = 1, .init = oneshot_init, .flush = oneshot_flush};
+                      .needs_gpu = 1, .init = oneshot_init, .flush = oneshot_flush, .interleave = 1};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t n[] = {10, 100, 1000, 10000};

@@ -107,7 +107,7 @@ int kb_register_pipeline_suite(kb_harness *h) {
   kb_suite_desc sd = {.name = "pipeline",
                       .description = "4 elementwise built-in stages (scale, axpy, add, scale) over 2^log2n "
                                      "floats: bytes/s and share of d2d_copy (run with the copy suite)",
-                      .needs_gpu = 1, .init = pipeline_init, .flush = pipeline_flush};
+                      .needs_gpu = 1, .init = pipeline_init, .flush = pipeline_flush, .interleave = 1};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t log2n[] = {26};

@@ -286,6 +286,78 @@ Test(host_bench, min_batch_holds_in_batch_mode_only) {
   kb_harness_destroy(h);
 }
 
+/* Which case ran each batch, for the turn-taking test. */
+static char turn_log[4096];
+static size_t turn_len;
+
+static kb_status logged_batch(kb_run *run, void *state, uint64_t k, kb_timing *out) {
+  if (turn_len + 1 < sizeof turn_log) turn_log[turn_len++] = kb_run_case_name(run)[0];
+  /* Time drifts up as the (fake) clock runs: a case measured later reads slower. */
+  out->host_ns = (1000.0 + (double)fake_now * 1e-6) * (double)k;
+  out->gpu_ns = -1;
+  fake_now += (uint64_t)out->host_ns;
+  (void)state;
+  return KB_OK;
+}
+
+static size_t switches(void) {
+  size_t n = 0;
+  for (size_t i = 1; i < turn_len; ++i) n += turn_log[i] != turn_log[i - 1];
+  return n;
+}
+
+static kb_harness *turn_harness(int interleave) {
+  kb_harness *h = kb_harness_create();
+  cr_assert(h);
+  kb_suite_desc sd = {.name = "s", .description = "turns", .interleave = interleave};
+  kb_suite *s = kb_suite_add(h, &sd);
+  cr_assert(s);
+  kb_case_desc a = {.name = "a", .batch = logged_batch}, b = {.name = "b", .batch = logged_batch};
+  cr_assert_eq(kb_case_add(s, &a), 0);
+  cr_assert_eq(kb_case_add(s, &b), 0);
+  return h;
+}
+
+Test(host_bench, rounds_make_the_cases_of_a_point_take_turns) {
+  kb_options o = fake_options();
+  o.stop.min_samples = 12;
+  o.stop.max_noise = 1e9; /* converge on the sample count alone */
+  char why[256];
+  /* One after another: a, then b, one switch; b reads the later, slower clock. */
+  turn_len = 0;
+  fake_now = 0;
+  kb_harness *h = turn_harness(1);
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(switches(), 1, "rounds 1 keeps the cases apart: %.*s", (int)turn_len, turn_log);
+  const kb_result *ra = find_row(kb_harness_report(h), "a", "host_time_per_iteration", -1);
+  const kb_result *rb = find_row(kb_harness_report(h), "b", "host_time_per_iteration", -1);
+  cr_assert(ra && rb && rb->median > ra->median, "drift makes the later case slower");
+  double apart = rb->median / ra->median;
+  kb_harness_destroy(h);
+  /* Four rounds: warm-ups a, b, then a b a b a b a b, each 3 samples. */
+  o.rounds = 4;
+  turn_len = 0;
+  fake_now = 0;
+  h = turn_harness(1);
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(switches(), 2 + (2 * 4 - 1), "turns: %.*s", (int)turn_len, turn_log);
+  ra = find_row(kb_harness_report(h), "a", "host_time_per_iteration", -1);
+  rb = find_row(kb_harness_report(h), "b", "host_time_per_iteration", -1);
+  cr_assert(ra && rb);
+  cr_assert_eq(ra->samples, 12);
+  cr_assert_eq(rb->samples, 12);
+  cr_assert(rb->median / ra->median < apart, "taking turns shares the drift: %g vs %g apart",
+            rb->median / ra->median, apart);
+  kb_harness_destroy(h);
+  /* A suite that does not allow it keeps one case after another. */
+  turn_len = 0;
+  fake_now = 0;
+  h = turn_harness(0);
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(switches(), 1, "no interleave: %.*s", (int)turn_len, turn_log);
+  kb_harness_destroy(h);
+}
+
 Test(host_bench, cold_mode_flushes_every_sample_one_iteration_each) {
   fake_case c = {.per_iteration_ns = 1e5};
   kb_options o = fake_options();

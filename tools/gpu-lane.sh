@@ -111,12 +111,14 @@ run() {
   # leaves out the cold-mode pass (launch and pipeline, L2 flushed).
   if [ "${KDAG_LANE_BENCH:-1}" = 1 ] && [ -x "$build/bench/kdag-bench" ]; then
     # shellcheck disable=SC2086
-    "$build/bench/kdag-bench" ${KDAG_LANE_BENCH_ARGS:-} --json "$out/bench.json" --csv "$out/bench.csv" \
+    # --rounds 4: the cases of a point take turns, so the machine's drift
+    # falls on baseline and case alike.
+    "$build/bench/kdag-bench" --rounds 4 ${KDAG_LANE_BENCH_ARGS:-} --json "$out/bench.json" --csv "$out/bench.csv" \
       > "$out/bench.md" 2>"$out/bench.stderr"
     echo "kdag-bench exit: $? ($(grep -c '^|' "$out/bench.md") table rows in bench.md)"
     grep -E "mean per start|kdag-bench oneshot" "$out/bench.stderr" || true
     if [ "${KDAG_LANE_COLD:-1}" = 1 ]; then
-      "$build/bench/kdag-bench" --mode cold --suite launch,pipeline,copy --json "$out/bench-cold.json" \
+      "$build/bench/kdag-bench" --rounds 4 --mode cold --suite launch,pipeline,copy --json "$out/bench-cold.json" \
         --csv "$out/bench-cold.csv" > "$out/bench-cold.md" 2>"$out/bench-cold.stderr"
       echo "kdag-bench --mode cold exit: $?"
     fi
