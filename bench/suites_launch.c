@@ -251,6 +251,12 @@ static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_ti
   return kb_kdag_end(run, &c->k, t0, out);
 }
 
+static kb_case_desc hand_case(const char *name, const char *description, const hand_variant *v) {
+  kb_case_desc d = {.name = name, .description = description, .setup = graph_setup, .batch = graph_batch,
+                    .teardown = graph_teardown, .user = (void *)v};
+  return d;
+}
+
 int kb_register_launch_suite(kb_harness *h) {
   static const kb_kernel_spec kernel = {kd_kernel_test_cubin, kd_kernel_test_ptx, "empty_kernel"};
   kb_suite_desc sd = {
@@ -284,21 +290,12 @@ int kb_register_launch_suite(kb_harness *h) {
                          .user = (void *)&graph_mode};
   /* Diagnostics: hand_graph with one of kdag_graph's differences each. */
   static const hand_variant upload = {1, 0, 0}, events = {0, 1, 0}, on_session = {0, 0, 1};
-  kb_case_desc h_upload = {.name = "hand_graph_upload",
-                           .description = "hand_graph instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as "
-                                          "kdag does (diagnostic)",
-                           .setup = graph_setup, .batch = graph_batch, .teardown = graph_teardown,
-                           .user = (void *)&upload};
-  kb_case_desc h_events = {.name = "hand_graph_events",
-                           .description = "hand_graph recording one of 64 events per launch, as kdag's completion "
-                                          "ring does (diagnostic)",
-                           .setup = graph_setup, .batch = graph_batch, .teardown = graph_teardown,
-                           .user = (void *)&events};
-  kb_case_desc h_session = {.name = "hand_graph_session",
-                            .description = "hand_graph launched on a kdag session's stream inside one raw scope "
-                                           "per batch (diagnostic)",
-                            .setup = graph_setup, .batch = graph_batch, .teardown = graph_teardown,
-                            .user = (void *)&on_session};
+  kb_case_desc h_upload = hand_case("hand_graph_upload", "hand_graph instantiated with "
+                                    "CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does (diagnostic)", &upload);
+  kb_case_desc h_events = hand_case("hand_graph_events", "hand_graph recording one of 64 events per launch, as "
+                                    "kdag's completion ring does (diagnostic)", &events);
+  kb_case_desc h_session = hand_case("hand_graph_session", "hand_graph launched on a kdag session's stream inside "
+                                     "one raw scope per batch (diagnostic)", &on_session);
   /* Cases run in this order at each N. kdag_graph follows hand_graph at
    * once: on the H200 the GPU time of a 10-node graph launch, hand-built or
    * not, rose by a third after the EAGER case had run (2026-12-03), so the

@@ -53,15 +53,18 @@ typedef struct oneshot {
 
 static int64_t node_count(kb_run *run) { return kb_run_axis(run, "N", 1000); }
 
+/* The phase breakdown on stderr, per node, once a case has timed graphs. */
+static void print_phases(kb_run *run, const char *const *names, const double *ns, int count, uint64_t nodes) {
+  if (!nodes) return;
+  fprintf(stderr, "kdag-bench oneshot %s N=%lld: per node", kb_run_case_name(run), (long long)node_count(run));
+  for (int i = 0; i < count; ++i) fprintf(stderr, " %s %.3f us", names[i], ns[i] / 1e3 / (double)nodes);
+  fputc('\n', stderr);
+}
+
 static void oneshot_teardown(kb_run *run, void *state) {
   oneshot *o = state;
   if (!o) return;
-  if (o->phase_nodes) {
-    fprintf(stderr, "kdag-bench oneshot %s N=%lld: per node", kb_run_case_name(run), (long long)node_count(run));
-    for (int i = 0; i < PH_COUNT; ++i)
-      fprintf(stderr, " %s %.3f us", phase_name[i], o->phase_ns[i] / 1e3 / (double)o->phase_nodes);
-    fputc('\n', stderr);
-  }
+  print_phases(run, phase_name, o->phase_ns, PH_COUNT, o->phase_nodes);
   kb_kdag_close(&o->k); /* also frees the tensor */
   free(o);
 }
@@ -105,11 +108,17 @@ static kb_status one_graph(kb_run *run, oneshot *o, int64_t nodes, kd_counters *
   return st;
 }
 
-static kb_status oneshot_setup(kb_run *run, void **state) {
+/* Checks N and declares an iteration as N nodes. */
+static kb_status declare_nodes(kb_run *run) {
   int64_t n = node_count(run);
   if (n < 1 || n > 10000000) return kb_run_fail(run, "N must be in 1..10000000, not %lld", (long long)n);
   kb_run_per_iteration(run, (double)n, "node");
   kb_run_throughput(run, (double)n, 0);
+  return KB_OK;
+}
+
+static kb_status oneshot_setup(kb_run *run, void **state) {
+  if (declare_nodes(run)) return KB_FAIL;
   oneshot *o = calloc(1, sizeof *o);
   if (!o) return kb_run_fail(run, "out of memory");
   kb_status st;
@@ -171,12 +180,7 @@ typedef struct hand_oneshot {
 static void hand_teardown(kb_run *run, void *state) {
   hand_oneshot *o = state;
   if (!o) return;
-  if (o->phase_nodes) {
-    fprintf(stderr, "kdag-bench oneshot %s N=%lld: per node", kb_run_case_name(run), (long long)node_count(run));
-    for (int i = 0; i < HP_COUNT; ++i)
-      fprintf(stderr, " %s %.3f us", hand_phase[i], o->phase_ns[i] / 1e3 / (double)o->phase_nodes);
-    fputc('\n', stderr);
-  }
+  print_phases(run, hand_phase, o->phase_ns, HP_COUNT, o->phase_nodes);
   if (o->x) o->g->cu->cuMemFree(o->x);
   if (o->module) o->g->cu->cuModuleUnload(o->module);
   free(o->nodes);
@@ -184,10 +188,8 @@ static void hand_teardown(kb_run *run, void *state) {
 }
 
 static kb_status hand_setup(kb_run *run, void **state) {
+  if (declare_nodes(run)) return KB_FAIL;
   int64_t n = node_count(run);
-  if (n < 1 || n > 10000000) return kb_run_fail(run, "N must be in 1..10000000, not %lld", (long long)n);
-  kb_run_per_iteration(run, (double)n, "node");
-  kb_run_throughput(run, (double)n, 0);
   hand_oneshot *o = calloc(1, sizeof *o);
   if (!o || !(o->nodes = malloc((size_t)n * sizeof *o->nodes))) {
     free(o);

@@ -22,6 +22,14 @@ static kd_graph_stats stats(kd_graph *g) {
   return st;
 }
 
+/* Sinks tensor t of g into out, submits g and waits for the sink. */
+static void submit_and_sink(kd_graph *g, kd_tensor t, void *out, size_t bytes) {
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "out", t, out, bytes, &sink));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+}
+
 static int has_edge_text(kd_graph *g, const char *needle) {
   char *buf = NULL;
   size_t len = 0;
@@ -171,10 +179,7 @@ Test(host_graph, many_active_accesses_of_one_tensor_order_exactly) {
     cr_assert(has_edge_text(g, want), "%s", want);
   }
   int32_t out[40];
-  kd_sink *sink;
-  KDT_OK(kd_graph_sink(g, "out", c, out, sizeof out, &sink));
-  KDT_OK(kd_graph_submit(g, NULL));
-  KDT_OK(kd_sink_wait(sink));
+  submit_and_sink(g, c, out, sizeof out);
   for (int i = 0; i < 40; ++i) cr_assert_eq(out[i], i, "c[%d] = %d", i, out[i]);
   kd_graph_destroy(g);
   kd_session_destroy(s);
@@ -194,10 +199,7 @@ Test(host_graph, a_large_graph_keeps_its_nodes_and_edges_as_it_grows) {
   cr_assert(has_edge_text(g, "n19998 -> n19999 [label=\"WAW t0\"]"));
   cr_assert(has_edge_text(g, "n0 -> n1 [label=\"WAW t0\"]"));
   int32_t out[4];
-  kd_sink *sink;
-  KDT_OK(kd_graph_sink(g, "out", a, out, sizeof out, &sink));
-  KDT_OK(kd_graph_submit(g, NULL));
-  KDT_OK(kd_sink_wait(sink));
+  submit_and_sink(g, a, out, sizeof out);
   for (int i = 0; i < 4; ++i) cr_assert_eq(out[i], 19999);
   kd_graph_destroy(g);
   kd_session_destroy(s);
