@@ -9,7 +9,6 @@
 
 #define KD_NODE_MAX_ACCESSES 64
 
-
 kd_status kd_graph_create(kd_session *s, kd_graph **out) {
   static const char *op = "kd_graph_create";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
