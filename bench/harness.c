@@ -343,7 +343,6 @@ typedef struct measured {
   uint64_t batch;
   kb_stop_reason stop;
   double elapsed_s;     /* wall seconds of sampling, all rounds */
-  double measured_s;    /* timed seconds, all rounds */
   unsigned rounds;      /* rounds sampled */
 } measured;
 
@@ -422,7 +421,6 @@ static kb_status sample(kb_harness *h, kb_run *run, void *state, const kb_option
       m->stop = kb_stop_check(rule, taken, measured_s, elapsed_s, series_noise(&m->s));
     if (m->stop != KB_CONTINUE) break;
   }
-  m->measured_s += measured_s;
   m->elapsed_s += elapsed_s;
   m->rounds++;
   return KB_OK;
@@ -522,12 +520,20 @@ static void axes_label(const kb_run *run, char *buf, size_t cap) {
   }
 }
 
+/* How many of the suite's cases the --case filters select. */
+static size_t selected_cases(const kb_suite *s, const kb_options *o) {
+  size_t n = 0;
+  for (size_t j = 0; j < s->case_count; ++j) n += matches(s->cases[j].name, o->cases, o->case_count);
+  return n;
+}
+
 /* One case at one axis point and mode, from setup to its rows. */
 typedef struct case_run {
   kb_run run;
   void *state;
   measured m;
   kb_status st;
+  int set_up;           /* setup succeeded: teardown is owed */
   char label[160];
   size_t ordinal;
 } case_run;
@@ -547,6 +553,7 @@ static void case_begin(kb_harness *h, kb_suite *s, void *suite_state, kb_case *c
   axes_label(run, r->label, sizeof r->label);
   r->ordinal = ordinal;
   r->st = c->desc.setup ? c->desc.setup(run, &r->state) : KB_OK;
+  r->set_up = r->st == KB_OK;
 }
 
 static void progress_head(const case_run *r, const kb_options *o, size_t total) {
@@ -556,11 +563,11 @@ static void progress_head(const case_run *r, const kb_options *o, size_t total) 
 }
 
 /* Teardown, progress line, rows or the skip/failure note: 1 on failure. */
-static int case_end(kb_harness *h, case_run *r, const kb_options *o, int setup_ok) {
+static int case_end(kb_harness *h, case_run *r, const kb_options *o) {
   kb_run *run = &r->run;
   measured *m = &r->m;
-  if (setup_ok && run->kcase->desc.teardown) run->kcase->desc.teardown(run, r->state);
-  if (o->progress && setup_ok) {
+  if (r->set_up && run->kcase->desc.teardown) run->kcase->desc.teardown(run, r->state);
+  if (o->progress && r->set_up) {
     if (r->st == KB_OK) {
       kb_stats ps;
       kb_stats_compute(m->s.has_gpu ? m->s.gpu : m->s.host, m->s.n, &ps);
@@ -595,12 +602,11 @@ static int run_one(kb_harness *h, kb_suite *s, void *suite_state, kb_case *c, co
                    const size_t *idx, kb_mode mode, const kb_options *o, size_t ordinal, size_t total) {
   case_run r;
   case_begin(h, s, suite_state, c, axes, idx, mode, ordinal, &r);
-  int setup_ok = r.st == KB_OK;
-  if (setup_ok) {
+  if (r.set_up) {
     progress_head(&r, o, total);
     r.st = measure(h, &r.run, r.state, o, &r.m);
   }
-  return case_end(h, &r, o, setup_ok);
+  return case_end(h, &r, o);
 }
 
 /* The selected cases of one axis point and mode, measured in turns: all
@@ -611,13 +617,9 @@ static int run_one(kb_harness *h, kb_suite *s, void *suite_state, kb_case *c, co
  * the others running. */
 static int run_turns(kb_harness *h, kb_suite *s, void *suite_state, const kb_axis *axes, const size_t *idx,
                      kb_mode mode, const kb_options *o, size_t *ordinal, size_t total) {
-  size_t n = 0;
-  for (size_t j = 0; j < s->case_count; ++j) n += matches(s->cases[j].name, o->cases, o->case_count);
+  size_t n = selected_cases(s, o);
   case_run *r = calloc(n ? n : 1, sizeof *r);
-  int *setup_ok = calloc(n ? n : 1, sizeof *setup_ok);
-  if (!r || !setup_ok) { /* no memory to hold them together: one after another */
-    free(r);
-    free(setup_ok);
+  if (!r) { /* no memory to hold them together: one after another */
     int failed = 0;
     for (size_t j = 0; j < s->case_count; ++j)
       if (matches(s->cases[j].name, o->cases, o->case_count))
@@ -627,8 +629,7 @@ static int run_turns(kb_harness *h, kb_suite *s, void *suite_state, const kb_axi
   for (size_t j = 0, i = 0; j < s->case_count; ++j) {
     if (!matches(s->cases[j].name, o->cases, o->case_count)) continue;
     case_begin(h, s, suite_state, &s->cases[j], axes, idx, mode, ++*ordinal, &r[i]);
-    setup_ok[i] = r[i].st == KB_OK;
-    if (setup_ok[i]) r[i].st = warm_up(h, &r[i].run, r[i].state, o, &r[i].m);
+    if (r[i].set_up) r[i].st = warm_up(h, &r[i].run, r[i].state, o, &r[i].m);
     ++i;
   }
   kb_stop_rule turn = round_rule(&o->stop, o->rounds);
@@ -637,11 +638,10 @@ static int run_turns(kb_harness *h, kb_suite *s, void *suite_state, const kb_axi
       if (r[i].st == KB_OK) r[i].st = sample(h, &r[i].run, r[i].state, o, &turn, &r[i].m);
   int failed = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (setup_ok[i]) progress_head(&r[i], o, total);
-    failed += case_end(h, &r[i], o, setup_ok[i]);
+    if (r[i].set_up) progress_head(&r[i], o, total);
+    failed += case_end(h, &r[i], o);
   }
   free(r);
-  free(setup_ok);
   return failed;
 }
 
@@ -660,8 +660,7 @@ int kb_harness_run(kb_harness *h, const kb_options *o, char *why, size_t cap) {
     ++selected;
     kb_axis axes[KB_MAX_AXES];
     effective_axes(s, o, axes);
-    size_t cases = 0;
-    for (size_t j = 0; j < s->case_count; ++j) cases += matches(s->cases[j].name, o->cases, o->case_count);
+    size_t cases = selected_cases(s, o);
     unsigned modes = (o->modes & KB_MODE_BATCH ? 1u : 0u) + (o->modes & KB_MODE_COLD ? 1u : 0u);
     total += cases * points_of(axes, s->axis_count) * modes;
   }
@@ -694,8 +693,7 @@ int kb_harness_run(kb_harness *h, const kb_options *o, char *why, size_t cap) {
     if (!suite_selected(s, o)) continue;
     kb_axis axes[KB_MAX_AXES];
     effective_axes(s, o, axes);
-    size_t cases = 0;
-    for (size_t j = 0; j < s->case_count; ++j) cases += matches(s->cases[j].name, o->cases, o->case_count);
+    size_t cases = selected_cases(s, o);
     size_t runs = cases * points_of(axes, s->axis_count) *
                   ((o->modes & KB_MODE_BATCH ? 1u : 0u) + (o->modes & KB_MODE_COLD ? 1u : 0u));
     void *state = NULL;

@@ -128,11 +128,7 @@ Test(host_graph, disjoint_views_stay_independent) {
   cr_assert(has_edge_text(g, "n0 -> n2 [label=\"RAW t0\"]"));
   cr_assert(has_edge_text(g, "n1 -> n2 [label=\"RAW t0\"]"));
   double out[24];
-  kd_sink *sink;
-  KDT_OK(kd_graph_sink(g, "out", m, out, sizeof out, &sink));
-  kd_ticket t;
-  KDT_OK(kd_graph_submit(g, &t));
-  KDT_OK(kd_sink_wait(sink));
+  submit_and_sink(g, m, out, sizeof out);
   for (int j = 0; j < 6; ++j)
     for (int i = 0; i < 4; ++i) {
       double want = (j % 2 ? 2.0 : 1.0) * (i == 0 ? 3.0 : 1.0);
