@@ -1,7 +1,14 @@
 /* The in-order completion ring: each piece of enqueued work records one
- * event and keeps what it uses alive until that event has fired. Reaping
- * polls only the oldest entry: the stream is in order, so if it is pending
- * so is everything after it. */
+ * event and keeps what it uses alive until that event has fired.
+ *
+ * The session's stream runs in order (and HOST runs start only after the
+ * one before has finished), so the finished entries are always a prefix of
+ * the ring. A reap polls the oldest entry and stops if it is pending (the
+ * common case while the GPU is behind); otherwise it polls the newest and,
+ * if that is pending too, binary-searches between them. Retiring k
+ * finished entries then costs at most 2 + log2(k) queries instead of k + 1:
+ * an event query costs about as much as the rest of a CUDA-graph launch,
+ * and after a sink wait a whole batch has finished at once. */
 #include <ck_pr.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +18,14 @@
 #include "engine/session_impl.h"
 
 kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op) {
-  if (set->count + extra <= set->cap) return KD_OK;
-  uint32_t cap = set->cap ? set->cap : 8;
+  uint32_t have = set->heap ? set->cap : KD_HELD_INLINE;
+  if (set->count + extra <= have) return KD_OK;
+  uint32_t cap = have * 2;
   while (cap < set->count + extra) cap *= 2;
-  kd_held *grown = realloc(set->items, cap * sizeof *grown);
+  kd_held *grown = realloc(set->heap, cap * sizeof *grown);
   if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to retain objects", op);
-  set->items = grown;
+  if (!set->heap) memcpy(grown, set->small, set->count * sizeof *grown);
+  set->heap = grown;
   set->cap = cap;
   return KD_OK;
 }
@@ -24,15 +33,16 @@ kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op) {
 kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op) {
   kd_status st = kd_held_reserve(set, 1, op);
   if (st) return st;
-  set->items[set->count].kind = kind;
-  set->items[set->count].obj = obj;
-  set->count++;
+  kd_held *h = &kd_held_items(set)[set->count++];
+  h->kind = kind;
+  h->obj = obj;
   return KD_OK;
 }
 
 void kd_held_release_all(kd_session *s, kd_held_set *set) {
+  kd_held *items = kd_held_items(set);
   for (uint32_t i = 0; i < set->count; ++i) {
-    kd_held *h = &set->items[i];
+    kd_held *h = &items[i];
     switch (h->kind) {
       case KD_HELD_TENSOR: kd_tensor_unref(s, h->obj); break;
       case KD_HELD_MODULE: kd_module_unref(s, h->obj); break;
@@ -43,20 +53,36 @@ void kd_held_release_all(kd_session *s, kd_held_set *set) {
       case KD_HELD_GEXEC: kd_gexec_unref(h->obj); break;
     }
   }
-  free(set->items);
-  memset(set, 0, sizeof *set);
+  free(set->heap);
+  set->heap = NULL;
+  set->count = set->cap = 0;
 }
 
+/* The ring starts small and doubles as work piles up, so a session with a
+ * large capacity pays for the depth it uses. */
+#define KD_RING_INITIAL 64
+
 kd_status kd_completion_ring_init(kd_session *s) {
-  /* ck_ring needs a power-of-two size and keeps one slot empty; kdag holds
-   * at most completion_ring_capacity entries (kd_completion_submit waits
-   * before more), so twice that always fits. */
-  uint32_t size = s->opts.completion_ring_capacity * 2;
-  s->ring_buf = calloc(size, sizeof *s->ring_buf);
-  if (!s->ring_buf)
-    return kd_fail(KD_ERR_OUT_OF_MEMORY, "kd_session_create: no memory for the completion ring");
-  ck_ring_init(&s->ring, size);
+  uint32_t size = s->opts.completion_ring_capacity < KD_RING_INITIAL ? s->opts.completion_ring_capacity
+                                                                      : KD_RING_INITIAL;
+  s->ring = calloc(size, sizeof *s->ring);
+  if (!s->ring) return kd_fail(KD_ERR_OUT_OF_MEMORY, "kd_session_create: no memory for the completion ring");
+  s->ring_size = size;
   return KD_OK;
+}
+
+static kd_completion *slot(kd_session *s, uint64_t seq) { return &s->ring[seq & (s->ring_size - 1)]; }
+
+/* Doubles the ring; entries keep their seq, so each moves to its new slot. */
+static int grow_ring(kd_session *s) {
+  uint32_t size = s->ring_size * 2;
+  kd_completion *ring = calloc(size, sizeof *ring);
+  if (!ring) return 0;
+  for (uint64_t q = s->retired_seq; q < s->next_seq; ++q) ring[q & (size - 1)] = *slot(s, q);
+  free(s->ring);
+  s->ring = ring;
+  s->ring_size = size;
+  return 1;
 }
 
 kd_status kd_held_tensor_once(kd_held_set *set, kd_tensor_obj *o, uint64_t stamp, const char *op) {
@@ -112,11 +138,14 @@ static void release_deferred(kd_session *s) {
     kd_tensor_unref(s, s->deferred[s->deferred_head++].obj);
 }
 
-static void retire(kd_session *s, kd_completion *c) {
+/* Retires the oldest entry: its work is done. */
+static void retire_oldest(kd_session *s) {
+  kd_completion *c = slot(s, s->retired_seq);
   kd_held_release_all(s, &c->held);
   if (c->event) kd_event_release_to_pool(&s->dev, c->event);
   if (c->run) kd_host_run_unref(c->run);
-  s->retired_seq = c->seq + 1;
+  memset(c, 0, sizeof *c);
+  s->retired_seq++;
   release_deferred(s);
   for (uint32_t i = 0; i < s->orphan_count;) { /* sink copies of destroyed graphs */
     if (s->orphans[i].seq < s->retired_seq) {
@@ -129,7 +158,11 @@ static void retire(kd_session *s, kd_completion *c) {
   }
   s->counters.completions_retired++;
   s->counters.inflight--;
-  free(c);
+}
+
+/* Retires every entry up to and including seq. */
+static void retire_through(kd_session *s, uint64_t seq) {
+  while (s->retired_seq <= seq) retire_oldest(s);
 }
 
 /* Blocks until a completion's work is done: its host run, or its event. */
@@ -141,134 +174,149 @@ static CUresult wait_for(kd_session *s, kd_completion *c) {
   return s->dev.cu->cuEventSynchronize(c->event);
 }
 
-/* A completion's event reported an error: the work it follows faulted. */
-static kd_status fault_of(kd_session *s, const kd_completion *c, CUresult r, const char *op, const char *call) {
+/* Polls one entry without blocking: CUDA_SUCCESS when its work is done,
+ * CUDA_ERROR_NOT_READY while pending, or the error the work faulted with. */
+static CUresult poll(kd_session *s, kd_completion *c) {
+  s->counters.event_queries++;
+  if (c->run) return kd_host_run_done(c->run) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return s->dev.cu->cuEventQuery(c->event);
+}
+
+/* A poll or wait reported an error: the work of the oldest entry not known
+ * to be done, or of one after it, faulted. A fault is sticky (every later
+ * query fails too), so that entry is the earliest the error can name. */
+static kd_status fault_of(kd_session *s, CUresult r, const char *op, const char *call) {
+  const kd_completion *c = slot(s, s->retired_seq);
   kd_status st = kd_fail_cu(r, op, call);
   st = kd_fail_context(st, "%s: device fault in the work of ticket %llu (%s)", op, (unsigned long long)c->seq,
                        c->what ? c->what : "?");
   return kd_session_note(s, st);
 }
 
-/* The oldest in-flight entry, or NULL. */
-static kd_completion *oldest(kd_session *s) {
-  if (!s->ring_head) {
-    void *p = NULL;
-    if (ck_ring_dequeue_spsc(&s->ring, s->ring_buf, &p)) s->ring_head = p;
-  }
-  return s->ring_head;
-}
-
 static kd_status wait_retire_oldest(kd_session *s, const char *op) {
-  kd_completion *c = oldest(s);
-  if (!c) return KD_OK;
+  if (s->retired_seq == s->next_seq) return KD_OK;
   s->counters.event_waits++;
-  CUresult r = wait_for(s, c);
-  if (r != CUDA_SUCCESS) return fault_of(s, c, r, op, "cuEventSynchronize");
-  s->ring_head = NULL;
-  retire(s, c);
+  CUresult r = wait_for(s, slot(s, s->retired_seq));
+  if (r != CUDA_SUCCESS) return fault_of(s, r, op, "cuEventSynchronize");
+  retire_oldest(s);
   return KD_OK;
 }
 
-static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, kd_completion *c);
+static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUevent event, kd_host_run *run,
+                         const char *what);
 
 kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, const char *what) {
-  kd_completion *c = calloc(1, sizeof *c);
-  if (!c) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a completion", op);
-  c->what = what;
-  kd_status st = kd_event_acquire(&s->dev, op, &c->event);
-  if (!st) st = kd_event_record(&s->dev, op, c->event);
+  CUevent event = NULL;
+  kd_status st = kd_event_acquire(&s->dev, op, &event);
+  if (!st) st = kd_event_record(&s->dev, op, event);
   if (st) {
-    if (c->event) kd_event_release_to_pool(&s->dev, c->event);
-    free(c);
+    if (event) kd_event_release_to_pool(&s->dev, event);
     return kd_session_note(s, st);
   }
   s->counters.event_records++;
-  return enqueue(s, op, set, c);
+  return enqueue(s, op, set, event, NULL, what);
 }
 
 kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, kd_host_run *run) {
-  kd_completion *c = calloc(1, sizeof *c);
-  if (!c) {
-    /* The run is already going: wait for it so its objects can go. */
-    kd_host_run_wait(run);
-    kd_host_run_unref(run);
-    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a completion", op);
-  }
-  c->run = run;
-  c->what = "a HOST graph submission";
-  return enqueue(s, op, set, c);
+  return enqueue(s, op, set, NULL, run, "a HOST graph submission");
 }
 
-static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, kd_completion *c) {
+/* The work behind event (or run) is enqueued already: on failure, wait for
+ * it, so the caller can release what it holds, and let event or run go. */
+static kd_status abandon(kd_session *s, CUevent event, kd_host_run *run, kd_status st) {
+  kd_completion tmp = {.event = event, .run = run};
+  (void)wait_for(s, &tmp);
+  if (run) kd_host_run_unref(run);
+  else kd_event_release_to_pool(&s->dev, event);
+  return st;
+}
+
+static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUevent event, kd_host_run *run,
+                         const char *what) {
   kd_status st;
   /* A full ring is defined behaviour: wait for the oldest entry (counted in
    * ring_full_waits), which bounds host memory held by in-flight work. */
   while (s->counters.inflight >= s->opts.completion_ring_capacity) {
     s->counters.ring_full_waits++;
     st = wait_retire_oldest(s, op);
-    if (st) {
-      /* Keep the new entry's objects alive until its work is done. */
-      (void)wait_for(s, c);
-      if (c->run) kd_host_run_unref(c->run);
-      else kd_event_release_to_pool(&s->dev, c->event);
-      free(c);
-      return st;
-    }
+    if (st) return abandon(s, event, run, st); /* keep the objects alive until the work is done */
   }
+  if (s->counters.inflight == s->ring_size && !grow_ring(s)) {
+    /* No memory for a deeper ring: make room the way a full one does. */
+    s->counters.ring_full_waits++;
+    st = wait_retire_oldest(s, op);
+    if (st) return abandon(s, event, run, st);
+  }
+  kd_completion *c = slot(s, s->next_seq);
+  c->event = event;
+  c->run = run;
+  c->what = what;
   c->seq = s->next_seq++;
   c->held = *set;
-  memset(set, 0, sizeof *set);
-  ck_ring_enqueue_spsc(&s->ring, s->ring_buf, c);
+  set->heap = NULL;
+  set->count = set->cap = 0;
   s->counters.inflight++;
   /* The work and its objects now belong to the ring, so the submit has
    * succeeded; a fault the reap finds is recorded on the session and
    * returned by the next call. Submitting polls every KD_REAP_EVERY-th
-   * completion (or when the ring is half full): one event query costs about
-   * as much as the rest of a CUDA-graph submission, and a poll retires
-   * everything that finished since the last one. */
+   * completion (or when the ring is half full), not every time: one event
+   * query costs about as much as the rest of a CUDA-graph submission. */
   if ((c->seq % KD_REAP_EVERY) == 0 || s->counters.inflight * 2 >= s->opts.completion_ring_capacity)
     (void)kd_completion_reap(s, op);
   return KD_OK;
 }
 
 kd_status kd_completion_reap(kd_session *s, const char *op) {
-  kd_completion *c;
-  while ((c = oldest(s))) {
-    s->counters.event_queries++;
-    if (c->run) {
-      if (!kd_host_run_done(c->run)) return KD_OK;
+  if (s->retired_seq == s->next_seq) return KD_OK;
+  uint64_t done = s->retired_seq, pending = s->next_seq; /* done has finished; pending, if < next_seq, has not */
+  CUresult r = poll(s, slot(s, done));
+  if (r == CUDA_ERROR_NOT_READY) return KD_OK;
+  if (r != CUDA_SUCCESS) return fault_of(s, r, op, "cuEventQuery");
+  /* Then the newest, and between the two by halves. */
+  uint64_t probe = s->next_seq - 1;
+  while (probe > done) {
+    r = poll(s, slot(s, probe));
+    if (r == CUDA_SUCCESS) {
+      done = probe;
+    } else if (r == CUDA_ERROR_NOT_READY) {
+      pending = probe;
     } else {
-      CUresult r = s->dev.cu->cuEventQuery(c->event);
-      if (r == CUDA_ERROR_NOT_READY) return KD_OK;
-      if (r != CUDA_SUCCESS) return fault_of(s, c, r, op, "cuEventQuery");
+      retire_through(s, done);
+      return fault_of(s, r, op, "cuEventQuery");
     }
-    s->ring_head = NULL;
-    retire(s, c);
+    probe = done + (pending - done) / 2;
   }
+  retire_through(s, done);
+  return KD_OK;
+}
+
+kd_status kd_completion_poll_ticket(kd_session *s, uint64_t seq, const char *op, int *done) {
+  *done = seq < s->retired_seq;
+  if (*done) return KD_OK;
+  CUresult r = poll(s, slot(s, seq));
+  if (r == CUDA_ERROR_NOT_READY) return KD_OK;
+  if (r != CUDA_SUCCESS) return fault_of(s, r, op, "cuEventQuery");
+  retire_through(s, seq); /* everything before it has finished too */
+  *done = 1;
   return KD_OK;
 }
 
 void kd_completion_retire_before(kd_session *s, uint64_t seq) {
-  kd_completion *c;
-  while ((c = oldest(s)) && c->seq < seq) {
-    s->ring_head = NULL;
-    retire(s, c);
-  }
+  while (s->retired_seq < s->next_seq && s->retired_seq < seq) retire_oldest(s);
 }
 
 void kd_completion_drain(kd_session *s) {
-  kd_completion *c;
-  while ((c = oldest(s))) {
+  while (s->retired_seq < s->next_seq) {
     s->counters.event_waits++;
     /* After a fault the event may never report success; the objects are
      * freed anyway, as the context is unusable for the work that held them. */
-    (void)wait_for(s, c);
-    s->ring_head = NULL;
-    retire(s, c);
+    (void)wait_for(s, slot(s, s->retired_seq));
+    retire_oldest(s);
   }
 }
 
 void kd_completion_ring_fini(kd_session *s) {
-  free(s->ring_buf);
-  s->ring_buf = NULL;
+  free(s->ring);
+  s->ring = NULL;
+  s->ring_size = 0;
 }

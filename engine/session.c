@@ -145,7 +145,7 @@ void kd_session_destroy(kd_session *s) {
     return;
   }
   if (s->has_device) kd_device_make_current(&s->dev, "kd_session_destroy");
-  if (s->ring_buf) kd_completion_drain(s);
+  if (s->ring) kd_completion_drain(s);
   if (s->last_run) kd_host_run_unref(s->last_run);
   s->last_run = NULL;
   if (s->has_pool) kd_host_pool_stop(&s->pool);
@@ -160,7 +160,7 @@ void kd_session_destroy(kd_session *s) {
   kd_completion_ring_fini(s);
   if (s->has_device) kd_device_close(&s->dev);
   kd_handle_table_fini(&s->handles);
-  free(s->raw.held.items);
+  free(s->raw.held.heap);
   free(s->orphans);
   free(s->deferred); /* empty: the drain above retired everything */
   pthread_mutex_unlock(&s->lock);

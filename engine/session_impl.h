@@ -5,7 +5,6 @@
 #define KDAG_ENGINE_SESSION_IMPL_H
 
 #include <ck_ht.h>
-#include <ck_ring.h>
 #include <pthread.h>
 
 #include "cuda/device.h"
@@ -53,11 +52,19 @@ typedef struct kd_held {
   void *obj;
 } kd_held;
 
-/* A growable set of objects one piece of work keeps alive. */
+/* A growable set of objects one piece of work keeps alive. The first few
+ * live in the set itself: a typical submission holds one to three objects,
+ * and then costs no allocation. Zero-initialized is empty; a set may be
+ * moved by assignment (no pointer into itself). */
+#define KD_HELD_INLINE 4
+
 typedef struct kd_held_set {
-  kd_held *items;
-  uint32_t count, cap;
+  kd_held *heap;            /* NULL while the items fit in small */
+  uint32_t count, cap;      /* cap: heap entries (0 while small is used) */
+  kd_held small[KD_HELD_INLINE];
 } kd_held_set;
+
+static inline kd_held *kd_held_items(kd_held_set *set) { return set->heap ? set->heap : set->small; }
 
 /* One completion: the event recorded after a piece of work, and what that
  * work keeps alive until the event fires. */
@@ -72,7 +79,7 @@ typedef struct kd_completion {
 } kd_completion;
 
 /* Submissions poll the ring every this many completions (see enqueue). */
-#define KD_REAP_EVERY 8
+#define KD_REAP_EVERY 16
 
 struct kd_raw {
   kd_session *session;
@@ -93,12 +100,14 @@ struct kd_session {
   kd_device dev;
   int has_device;
   kd_counters counters;
-  /* In-order completion ring (ck_ring SPSC: the submitting side enqueues,
-   * the reaping side dequeues, both under the session lock). ck_ring has no
-   * peek, so the oldest entry, once dequeued, waits in ring_head. */
-  ck_ring_t ring;
-  ck_ring_buffer_t *ring_buf;
-  kd_completion *ring_head;
+  /* In-order completion ring, indexed by sequence number: completion seq
+   * is ring[seq & (ring_size - 1)] while retired_seq <= seq < next_seq.
+   * Entries live in the ring (no allocation per submission), and indexing
+   * by seq lets a reap binary-search for the newest finished entry, as
+   * finished entries are always a prefix (engine/completion.c). Doubles
+   * on demand up to opts.completion_ring_capacity entries. */
+  kd_completion *ring;
+  uint32_t ring_size;
   uint64_t next_seq;
   uint64_t retired_seq;     /* every completion with seq < this has retired */
   kd_raw raw;
@@ -145,7 +154,11 @@ void kd_completion_ring_fini(kd_session *s);
 kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, const char *what);
 /* The same for a HOST submission: done when run is. */
 kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run);
+/* Retires every finished completion without blocking. */
 kd_status kd_completion_reap(kd_session *s, const char *op);
+/* Polls the completion of ticket seq (< next_seq) alone; if it is done,
+ * retires it and everything before it. */
+kd_status kd_completion_poll_ticket(kd_session *s, uint64_t seq, const char *op, int *done);
 /* Adds an object to a held set once per stamp (a submission or scope),
  * taking a reference. */
 kd_status kd_held_tensor_once(kd_held_set *set, kd_tensor_obj *o, uint64_t stamp, const char *op);

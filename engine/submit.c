@@ -65,9 +65,13 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
     s->counters.submissions++;
     g->plan.submits++;
     /* What the graph writes is written by the time anything after the
-     * submission (a download, a later graph, a raw scope) reads it. */
-    for (uint32_t i = 0; i < g->binding_count; ++i)
-      if (g->bindings[i].written) g->bindings[i].obj->initialized = 1;
+     * submission (a download, a later graph, a raw scope) reads it. Marked
+     * once per new binding: a tensor never becomes uninitialized again. */
+    if (g->unmarked) {
+      for (uint32_t i = 0; i < g->binding_count; ++i)
+        if (g->bindings[i].written) g->bindings[i].obj->initialized = 1;
+      g->unmarked = 0;
+    }
   }
   if (out) out->seq = seq;
   kd_session_leave(s);
@@ -81,8 +85,7 @@ kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
   if (st) return st;
   if (t.seq >= s->next_seq) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: ticket %llu was never issued", op,
                                          (unsigned long long)t.seq);
-  if (!st) st = kd_completion_reap(s, op);
-  if (!st) *done = t.seq < s->retired_seq;
+  if (!st) st = kd_completion_poll_ticket(s, t.seq, op, done);
   kd_session_leave(s);
   return st;
 }

@@ -335,7 +335,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     if (p->whole && !b->whole) b->whole = store_view(g, &p->view);
     acc->dims = p->whole ? b->whole : store_view(g, &p->view);
     infer(g, node, a, p->mode, &p->fp, bind[i]);
-    if (p->mode & KD_OUT) b->written = 1;
+    if (p->mode & KD_OUT) b->written = g->unmarked = 1;
   }
   c->count = 0; /* footprints now belong to the graph (or were empty) */
   g->plan.valid = 0;
@@ -781,6 +781,7 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
       kd_tensor_ref(b);
       g->bindings[idx].obj = b;
       g->bindings[idx].serial++;
+      g->unmarked = 1;
       /* A GRAPH-mode launch in flight may still use old. */
       kd_tensor_unref_after_inflight(g->session, a);
     }

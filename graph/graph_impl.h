@@ -148,6 +148,7 @@ struct kd_graph {
   kd_plan plan;
   kd_exec_mode exec_mode;
   uint64_t args_serial;    /* bumped when a node's scalar arguments change */
+  int unmarked;            /* a written binding's tensor may not be marked initialized yet */
 };
 
 /* engine/plan.c */

@@ -464,3 +464,79 @@ Test(host_graph, a_full_completion_ring_waits_for_the_oldest_and_counts_it) {
   kd_graph_destroy(g);
   kd_session_destroy(s);
 }
+
+static void count_run(void *p) { ck_pr_inc_int(p); }
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* 100 submissions queue up behind a gate (HOST runs start in order), then
+ * finish at once. Retiring them must not poll each one: a ticket's poll
+ * looks at that ticket alone, and a reap finds the finished prefix by
+ * halves. Polling one by one, as a plain FIFO must, takes over 100. */
+static void queue_behind_a_gate(kd_session *s, int *gate, int *runs, kd_ticket *last) {
+  kd_graph *hold, *g;
+  KDT_OK(kd_graph_create(s, &hold));
+  KDT_OK(kd_graph_host(hold, "gate", wait_gate, gate, NULL, 0, NULL));
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_host(g, "count", count_run, runs, NULL, 0, NULL));
+  KDT_OK(kd_graph_submit(hold, NULL));
+  for (int i = 0; i < 100; ++i) KDT_OK(kd_graph_submit(g, last));
+  kd_graph_destroy(hold);
+  kd_graph_destroy(g);
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.inflight, 101, "the gate holds every submission in flight (%llu)", (unsigned long long)k.inflight);
+  ck_pr_store_int(gate, 1);
+  for (int i = 0; i < 5000 && ck_pr_load_int(runs) < 100; ++i) sleep_ms(1);
+  cr_assert_eq(ck_pr_load_int(runs), 100);
+  sleep_ms(20); /* the last run marks itself done just after its node returns */
+}
+
+static uint64_t queries(kd_session *s) {
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  return k.event_queries;
+}
+
+Test(host_graph, retiring_a_finished_batch_polls_a_few_completions_not_each) {
+  kd_session *s = kdt_host_session();
+  int gate = 0, runs = 0;
+  kd_ticket last;
+  queue_behind_a_gate(s, &gate, &runs, &last);
+  uint64_t q0 = queries(s);
+  uint32_t pending = 1;
+  for (int i = 0; i < 1000 && pending; ++i) {
+    KDT_OK(kd_session_reap(s, &pending));
+    if (pending) sleep_ms(1);
+  }
+  cr_assert_eq(pending, 0);
+  uint64_t used = queries(s) - q0;
+  cr_assert_leq(used, 16, "retiring 101 finished completions took %llu polls (2 + log2(101) is 9)",
+                (unsigned long long)used);
+  kd_session_destroy(s);
+}
+
+Test(host_graph, a_finished_ticket_retires_everything_before_it_in_one_poll) {
+  kd_session *s = kdt_host_session();
+  int gate = 0, runs = 0;
+  kd_ticket last;
+  queue_behind_a_gate(s, &gate, &runs, &last);
+  int done = 0;
+  uint64_t used = 0;
+  for (int i = 0; i < 1000 && !done; ++i) {
+    uint64_t q0 = queries(s);
+    KDT_OK(kd_ticket_done(s, last, &done));
+    used = queries(s) - q0;
+    if (!done) sleep_ms(1);
+  }
+  cr_assert(done);
+  cr_assert_eq(used, 1, "a ticket's poll looks at that ticket alone (%llu polls)", (unsigned long long)used);
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.inflight, 0, "everything before a finished ticket has finished too");
+  cr_assert_eq(k.completions_retired, 101);
+  kd_session_destroy(s);
+}

@@ -193,7 +193,10 @@ kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
  * enqueue failures; nothing already submitted is lost. */
 kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 
-/* Non-blocking: 1 when the submission has completed, 0 if not yet. */
+/* Non-blocking: 1 when the submission has completed, 0 if not yet. Polls
+ * that submission's completion alone (one event query); when it is done,
+ * it and every earlier submission retire, releasing what they held.
+ * Errors: KD_ERR_INVALID_ARGUMENT (a ticket never issued), KD_ERR_DEVICE_FAULT. */
 kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done);
 
 /* Waits for the sink of the latest submission that ran it, then copies the

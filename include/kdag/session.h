@@ -147,7 +147,9 @@ typedef struct kd_counters {
 kd_status kd_session_counters(kd_session *session, kd_counters *out);
 
 /* Retires every completion whose event has fired, oldest first, never
- * blocking: it stops at the first one still pending. *out_pending (may be
+ * blocking: it stops at the first one still pending. Retiring k costs at
+ * most 2 + log2(k) event queries (the oldest, the newest, then halves: the
+ * stream finishes work in order). *out_pending (may be
  * NULL) receives the number still in flight. A device fault found here is
  * returned as KD_ERR_DEVICE_FAULT. */
 kd_status kd_session_reap(kd_session *session, uint32_t *out_pending);
