@@ -51,8 +51,6 @@ struct kd_gexec {
   kd_gexec_node *nodes;
   uint32_t *xfers;         /* sinks, and uploads with bytes to copy, in node order */
   uint32_t xfer_count;
-  uint64_t *bound;         /* per binding: the rebind serial the graph was last given */
-  uint32_t binding_count;
   uint32_t *users_start;   /* per binding: the kernel, built-in and foreign nodes using it, */
   uint32_t *users;         /* users[users_start[b] .. users_start[b + 1]) */
   uint32_t *dirty;         /* per node: the patch round that last marked it */
@@ -83,7 +81,6 @@ void kd_gexec_unref(kd_gexec *x) {
     free(x->nodes[i].spans);
   }
   kd_held_release_all(s, &x->keep);
-  free(x->bound);
   free(x->nodes);
   free(x->xfers);
   free(x->users_start);
@@ -346,18 +343,15 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     x->refs = 1;
     x->session = s;
     x->node_count = n;
-    x->binding_count = g->binding_count;
     x->nodes = calloc((size_t)n + 1, sizeof *x->nodes);
-    x->bound = malloc(((size_t)g->binding_count + 1) * sizeof *x->bound);
     x->workspaces = calloc((size_t)n + 1, sizeof *x->workspaces);
     x->xfers = malloc(((size_t)xf_count + 1) * sizeof *x->xfers);
   }
-  if (!x || !pred_start || !pred || !fill || !deps || !x->nodes || !x->bound || !x->workspaces || !x->xfers) {
+  if (!x || !pred_start || !pred || !fill || !deps || !x->nodes || !x->workspaces || !x->xfers) {
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the CUDA graph", op);
     goto done;
   }
   for (uint32_t i = 0; i < xf_count; ++i) x->xfers[i] = xf[i].node;
-  for (uint32_t b = 0; b < g->binding_count; ++b) x->bound[b] = g->bindings[b].serial;
   x->xfer_count = xf_count;
   /* Predecessors in CSR, from the graph's (already reduced) edges. */
   for (uint32_t e = 0; e < g->edge_count; ++e) pred_start[g->edges[e].to + 1]++;
@@ -396,6 +390,7 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     goto done;
   }
   s->counters.graph_instantiations++;
+  kd_graph_rebound_clear(g); /* built from the current bindings */
 done:
   free(pred_start);
   free(pred);
@@ -453,15 +448,14 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
  * rebuilds it. */
 static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
   *patched = 0;
-  int args = x->args_serial != g->args_serial, moved = 0;
-  for (uint32_t b = 0; !moved && b < x->binding_count; ++b) moved = x->bound[b] != g->bindings[b].serial;
-  if (!moved && !args) return KD_OK;
+  int args = x->args_serial != g->args_serial;
+  if (!g->rebound_count && !args) return KD_OK; /* the common relaunch: O(1), whatever the binding count */
   uint32_t round = ++x->round;
   kd_status st = KD_OK;
-  for (uint32_t b = 0; !st && moved && b < x->binding_count; ++b) {
-    if (x->bound[b] == g->bindings[b].serial) continue;
-    for (uint32_t i = x->users_start[b]; !st && i < x->users_start[b + 1]; ++i) {
-      uint32_t n = x->users[i];
+  for (uint32_t i = 0; !st && i < g->rebound_count; ++i) {
+    uint32_t b = g->rebound[i];
+    for (uint32_t u = x->users_start[b]; !st && u < x->users_start[b + 1]; ++u) {
+      uint32_t n = x->users[u];
       if (x->dirty[n] == round) continue;
       x->dirty[n] = round;
       st = patch_node(g, x, n, op, patched);
@@ -472,8 +466,8 @@ static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
       x->dirty[n] = round;
       st = patch_node(g, x, n, op, patched);
     }
-  if (st) return st;
-  for (uint32_t b = 0; moved && b < x->binding_count; ++b) x->bound[b] = g->bindings[b].serial;
+  if (st) return st; /* the list stays: the next try patches them all again */
+  kd_graph_rebound_clear(g);
   x->args_serial = g->args_serial;
   return KD_OK;
 }

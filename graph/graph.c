@@ -58,6 +58,7 @@ void kd_graph_destroy(kd_graph *g) {
   KD_GROW_FREE(g->accesses, g->access_cap);
   KD_GROW_FREE(g->edges, g->edge_cap);
   KD_GROW_FREE(g->bindings, g->binding_cap);
+  KD_GROW_FREE(g->rebound, g->rebound_cap);
   KD_GROW_FREE(g->pred_mark, g->pred_cap);
   KD_GROW_FREE(g->found, g->found_cap);
   kd_arena_free(&g->arena);
@@ -773,14 +774,16 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
   }
   if (!st) st = kd_deferred_reserve(g->session, 1, op);
   if (!st) {
-    if (!reserve_slot(g, slot_b)) {
+    if (!reserve_slot(g, slot_b) ||
+        (!g->bindings[idx].queued && !KD_GROW(g->rebound, g->rebound_cap, g->rebound_count + 1))) {
       st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
     } else {
       g->by_slot[slot_a] = 0;
       g->by_slot[slot_b] = (uint32_t)idx + 1;
       kd_tensor_ref(b);
       g->bindings[idx].obj = b;
-      g->bindings[idx].serial++;
+      if (!g->bindings[idx].queued) g->rebound[g->rebound_count++] = (uint32_t)idx;
+      g->bindings[idx].queued = 1;
       g->unmarked = 1;
       /* A GRAPH-mode launch in flight may still use old. */
       kd_tensor_unref_after_inflight(g->session, a);

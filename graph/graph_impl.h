@@ -24,8 +24,8 @@ typedef enum kd_hazard { KD_HAZ_RAW = 1, KD_HAZ_WAR = 2, KD_HAZ_WAW = 3, KD_HAZ_
  * tensor changes one pointer, not every access. */
 typedef struct kd_binding {
   kd_tensor_obj *obj;      /* the graph holds a reference */
-  uint64_t serial;         /* bumped by every kd_graph_rebind of this binding */
   int written;             /* an earlier node of this graph writes it */
+  int queued;              /* listed in the graph's rebound */
   kd_ivset reads, writes;  /* the accesses that can still conflict with later
                               ones: KD_IN; KD_OUT or KD_INOUT */
   const int64_t *whole;    /* numbers of the whole-tensor view, shared by such accesses; NULL until used */
@@ -149,7 +149,15 @@ struct kd_graph {
   kd_exec_mode exec_mode;
   uint64_t args_serial;    /* bumped when a node's scalar arguments change */
   int unmarked;            /* a written binding's tensor may not be marked initialized yet */
+  uint32_t *rebound;       /* bindings rebound since the executable graph last caught up, once each */
+  uint32_t rebound_count, rebound_cap;
 };
+
+/* The executable graph has caught up with every rebinding. */
+static inline void kd_graph_rebound_clear(kd_graph *g) {
+  for (uint32_t i = 0; i < g->rebound_count; ++i) g->bindings[g->rebound[i]].queued = 0;
+  g->rebound_count = 0;
+}
 
 /* engine/plan.c */
 kd_status kd_plan_build(kd_graph *g, const char *op);
