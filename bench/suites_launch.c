@@ -61,11 +61,13 @@ static kb_status raw_batch(kb_run *run, void *state, uint64_t iterations, kb_tim
 /* What a hand_graph case varies, to tell apart what costs kdag_graph GPU
  * time: the plain baseline, or one of kdag's choices (instantiating with
  * the upload flag, a different completion event per launch, the session's
- * stream). */
+ * stream), or a stream of the bench's own made for the case, which tells
+ * "a kdag session's stream" apart from "a stream other than the first". */
 typedef struct hand_variant {
   int upload;     /* CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD on the launch stream */
   int events;     /* completion events rotated per launch (0: the suite's one) */
   int on_session; /* launched on a kdag session's stream, in one raw scope per batch */
+  int own_stream; /* launched on a non-blocking stream created by the case's setup */
 } hand_variant;
 
 #define HAND_EVENTS 64
@@ -77,6 +79,7 @@ typedef struct hand_graph {
   CUevent events[HAND_EVENTS];
   uint32_t next_event;
   kb_kdag k;          /* on_session only */
+  kb_gpu on_own;      /* own_stream only: the suite's GPU with the case's stream */
 } hand_graph;
 
 static void graph_teardown(kb_run *run, void *state) {
@@ -86,6 +89,10 @@ static void graph_teardown(kb_run *run, void *state) {
   const kd_cu_table *cu = s->g->cu;
   cu->cuStreamSynchronize(s->g->stream);
   kb_kdag_close(&hg->k); /* drains the session stream */
+  if (hg->on_own.stream) {
+    cu->cuStreamSynchronize(hg->on_own.stream);
+    cu->cuStreamDestroy(hg->on_own.stream);
+  }
   if (hg->exec) cu->cuGraphExecDestroy(hg->exec);
   if (hg->graph) cu->cuGraphDestroy(hg->graph);
   for (int i = 0; i < HAND_EVENTS; ++i)
@@ -116,10 +123,16 @@ static kb_status graph_setup(kb_run *run, void **state) {
     if ((st = kb_gpu_check(run, r, "cuGraphAddKernelNode"))) goto fail;
     prev = node;
   }
-  static const hand_variant plain = {0, 0, 0};
+  static const hand_variant plain = {0, 0, 0, 0};
   const hand_variant *v = kb_run_user(run) ? kb_run_user(run) : &plain;
   hg->v = *v;
   if (v->on_session && (st = kb_kdag_open(run, KD_EXEC_EAGER, &hg->k))) goto fail;
+  if (v->own_stream) {
+    hg->on_own = *s->g;
+    hg->on_own.stream = NULL;
+    if ((st = kb_gpu_check(run, cu->cuStreamCreate(&hg->on_own.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")))
+      goto fail;
+  }
   for (int i = 0; v->events && i < HAND_EVENTS; ++i)
     if ((st = kb_gpu_check(run, cu->cuEventCreate(&hg->events[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate")))
       goto fail;
@@ -182,9 +195,10 @@ static kb_status graph_batch(kb_run *run, void *state, uint64_t iterations, kb_t
     if (l.st) return l.st;
     return kb_kdag_end(run, &hg->k, t0, out);
   }
-  if ((st = kb_gpu_batch_begin(s->g, run, &t0))) return st;
-  if ((st = launch_all(run, hg, s->g->stream, iterations))) return st;
-  return kb_gpu_batch_end(s->g, run, t0, out);
+  kb_gpu *g = hg->v.own_stream ? &hg->on_own : s->g;
+  if ((st = kb_gpu_batch_begin(g, run, &t0))) return st;
+  if ((st = launch_all(run, hg, g->stream, iterations))) return st;
+  return kb_gpu_batch_end(g, run, t0, out);
 }
 
 /* ---- kdag_eager, kdag_graph -------------------------------------------- */
@@ -289,13 +303,16 @@ int kb_register_launch_suite(kb_harness *h) {
                          .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown,
                          .user = (void *)&graph_mode};
   /* Diagnostics: hand_graph with one of kdag_graph's differences each. */
-  static const hand_variant upload = {1, 0, 0}, events = {0, 1, 0}, on_session = {0, 0, 1};
+  static const hand_variant upload = {1, 0, 0, 0}, events = {0, 1, 0, 0}, on_session = {0, 0, 1, 0},
+                            own_stream = {0, 0, 0, 1};
   kb_case_desc h_upload = hand_case("hand_graph_upload", "hand_graph instantiated with "
                                     "CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does (diagnostic)", &upload);
   kb_case_desc h_events = hand_case("hand_graph_events", "hand_graph recording one of 64 events per launch, as "
                                     "kdag's completion ring does (diagnostic)", &events);
   kb_case_desc h_session = hand_case("hand_graph_session", "hand_graph launched on a kdag session's stream inside "
                                      "one raw scope per batch (diagnostic)", &on_session);
+  kb_case_desc h_stream = hand_case("hand_graph_stream", "hand_graph launched on a non-blocking stream the case "
+                                    "creates, no kdag session (diagnostic)", &own_stream);
   /* Cases run in this order at each N. kdag_graph follows hand_graph at
    * once: on the H200 the GPU time of a 10-node graph launch, hand-built or
    * not, rose by a third after the EAGER case had run (2026-12-03), so the
@@ -303,7 +320,7 @@ int kb_register_launch_suite(kb_harness *h) {
    * bound), last. */
   if (kb_suite_axis(s, "N", n, sizeof n / sizeof n[0]) || kb_case_add(s, &raw) || kb_case_add(s, &graph) ||
       kb_case_add(s, &kgraph) || kb_case_add(s, &h_upload) || kb_case_add(s, &h_events) ||
-      kb_case_add(s, &h_session) || kb_case_add(s, &kdag))
+      kb_case_add(s, &h_session) || kb_case_add(s, &h_stream) || kb_case_add(s, &kdag))
     return -1;
   return 0;
 }
