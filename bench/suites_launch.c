@@ -68,6 +68,9 @@ typedef struct hand_variant {
   int events;     /* completion events rotated per launch (0: the suite's one) */
   int on_session; /* launched on a kdag session's stream, in one raw scope per batch */
   int own_stream; /* launched on a non-blocking stream created by the case's setup */
+  int own_pool;   /* own_stream, with a memory pool created first (1), and used on the stream (2), as a
+                     kdag session does */
+  int beside;     /* own_stream, created while a kdag session (unused) is open */
 } hand_variant;
 
 #define HAND_EVENTS 64
@@ -80,6 +83,7 @@ typedef struct hand_graph {
   uint32_t next_event;
   kb_kdag k;          /* on_session only */
   kb_gpu on_own;      /* own_stream only: the suite's GPU with the case's stream */
+  CUmemoryPool pool;  /* own_pool only */
 } hand_graph;
 
 static void graph_teardown(kb_run *run, void *state) {
@@ -93,6 +97,7 @@ static void graph_teardown(kb_run *run, void *state) {
     cu->cuStreamSynchronize(hg->on_own.stream);
     cu->cuStreamDestroy(hg->on_own.stream);
   }
+  if (hg->pool) cu->cuMemPoolDestroy(hg->pool);
   if (hg->exec) cu->cuGraphExecDestroy(hg->exec);
   if (hg->graph) cu->cuGraphDestroy(hg->graph);
   for (int i = 0; i < HAND_EVENTS; ++i)
@@ -123,15 +128,30 @@ static kb_status graph_setup(kb_run *run, void **state) {
     if ((st = kb_gpu_check(run, r, "cuGraphAddKernelNode"))) goto fail;
     prev = node;
   }
-  static const hand_variant plain = {0, 0, 0, 0};
+  static const hand_variant plain = {0};
   const hand_variant *v = kb_run_user(run) ? kb_run_user(run) : &plain;
   hg->v = *v;
-  if (v->on_session && (st = kb_kdag_open(run, KD_EXEC_EAGER, &hg->k))) goto fail;
+  if ((v->on_session || v->beside) && (st = kb_kdag_open(run, KD_EXEC_EAGER, &hg->k))) goto fail;
   if (v->own_stream) {
     hg->on_own = *s->g;
     hg->on_own.stream = NULL;
+    if (v->own_pool) {
+      CUmemPoolProps props = {0};
+      props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      props.location.id = 0;
+      if ((st = kb_gpu_check(run, cu->cuMemPoolCreate(&hg->pool, &props), "cuMemPoolCreate"))) goto fail;
+    }
     if ((st = kb_gpu_check(run, cu->cuStreamCreate(&hg->on_own.stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")))
       goto fail;
+    if (v->own_pool == 2) {
+      CUdeviceptr mem = 0;
+      if ((st = kb_gpu_check(run, cu->cuMemAllocFromPoolAsync(&mem, 256, hg->pool, hg->on_own.stream),
+                             "cuMemAllocFromPoolAsync")) ||
+          (st = kb_gpu_check(run, cu->cuMemFreeAsync(mem, hg->on_own.stream), "cuMemFreeAsync")) ||
+          (st = kb_gpu_check(run, cu->cuStreamSynchronize(hg->on_own.stream), "cuStreamSynchronize")))
+        goto fail;
+    }
   }
   for (int i = 0; v->events && i < HAND_EVENTS; ++i)
     if ((st = kb_gpu_check(run, cu->cuEventCreate(&hg->events[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate")))
@@ -303,8 +323,10 @@ int kb_register_launch_suite(kb_harness *h) {
                          .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown,
                          .user = (void *)&graph_mode};
   /* Diagnostics: hand_graph with one of kdag_graph's differences each. */
-  static const hand_variant upload = {1, 0, 0, 0}, events = {0, 1, 0, 0}, on_session = {0, 0, 1, 0},
-                            own_stream = {0, 0, 0, 1};
+  static const hand_variant upload = {.upload = 1}, events = {.events = 1}, on_session = {.on_session = 1},
+                            own_stream = {.own_stream = 1}, own_pool = {.own_stream = 1, .own_pool = 1},
+                            own_pool_used = {.own_stream = 1, .own_pool = 2},
+                            beside = {.own_stream = 1, .beside = 1};
   kb_case_desc h_upload = hand_case("hand_graph_upload", "hand_graph instantiated with "
                                     "CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does (diagnostic)", &upload);
   kb_case_desc h_events = hand_case("hand_graph_events", "hand_graph recording one of 64 events per launch, as "
@@ -313,6 +335,12 @@ int kb_register_launch_suite(kb_harness *h) {
                                      "one raw scope per batch (diagnostic)", &on_session);
   kb_case_desc h_stream = hand_case("hand_graph_stream", "hand_graph launched on a non-blocking stream the case "
                                     "creates, no kdag session (diagnostic)", &own_stream);
+  kb_case_desc h_pool = hand_case("hand_graph_stream_pool", "hand_graph_stream with a memory pool created "
+                                  "before the stream, as a kdag session has (diagnostic)", &own_pool);
+  kb_case_desc h_pool_used = hand_case("hand_graph_stream_pool_used", "hand_graph_stream_pool after one "
+                                       "allocation from the pool on the stream (diagnostic)", &own_pool_used);
+  kb_case_desc h_beside = hand_case("hand_graph_stream_beside", "hand_graph_stream created while an idle kdag "
+                                    "session is open (diagnostic)", &beside);
   /* Cases run in this order at each N. kdag_graph follows hand_graph at
    * once: on the H200 the GPU time of a 10-node graph launch, hand-built or
    * not, rose by a third after the EAGER case had run (2026-12-03), so the
@@ -320,7 +348,8 @@ int kb_register_launch_suite(kb_harness *h) {
    * bound), last. */
   if (kb_suite_axis(s, "N", n, sizeof n / sizeof n[0]) || kb_case_add(s, &raw) || kb_case_add(s, &graph) ||
       kb_case_add(s, &kgraph) || kb_case_add(s, &h_upload) || kb_case_add(s, &h_events) ||
-      kb_case_add(s, &h_session) || kb_case_add(s, &h_stream) || kb_case_add(s, &kdag))
+      kb_case_add(s, &h_session) || kb_case_add(s, &h_stream) || kb_case_add(s, &h_pool) ||
+      kb_case_add(s, &h_pool_used) || kb_case_add(s, &h_beside) || kb_case_add(s, &kdag))
     return -1;
   return 0;
 }

@@ -8,6 +8,9 @@
  *   rebind_all  every tensor t[0..N] rebound to its alternate, then submit
  *   hand_graph  cuGraphLaunch + cuEventRecord of the equivalent executable
  *               CUDA graph built by hand (baseline)
+ *   hand_rebind_one  the same with the first node's input switched by
+ *               cuGraphExecKernelNodeSetParams before each launch: the
+ *               driver's own cost of what rebind_one does
  * The host time per submission includes the kd_graph_rebind calls. The
  * header promises that GRAPH mode patches the executable graph in place
  * when only bindings change: the setup warns (stderr) when a rebinding
@@ -37,9 +40,15 @@ static kb_status declare(kb_run *run) {
 /* ---- hand_graph ------------------------------------------------------------ */
 
 typedef struct hand_chain {
-  CUdeviceptr buffers; /* (N + 1) x 256 floats */
+  CUdeviceptr buffers; /* (N + 2) x 256 floats: the chain's N + 1, then the alternate input */
   CUgraph graph;
   CUgraphExec exec;
+  int rebind;          /* hand_rebind_one */
+  CUgraphNode first;
+  CUDA_KERNEL_NODE_PARAMS first_params;
+  CUdeviceptr first_out, inputs[2];
+  int elems;
+  unsigned flip;
 } hand_chain;
 
 static void hand_teardown(kb_run *run, void *state) {
@@ -63,9 +72,10 @@ static kb_status hand_setup(kb_run *run, void **state) {
   if (!c) return kb_run_fail(run, "out of memory");
   int64_t n = chain_length(run);
   size_t stride = REBIND_ELEMS * sizeof(float);
-  if ((st = kb_gpu_check(run, cu->cuMemAlloc(&c->buffers, (size_t)(n + 1) * stride), "cuMemAlloc(chain)")) ||
-      /* Defined input (and everything else): zeros. */
-      (st = kb_gpu_check(run, cu->cuMemsetD32Async(c->buffers, 0, (size_t)(n + 1) * REBIND_ELEMS, s->g->stream),
+  c->rebind = kb_run_user(run) != NULL;
+  if ((st = kb_gpu_check(run, cu->cuMemAlloc(&c->buffers, (size_t)(n + 2) * stride), "cuMemAlloc(chain)")) ||
+      /* Defined inputs (and everything else): zeros. */
+      (st = kb_gpu_check(run, cu->cuMemsetD32Async(c->buffers, 0, (size_t)(n + 2) * REBIND_ELEMS, s->g->stream),
                          "cuMemsetD32Async(chain)")) ||
       (st = kb_gpu_check(run, cu->cuGraphCreate(&c->graph, 0), "cuGraphCreate")))
     goto fail;
@@ -83,8 +93,16 @@ static kb_status hand_setup(kb_run *run, void **state) {
     if ((st = kb_gpu_check(run, cu->cuGraphAddKernelNode(&node, c->graph, prev ? &prev : NULL, prev ? 1 : 0, &kp),
                            "cuGraphAddKernelNode")))
       goto fail;
+    if (i == 0) {
+      c->first = node;
+      c->first_params = kp;
+      c->first_out = out;
+      c->inputs[0] = in;
+      c->inputs[1] = c->buffers + (CUdeviceptr)(n + 1) * stride;
+    }
     prev = node;
   }
+  c->elems = elems;
   if ((st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&c->exec, c->graph, 0),
                          "cuGraphInstantiateWithFlags")) ||
       (st = kb_gpu_check(run, cu->cuStreamSynchronize(s->g->stream), "cuStreamSynchronize")))
@@ -105,6 +123,14 @@ static kb_status hand_batch(kb_run *run, void *state, uint64_t iterations, kb_ti
   kb_status st = kb_gpu_batch_begin(s->g, run, &t0);
   if (st) return st;
   for (uint64_t it = 0; it < iterations; ++it) {
+    if (c->rebind) { /* node 0 reads the other input from now on */
+      CUdeviceptr in = c->inputs[++c->flip & 1];
+      void *params[] = {&c->first_out, &in, &c->elems};
+      CUDA_KERNEL_NODE_PARAMS kp = c->first_params;
+      kp.kernelParams = params;
+      CUresult e = cu->cuGraphExecKernelNodeSetParams(c->exec, c->first, &kp);
+      if (e != CUDA_SUCCESS) return kb_gpu_check(run, e, "cuGraphExecKernelNodeSetParams");
+    }
     CUresult e = cu->cuGraphLaunch(c->exec, stream);
     if (e != CUDA_SUCCESS) return kb_gpu_check(run, e, "cuGraphLaunch");
     e = cu->cuEventRecord(s->done, stream);
@@ -242,7 +268,11 @@ int kb_register_rebind_suite(kb_harness *h) {
        .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)&all},
       {.name = "hand_graph",
        .description = "cuGraphLaunch + cuEventRecord of the same chain built by hand, instantiated once",
-       .baseline = 1, .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown}};
+       .baseline = 1, .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown},
+      {.name = "hand_rebind_one",
+       .description = "hand_graph with node 0's input switched by cuGraphExecKernelNodeSetParams before each "
+                      "launch: the driver's part of rebind_one (diagnostic)",
+       .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown, .user = (void *)&one}};
   if (kb_suite_axis(s, "N", n, 1)) return -1;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     if (kb_case_add(s, &cases[i])) return -1;
