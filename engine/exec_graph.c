@@ -37,7 +37,7 @@
 typedef struct kd_gexec_node {
   CUgraphNode cu;          /* the node its successors depend on (NULL before it is added) */
   CUgraphNode event;       /* sinks: the event record node after the copy */
-  unsigned char *blob;     /* kernels: the parameter bytes the node was last given */
+  unsigned char *blob;     /* kernels: the parameter bytes the node was last given (in params) */
   uint32_t blob_len;
   CUdeviceptr *spans;      /* foreign: the span addresses of its capture */
 } kd_gexec_node;
@@ -57,7 +57,9 @@ struct kd_gexec {
   uint32_t round;
   uint64_t args_serial;
   uint32_t kernels;        /* kernel nodes, for counters.launches */
-  kd_held_set keep;        /* modules, foreign resources and workspaces */
+  uint64_t stamp;          /* kd_held_module_once's, while building */
+  kd_held_set keep;        /* modules (once each), foreign resources and workspaces */
+  kd_arena params;         /* the kernel nodes' blobs: one allocation for many nodes */
   CUdeviceptr *workspaces; /* per node: foreign workspace (0 if none) */
 };
 
@@ -76,10 +78,8 @@ void kd_gexec_unref(kd_gexec *x) {
   kd_device_make_current(&s->dev, "kd_graph_destroy");
   if (x->exec) s->dev.cu->cuGraphExecDestroy(x->exec);
   if (x->graph) s->dev.cu->cuGraphDestroy(x->graph);
-  for (uint32_t i = 0; i < x->node_count; ++i) {
-    free(x->nodes[i].blob);
-    free(x->nodes[i].spans);
-  }
+  for (uint32_t i = 0; i < x->node_count; ++i) free(x->nodes[i].spans);
+  kd_arena_free(&x->params);
   kd_held_release_all(s, &x->keep);
   free(x->nodes);
   free(x->xfers);
@@ -115,12 +115,17 @@ static kd_status node_fail(kd_graph *g, uint32_t n, CUresult r, const char *op, 
   return kd_fail_context(st, "%s: node '%s' (#%u)", op, g->nodes[n].name, n);
 }
 
-static kd_status blob_set(kd_gexec_node *xn, const kd_node_launch *L, const char *op) {
+static kd_status blob_set(kd_gexec *x, kd_gexec_node *xn, const kd_node_launch *L, const char *op) {
   uint32_t len = 0;
   for (uint32_t i = 0; i < L->count; ++i) len += L->sizes[i];
-  /* Never NULL once set, even for no parameters: blob marks a kernel node. */
-  unsigned char *b = xn->blob && xn->blob_len == len ? xn->blob : realloc(xn->blob, len ? len : 1);
-  if (!b) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for kernel parameters", op);
+  /* Never NULL once set, even for no parameters: blob marks a kernel node.
+   * A kernel's parameter sizes never change, so a patch writes in place. */
+  unsigned char *b = xn->blob;
+  if (!b || xn->blob_len != len) {
+    if (!kd_arena_reserve(&x->params, kd_arena_size(len ? len : 1)))
+      return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for kernel parameters", op);
+    b = kd_arena_take(&x->params, len ? len : 1);
+  }
   xn->blob = b;
   xn->blob_len = len;
   for (uint32_t i = 0, at = 0; i < L->count; at += L->sizes[i], ++i) memcpy(b + at, L->params[i], L->sizes[i]);
@@ -235,14 +240,13 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
       kd_status st = kd_node_launch_resolve(g, op, node, &L);
       if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
       kd_module_obj *m = node->kind == KD_NODE_KERNEL ? node->module : s->builtins;
-      st = kd_held_add(&x->keep, KD_HELD_MODULE, m, op);
+      st = kd_held_module_once(&x->keep, m, x->stamp, op);
       if (st) return st;
-      kd_module_ref(m);
       if (L.empty) {
         r = cu->cuGraphAddEmptyNode(&xn->cu, x->graph, deps, ndeps);
         return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddEmptyNode");
       }
-      st = blob_set(xn, &L, op);
+      st = blob_set(x, xn, &L, op);
       if (st) return st;
       CUDA_KERNEL_NODE_PARAMS p = kernel_params(&L);
       r = cu->cuGraphAddKernelNode(&xn->cu, x->graph, deps, ndeps, &p);
@@ -342,6 +346,8 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
   if (x) {
     x->refs = 1;
     x->session = s;
+    /* Modules are held once per executable graph, however many nodes use one. */
+    x->stamp = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
     x->node_count = n;
     x->nodes = calloc((size_t)n + 1, sizeof *x->nodes);
     x->workspaces = calloc((size_t)n + 1, sizeof *x->workspaces);
@@ -435,7 +441,7 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
   CUDA_KERNEL_NODE_PARAMS p = kernel_params(&L);
   CUresult r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &p);
   if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
-  st = blob_set(xn, &L, op);
+  st = blob_set(x, xn, &L, op);
   if (st) return st;
   *patched = 1;
   return KD_OK;
