@@ -302,12 +302,6 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
   return KD_OK;
 }
 
-static const launch_xfer *xfer_of(const launch_xfer *xf, uint32_t count, uint32_t n) {
-  for (uint32_t i = 0; i < count; ++i)
-    if (xf[i].node == n) return &xf[i];
-  return NULL;
-}
-
 /* Which nodes use each binding, so a rebinding patches only those. */
 static kd_status index_users(kd_graph *g, kd_gexec *x, const char *op) {
   uint32_t nb = g->binding_count;
@@ -341,6 +335,7 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
   uint32_t *pred_start = calloc((size_t)n + 1, sizeof *pred_start);
   uint32_t *pred = malloc(((size_t)g->edge_count + 1) * sizeof *pred);
   uint32_t *fill = calloc((size_t)n + 1, sizeof *fill);
+  uint32_t *xf_of = calloc((size_t)n + 1, sizeof *xf_of); /* per node: its transfer + 1, 0 if none */
   CUgraphNode *deps = malloc(((size_t)n + 1) * sizeof *deps);
   kd_status st = KD_OK;
   if (x) {
@@ -353,11 +348,14 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     x->workspaces = calloc((size_t)n + 1, sizeof *x->workspaces);
     x->xfers = malloc(((size_t)xf_count + 1) * sizeof *x->xfers);
   }
-  if (!x || !pred_start || !pred || !fill || !deps || !x->nodes || !x->workspaces || !x->xfers) {
+  if (!x || !pred_start || !pred || !fill || !xf_of || !deps || !x->nodes || !x->workspaces || !x->xfers) {
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the CUDA graph", op);
     goto done;
   }
-  for (uint32_t i = 0; i < xf_count; ++i) x->xfers[i] = xf[i].node;
+  for (uint32_t i = 0; i < xf_count; ++i) {
+    x->xfers[i] = xf[i].node;
+    xf_of[xf[i].node] = i + 1;
+  }
   x->xfer_count = xf_count;
   /* Predecessors in CSR, from the graph's (already reduced) edges. */
   for (uint32_t e = 0; e < g->edge_count; ++e) pred_start[g->edges[e].to + 1]++;
@@ -378,7 +376,7 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     uint32_t v = g->plan.order[i];
     size_t nd = 0;
     for (uint32_t k = pred_start[v]; k < pred_start[v + 1]; ++k) deps[nd++] = x->nodes[pred[k]].cu;
-    st = add_node(g, x, v, deps, nd, xfer_of(xf, xf_count, v), op);
+    st = add_node(g, x, v, deps, nd, xf_of[v] ? &xf[xf_of[v] - 1] : NULL, op);
   }
   if (st) goto done;
   CUDA_GRAPH_INSTANTIATE_PARAMS ip;
@@ -401,6 +399,7 @@ done:
   free(pred_start);
   free(pred);
   free(fill);
+  free(xf_of);
   free(deps);
   if (st && x) {
     kd_gexec_unref(x);
