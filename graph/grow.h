@@ -20,7 +20,9 @@ int kd_grow(void **arr, uint32_t *cap, uint32_t need, size_t elem);
 /* Frees an array grown by kd_grow (NULL with cap 0 is fine). */
 void kd_grow_free(void *arr, uint32_t cap, size_t elem);
 
-#define KD_GROW(arr, cap, need) kd_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
+/* The check that nearly always passes stays inline: a node added to a
+ * graph checks six arrays. */
+#define KD_GROW(arr, cap, need) ((need) <= (cap) || kd_grow((void **)&(arr), &(cap), (need), sizeof *(arr)))
 #define KD_GROW_FREE(arr, cap) kd_grow_free((arr), (cap), sizeof *(arr))
 
 #endif

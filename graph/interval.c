@@ -12,7 +12,7 @@ void kd_ivset_free(kd_ivset *s) {
   kd_ivset_init(s);
 }
 
-int kd_ivset_reserve(kd_ivset *s, uint32_t more) {
+int kd_ivset_grow(kd_ivset *s, uint32_t more) {
   uint32_t need = s->count + more;
   if (need <= s->cap) return 1;
   uint32_t c = s->cap ? s->cap : 8;

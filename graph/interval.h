@@ -44,7 +44,10 @@ static inline kd_footprint kd_ival_footprint(const kd_ival *e) {
 void kd_ivset_init(kd_ivset *s);
 void kd_ivset_free(kd_ivset *s);
 /* Room for more entries without allocating: 0 out of memory. */
-int kd_ivset_reserve(kd_ivset *s, uint32_t more);
+int kd_ivset_grow(kd_ivset *s, uint32_t more);
+static inline int kd_ivset_reserve(kd_ivset *s, uint32_t more) {
+  return s->count + more <= s->cap || kd_ivset_grow(s, more);
+}
 /* Appends to out the entries whose interval meets [lo, hi), in order of lo;
  * returns how many. The pointers stay valid until the next insert or sweep. */
 uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out);
