@@ -327,29 +327,31 @@ int kb_register_launch_suite(kb_harness *h) {
                             own_stream = {.own_stream = 1}, own_pool = {.own_stream = 1, .own_pool = 1},
                             own_pool_used = {.own_stream = 1, .own_pool = 2},
                             beside = {.own_stream = 1, .beside = 1};
-  kb_case_desc h_upload = hand_case("hand_graph_upload", "hand_graph instantiated with "
-                                    "CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does (diagnostic)", &upload);
-  kb_case_desc h_events = hand_case("hand_graph_events", "hand_graph recording one of 64 events per launch, as "
-                                    "kdag's completion ring does (diagnostic)", &events);
-  kb_case_desc h_session = hand_case("hand_graph_session", "hand_graph launched on a kdag session's stream inside "
-                                     "one raw scope per batch (diagnostic)", &on_session);
-  kb_case_desc h_stream = hand_case("hand_graph_stream", "hand_graph launched on a non-blocking stream the case "
-                                    "creates, no kdag session (diagnostic)", &own_stream);
-  kb_case_desc h_pool = hand_case("hand_graph_stream_pool", "hand_graph_stream with a memory pool created "
-                                  "before the stream, as a kdag session has (diagnostic)", &own_pool);
-  kb_case_desc h_pool_used = hand_case("hand_graph_stream_pool_used", "hand_graph_stream_pool after one "
-                                       "allocation from the pool on the stream (diagnostic)", &own_pool_used);
-  kb_case_desc h_beside = hand_case("hand_graph_stream_beside", "hand_graph_stream created while an idle kdag "
-                                    "session is open (diagnostic)", &beside);
+  static const struct { const char *name, *description; const hand_variant *v; } diag[] = {
+      {"hand_graph_upload", "hand_graph instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does (diagnostic)", &upload},
+      {"hand_graph_events", "hand_graph recording one of 64 events per launch, as kdag's completion ring does (diagnostic)",
+       &events},
+      {"hand_graph_session", "hand_graph launched on a kdag session's stream inside one raw scope per batch (diagnostic)",
+       &on_session},
+      {"hand_graph_stream", "hand_graph launched on a non-blocking stream the case creates, no kdag session (diagnostic)",
+       &own_stream},
+      {"hand_graph_stream_pool", "hand_graph_stream with a memory pool created before the stream, as a kdag "
+       "session has (diagnostic)", &own_pool},
+      {"hand_graph_stream_pool_used", "hand_graph_stream_pool after one allocation from the pool on the stream (diagnostic)",
+       &own_pool_used},
+      {"hand_graph_stream_beside", "hand_graph_stream created while an idle kdag session is open (diagnostic)", &beside}};
   /* Cases run in this order at each N. kdag_graph follows hand_graph at
    * once: on the H200 the GPU time of a 10-node graph launch, hand-built or
    * not, rose by a third after the EAGER case had run (2026-12-03), so the
    * graph cases come first and kdag_eager, compared with raw_loop (host
    * bound), last. */
   if (kb_suite_axis(s, "N", n, sizeof n / sizeof n[0]) || kb_case_add(s, &raw) || kb_case_add(s, &graph) ||
-      kb_case_add(s, &kgraph) || kb_case_add(s, &h_upload) || kb_case_add(s, &h_events) ||
-      kb_case_add(s, &h_session) || kb_case_add(s, &h_stream) || kb_case_add(s, &h_pool) ||
-      kb_case_add(s, &h_pool_used) || kb_case_add(s, &h_beside) || kb_case_add(s, &kdag))
+      kb_case_add(s, &kgraph))
     return -1;
+  for (size_t i = 0; i < sizeof diag / sizeof diag[0]; ++i) {
+    kb_case_desc d = hand_case(diag[i].name, diag[i].description, diag[i].v);
+    if (kb_case_add(s, &d)) return -1;
+  }
+  if (kb_case_add(s, &kdag)) return -1;
   return 0;
 }
