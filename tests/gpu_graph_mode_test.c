@@ -157,6 +157,69 @@ Test(gpu_graph_mode, rebinding_and_new_scalars_patch_the_executable_graph_in_pla
   kd_session_destroy(s);
 }
 
+/* Rebindings queue up (once per binding) until the executable graph
+ * catches up: ones made before it exists are in what it is built from,
+ * several of one binding patch once, and a rebinding undone before the
+ * launch patches nothing. */
+Test(gpu_graph_mode, rebinding_several_times_between_launches_patches_once_and_stays_correct) {
+  kd_session *s = gpu_session_mode(KD_EXEC_EAGER, 0);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  float x[256], x2[256], y[256], out[256];
+  kdt_fill_random(x, 256, 21);
+  kdt_fill_random(x2, 256, 22);
+  kdt_fill_random(y, 256, 23);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {256}};
+  kd_tensor tx, tx2, ty, tz;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &tx));
+  KDT_OK(kd_tensor_from_host(s, &d, x2, sizeof x2, &tx2));
+  KDT_OK(kd_tensor_from_host(s, &d, y, sizeof y, &ty));
+  KDT_OK(kd_tensor_create(s, &d, &tz));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config cfg;
+  KDT_OK(kd_launch_config_flat(256, 256, 0, &cfg));
+  kd_garg args[] = {kd_g_out(kd_whole(tz)), kd_g_in(kd_whole(tx)), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(256))};
+  KDT_OK(kd_graph_kernel(g, "z=x+y", l.add, &cfg, args, 4, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "z", tz, out, sizeof out, &sink));
+  const float *want[2] = {x, x2};
+  int bound = 0; /* which input the graph reads */
+#define CHECK_SUM()                                                                          \
+  do {                                                                                       \
+    KDT_OK(kd_graph_submit(g, NULL));                                                        \
+    KDT_OK(kd_sink_wait(sink));                                                              \
+    for (int i = 0; i < 256; ++i) cr_assert_eq(out[i], want[bound][i] + y[i], "z[%d]", i); \
+  } while (0)
+  CHECK_SUM();                             /* EAGER */
+  KDT_OK(kd_graph_rebind(g, tx, tx2));     /* queued: no executable graph yet */
+  bound = 1;
+  CHECK_SUM();
+  KDT_OK(kd_graph_set_exec_mode(g, KD_EXEC_GRAPH));
+  CHECK_SUM();                             /* built from x2 */
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_instantiations, 1);
+  cr_assert_eq(k.graph_updates, 0, "a rebinding made before the build needs no patch");
+  KDT_OK(kd_graph_rebind(g, tx2, tx));
+  KDT_OK(kd_graph_rebind(g, tx, tx2));
+  KDT_OK(kd_graph_rebind(g, tx2, tx));     /* three of one binding, net x */
+  bound = 0;
+  CHECK_SUM();
+  k = counters(s);
+  cr_assert_eq(k.graph_updates, 1, "three rebindings of one tensor patch once (%llu)",
+               (unsigned long long)k.graph_updates);
+  KDT_OK(kd_graph_rebind(g, tx, tx2));
+  KDT_OK(kd_graph_rebind(g, tx2, tx));     /* undone before the launch */
+  CHECK_SUM();
+  k = counters(s);
+  cr_assert_eq(k.graph_updates, 1, "a rebinding undone before the launch patches nothing");
+  cr_assert_eq(k.graph_instantiations, 1);
+  cr_assert_eq(k.graph_launches, 3);
+#undef CHECK_SUM
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
   kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
