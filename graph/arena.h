@@ -10,6 +10,7 @@ typedef struct kd_arena_block kd_arena_block;
 
 typedef struct kd_arena {
   kd_arena_block *head; /* the block being filled; older ones follow */
+  unsigned blocks;
 } kd_arena;
 
 /* What a take of n bytes uses (8-byte aligned). */

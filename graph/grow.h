@@ -1,18 +1,22 @@
 /* Internal: the growable arrays of a graph (nodes, accesses, edges, ...).
  *
- * Capacity doubles. An array of KD_GROW_MAPPED bytes or more lives in a
- * mapping of its own, so growing it is a mremap: no copy, and no second
- * round of page faults on fresh memory (glibc would serve arrays this size
- * from the heap once its mmap threshold has risen, and copy them). Whether
- * an array is mapped follows from its capacity alone, so kd_grow_free needs
- * no flag. Not thread-safe: the graph's session lock covers its arrays. */
+ * Capacity doubles. An array of KD_GROW_MAPPED bytes or more (glibc's
+ * default mmap threshold: below it the heap reuses freed memory without
+ * page faults, above it glibc maps afresh each time) lives in a mapping of
+ * its own: a kept one that a freed array let go of, or a new one grown by
+ * mremap. Whether an array is mapped follows from its capacity alone, so
+ * kd_grow_free needs no flag. A freed mapping may be kept for the next array that needs one
+ * (grow.c), so a new mapped array can come with more capacity than asked.
+ * An array is not thread-safe (its graph's session lock covers it); the
+ * kept mappings are shared and locked. */
 #ifndef KDAG_GRAPH_GROW_H
 #define KDAG_GRAPH_GROW_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define KD_GROW_MAPPED ((size_t)1 << 20)
+#define KD_GROW_MAPPED ((size_t)128 << 10)
+#define KD_GROW_KEEP_BYTES ((size_t)256 << 20) /* freed mappings kept for reuse, at most */
 
 /* Makes *arr (capacity *cap elements of elem bytes) hold need: 0 out of
  * memory, the array unchanged. */
@@ -22,6 +26,15 @@ void kd_grow_free(void *arr, uint32_t cap, size_t elem);
 
 /* The check that nearly always passes stays inline: a node added to a
  * graph checks six arrays. */
+/* A mapping of at least *bytes, *bytes set to its size (a multiple of the
+ * page size): a kept one that fits, or a new one. elem: the size of what it
+ * will hold, which picks among the kept ones (grow.c). NULL out of memory.
+ * Contents undefined. */
+void *kd_grow_map(size_t *bytes, size_t elem);
+/* Gives back a mapping of kd_grow_map (bytes: the size it set): kept for
+ * reuse, or unmapped. */
+void kd_grow_unmap(void *p, size_t bytes, size_t elem);
+
 #define KD_GROW(arr, cap, need) ((need) <= (cap) || kd_grow((void **)&(arr), &(cap), (need), sizeof *(arr)))
 #define KD_GROW_FREE(arr, cap) kd_grow_free((arr), (cap), sizeof *(arr))
 

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "graph/grow.h"
 #include "kdag_test.h"
 #include "kernels/host.h"
 
@@ -539,4 +540,33 @@ Test(host_graph, a_finished_ticket_retires_everything_before_it_in_one_poll) {
   cr_assert_eq(k.inflight, 0, "everything before a finished ticket has finished too");
   cr_assert_eq(k.completions_retired, 101);
   kd_session_destroy(s);
+}
+
+/* A large array a freed graph let go of serves the next one of its element
+ * size at the size it had reached (no regrowth, no fresh pages); one of
+ * another element size that does not fit gets a mapping of its own. */
+Test(host_graph, a_freed_large_array_is_kept_for_the_next_graph) {
+  const uint32_t big = (uint32_t)(4 * KD_GROW_MAPPED / sizeof(uint64_t));
+  uint64_t *a = NULL;
+  uint32_t cap = 0;
+  cr_assert(KD_GROW(a, cap, big));
+  for (uint32_t i = 0; i < cap; ++i) a[i] = i;
+  void *was = a;
+  uint32_t was_cap = cap;
+  KD_GROW_FREE(a, cap);
+  uint64_t *b = NULL;
+  uint32_t bcap = 0;
+  cr_assert(KD_GROW(b, bcap, (uint32_t)(KD_GROW_MAPPED / sizeof(uint64_t))));
+  cr_assert_eq((void *)b, was, "the kept mapping is reused");
+  cr_assert_geq(bcap, was_cap, "with all of its capacity (%u < %u)", bcap, was_cap);
+  for (uint32_t i = 0; i < bcap; ++i) b[i] = ~(uint64_t)i; /* writable throughout */
+  uint32_t *c = NULL;
+  uint32_t ccap = 0;
+  cr_assert(KD_GROW(c, ccap, (uint32_t)(64 * KD_GROW_MAPPED / sizeof(uint32_t))));
+  cr_assert_neq((void *)c, (void *)b);
+  for (uint32_t i = 0; i < ccap; i += 1024) c[i] = i;
+  cr_assert(KD_GROW(b, bcap, bcap + 1)); /* grows past the kept size: moves */
+  for (uint32_t i = 0; i < was_cap; ++i) cr_assert_eq(b[i], ~(uint64_t)i, "b[%u] kept through the move", i);
+  KD_GROW_FREE(b, bcap);
+  KD_GROW_FREE(c, ccap);
 }
