@@ -113,8 +113,10 @@ static void resolve_kernel(kd_graph *g, kd_gnode *node, kd_node_launch *L) {
 
 kd_status kd_node_launch_resolve(kd_graph *g, const char *op, kd_gnode *node, kd_node_launch *L) {
   memset(L, 0, offsetof(kd_node_launch, params));
-  memset(L->v, 0, sizeof L->v);
-  if (node->kind == KD_NODE_BUILTIN) return resolve_builtin(g, op, node, L);
+  if (node->kind == KD_NODE_BUILTIN) {
+    memset(L->v, 0, sizeof L->v); /* only built-ins pass views: a kernel's launch skips these bytes */
+    return resolve_builtin(g, op, node, L);
+  }
   resolve_kernel(g, node, L);
   return KD_OK;
 }

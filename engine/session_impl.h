@@ -78,8 +78,10 @@ typedef struct kd_completion {
   kd_held_set held;
 } kd_completion;
 
-/* Submissions poll the ring every this many completions (see enqueue). */
-#define KD_REAP_EVERY 16
+/* Submissions poll the ring every this many completions (see enqueue):
+ * what finished in between stays held at most that many submissions
+ * longer, and a poll costs a graph launch's worth of host time. */
+#define KD_REAP_EVERY 64
 
 struct kd_raw {
   kd_session *session;
