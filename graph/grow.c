@@ -67,6 +67,12 @@ void *kd_grow_map(size_t *bytes, size_t elem) {
 }
 
 void kd_grow_unmap(void *p, size_t bytes, size_t elem) {
+  /* Advised before it is published: once in the kept set another thread
+   * may take it and fill it, and MADV_FREE after that would let the kernel
+   * drop what that thread wrote. Advice only: on failure the pages stay. */
+#ifdef MADV_FREE
+  (void)madvise(p, bytes, MADV_FREE);
+#endif
   pthread_mutex_lock(&g_kept.mu);
   int keep = g_kept.count < KD_GROW_KEEP && g_kept.total + bytes <= KD_GROW_KEEP_BYTES;
   if (keep) {
@@ -76,13 +82,7 @@ void kd_grow_unmap(void *p, size_t bytes, size_t elem) {
     g_kept.total += bytes;
   }
   pthread_mutex_unlock(&g_kept.mu);
-  if (!keep) {
-    munmap(p, bytes);
-    return;
-  }
-#ifdef MADV_FREE
-  (void)madvise(p, bytes, MADV_FREE); /* advice: on failure the pages just stay */
-#endif
+  if (!keep) munmap(p, bytes);
 }
 
 int kd_grow(void **arr, uint32_t *cap, uint32_t need, size_t elem) {

@@ -5,10 +5,10 @@
  * page faults, above it glibc maps afresh each time) lives in a mapping of
  * its own: a kept one that a freed array let go of, or a new one grown by
  * mremap. Whether an array is mapped follows from its capacity alone, so
- * kd_grow_free needs no flag. A freed mapping may be kept for the next array that needs one
- * (grow.c), so a new mapped array can come with more capacity than asked.
- * An array is not thread-safe (its graph's session lock covers it); the
- * kept mappings are shared and locked. */
+ * kd_grow_free needs no flag. A freed mapping may be kept for the next
+ * array that needs one (grow.c), so a new mapped array can come with more
+ * capacity than asked. An array is not thread-safe (its graph's session
+ * lock covers it); the kept mappings are shared and locked. */
 #ifndef KDAG_GRAPH_GROW_H
 #define KDAG_GRAPH_GROW_H
 

@@ -182,8 +182,9 @@ Test(host_graph, many_active_accesses_of_one_tensor_order_exactly) {
   kd_session_destroy(s);
 }
 
-/* A graph's arrays outgrow the heap into mappings of their own (1 MiB and
- * up) and keep their contents as they grow: a 20,000-node chain of writes. */
+/* A graph's arrays outgrow the heap into mappings of their own
+ * (KD_GROW_MAPPED and up) and keep their contents as they grow: a
+ * 20,000-node chain of writes. */
 Test(host_graph, a_large_graph_keeps_its_nodes_and_edges_as_it_grows) {
   kd_session *s = kdt_host_session();
   kd_tensor a = ivec(s, 4, NULL);
