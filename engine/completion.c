@@ -160,10 +160,12 @@ static void retire_oldest(kd_session *s) {
   s->counters.inflight--;
 }
 
-/* Retires every entry up to and including seq. */
-static void retire_through(kd_session *s, uint64_t seq) {
-  while (s->retired_seq <= seq) retire_oldest(s);
+void kd_completion_retire_before(kd_session *s, uint64_t seq) {
+  while (s->retired_seq < s->next_seq && s->retired_seq < seq) retire_oldest(s);
 }
+
+/* Retires every entry up to and including seq (< next_seq). */
+static void retire_through(kd_session *s, uint64_t seq) { kd_completion_retire_before(s, seq + 1); }
 
 /* Blocks until a completion's work is done: its host run, or its event. */
 static CUresult wait_for(kd_session *s, kd_completion *c) {
@@ -301,9 +303,7 @@ kd_status kd_completion_poll_ticket(kd_session *s, uint64_t seq, const char *op,
   return KD_OK;
 }
 
-void kd_completion_retire_before(kd_session *s, uint64_t seq) {
-  while (s->retired_seq < s->next_seq && s->retired_seq < seq) retire_oldest(s);
-}
+
 
 void kd_completion_drain(kd_session *s) {
   while (s->retired_seq < s->next_seq) {
