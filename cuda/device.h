@@ -29,7 +29,8 @@ typedef struct kd_device {
   CUdevice dev;
   CUcontext ctx;          /* primary context (retained) */
   CUstream stream;        /* the session's only stream, non-blocking */
-  CUmemoryPool pool;
+  CUmemoryPool pool;      /* NULL until the first allocation */
+  uint64_t pool_release_threshold;
   kd_device_info info;
   int sm;                 /* cc_major*10 + cc_minor */
   int max_threads_per_block;
