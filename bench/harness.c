@@ -293,10 +293,15 @@ static int series_push(series *s, double host, double gpu) {
   return 0;
 }
 
-static double series_noise(const series *s) {
+/* The noise the stopping rule judges: the GPU series' when there is one;
+ * for a suite that also reports host cost, the larger of both. */
+static double series_noise(const series *s, int host_cost) {
   kb_stats ps;
   if (kb_stats_compute(s->has_gpu ? s->gpu : s->host, s->n, &ps)) return NAN;
-  return ps.noise;
+  if (!s->has_gpu || !host_cost) return ps.noise;
+  double gpu = ps.noise;
+  if (kb_stats_compute(s->host, s->n, &ps)) return NAN;
+  return ps.noise > gpu ? ps.noise : gpu;
 }
 
 static uint64_t clock_of(const kb_options *o) {
@@ -412,13 +417,13 @@ static kb_status sample(kb_harness *h, kb_run *run, void *state, const kb_option
      * samples, so long runs do not sort the series each time. */
     int fresh = 0;
     if (m->s.n >= next_check || taken == rule->min_samples) {
-      noise = series_noise(&m->s);
+      noise = series_noise(&m->s, run->suite->desc.host_cost);
       next_check = m->s.n < 64 ? m->s.n + 1 : m->s.n + m->s.n / 32;
       fresh = 1;
     }
     m->stop = kb_stop_check(rule, taken, measured_s, elapsed_s, noise);
     if (m->stop == KB_STOP_CONVERGED && !fresh) /* confirm on the current series */
-      m->stop = kb_stop_check(rule, taken, measured_s, elapsed_s, series_noise(&m->s));
+      m->stop = kb_stop_check(rule, taken, measured_s, elapsed_s, series_noise(&m->s, run->suite->desc.host_cost));
     if (m->stop != KB_CONTINUE) break;
   }
   m->elapsed_s += elapsed_s;
@@ -570,13 +575,15 @@ static int case_end(kb_harness *h, case_run *r, const kb_options *o) {
   if (o->progress && r->set_up) {
     if (r->st == KB_OK) {
       kb_stats ps;
-      kb_stats_compute(m->s.has_gpu ? m->s.gpu : m->s.host, m->s.n, &ps);
+      int gpu = m->s.has_gpu;
+      kb_stats_compute(gpu ? m->s.gpu : m->s.host, m->s.n, &ps);
+      double noise = series_noise(&m->s, run->suite->desc.host_cost); /* what the rule judged */
       char v[32], turns[32] = "";
       kb_format_value(ps.median, "ns", v, sizeof v);
       if (m->rounds > 1) snprintf(turns, sizeof turns, " in %u rounds", m->rounds);
       fprintf(o->progress, " %s/%s (%s), %zu samples x %llu%s, %.2f s, noise %.2f%%, %s\n", v, run->item,
-              m->s.has_gpu ? "gpu" : "host", m->s.n, (unsigned long long)m->batch, turns, m->elapsed_s,
-              ps.noise * 100, kb_stop_name(m->stop));
+              gpu ? "gpu" : "host", m->s.n, (unsigned long long)m->batch, turns, m->elapsed_s,
+              noise * 100, kb_stop_name(m->stop));
     } else {
       fprintf(o->progress, "\n");
     }

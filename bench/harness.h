@@ -232,6 +232,10 @@ typedef struct kb_suite_desc {
   /* Its cases may be set up side by side and measured in turns
    * (kb_options.rounds): no case's setup disturbs another's state. */
   int interleave;
+  /* Its targets include host time: the stopping rule judges the noise of
+   * the host series too when the cases report GPU time (whose noise is far
+   * lower, and alone would stop sampling before the host medians settle). */
+  int host_cost;
 } kb_suite_desc;
 
 /* Case hooks. setup runs once per axis point and mode, before warm-up, and

@@ -297,7 +297,7 @@ int kb_register_launch_suite(kb_harness *h) {
       .name = "launch",
       .description = "a chain of N empty kernels per submission, one completion event each",
       .needs_gpu = 1, .init = kb_kernel_suite_init, .fini = kb_kernel_suite_fini,
-      .flush = kb_kernel_suite_flush, .user = (void *)&kernel, .interleave = 1};
+      .flush = kb_kernel_suite_flush, .user = (void *)&kernel, .interleave = 1, .host_cost = 1};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t n[] = {10, 100, 1000, 10000};
@@ -315,6 +315,11 @@ int kb_register_launch_suite(kb_harness *h) {
                                       "kd_graph_submit per submission (EAGER: one completion event each)",
                        .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown,
                        .user = (void *)&eager};
+  kb_case_desc kgraph_again = {.name = "kdag_graph_again",
+                               .description = "kdag_graph again, on a second GRAPH session set up after the "
+                                              "diagnostics (diagnostic)",
+                               .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown,
+                               .user = (void *)&graph_mode};
   kb_case_desc kgraph = {.name = "kdag_graph",
                          .description = "the same kdag graph on a session with exec_mode GRAPH: one "
                                         "instantiated CUDA graph per plan, one launch per submission (issue 5: "
@@ -326,7 +331,7 @@ int kb_register_launch_suite(kb_harness *h) {
   static const hand_variant upload = {.upload = 1}, events = {.events = 1}, on_session = {.on_session = 1},
                             own_stream = {.own_stream = 1}, own_pool = {.own_stream = 1, .own_pool = 1},
                             own_pool_used = {.own_stream = 1, .own_pool = 2},
-                            beside = {.own_stream = 1, .beside = 1};
+                            beside = {.own_stream = 1, .beside = 1}, again = {0}, stream_again = {.own_stream = 1};
   static const struct { const char *name, *description; const hand_variant *v; } diag[] = {
       {"hand_graph_upload", "hand_graph instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does (diagnostic)", &upload},
       {"hand_graph_events", "hand_graph recording one of 64 events per launch, as kdag's completion ring does (diagnostic)",
@@ -339,7 +344,13 @@ int kb_register_launch_suite(kb_harness *h) {
        "session has (diagnostic)", &own_pool},
       {"hand_graph_stream_pool_used", "hand_graph_stream_pool after one allocation from the pool on the stream (diagnostic)",
        &own_pool_used},
-      {"hand_graph_stream_beside", "hand_graph_stream created while an idle kdag session is open (diagnostic)", &beside}};
+      {"hand_graph_stream_beside", "hand_graph_stream created while an idle kdag session is open (diagnostic)", &beside},
+      /* Copies: how far two instances of one case (another executable
+       * graph; another stream, made later) differ, the floor under any
+       * difference above. */
+      {"hand_graph_again", "hand_graph again, a second executable graph on the suite's stream (diagnostic)", &again},
+      {"hand_graph_stream_again", "hand_graph_stream again, on another stream made later (diagnostic)",
+       &stream_again}};
   /* Cases run in this order at each N. kdag_graph follows hand_graph at
    * once: on the H200 the GPU time of a 10-node graph launch, hand-built or
    * not, rose by a third after the EAGER case had run (2026-12-03), so the
@@ -352,6 +363,6 @@ int kb_register_launch_suite(kb_harness *h) {
     kb_case_desc d = hand_case(diag[i].name, diag[i].description, diag[i].v);
     if (kb_case_add(s, &d)) return -1;
   }
-  if (kb_case_add(s, &kdag)) return -1;
+  if (kb_case_add(s, &kgraph_again) || kb_case_add(s, &kdag)) return -1;
   return 0;
 }

@@ -251,7 +251,8 @@ int kb_register_rebind_suite(kb_harness *h) {
                       .description = "re-submitting a GRAPH-mode chain of N step kernels, with tensors rebound "
                                      "between submissions (host cost per submission)",
                       .needs_gpu = 1, .init = kb_kernel_suite_init, .fini = kb_kernel_suite_fini,
-                      .flush = kb_kernel_suite_flush, .user = (void *)&kernel, .interleave = 1};
+                      .flush = kb_kernel_suite_flush, .user = (void *)&kernel, .interleave = 1,
+                      .host_cost = 1};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t n[] = {100};

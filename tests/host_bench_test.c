@@ -86,6 +86,7 @@ typedef struct fake_case {
   double per_iteration_ns; /* host ns per iteration */
   double gpu_fraction;     /* > 0: report gpu_ns = fraction * host */
   int noisy;               /* alternate 1x and 3x */
+  double gpu_quiet_ns;     /* > 0: report this GPU time per iteration, noise-free, whatever the host's */
   double items;            /* kb_run_per_iteration */
   double bytes;            /* kb_run_throughput */
   int fail;
@@ -112,6 +113,7 @@ static kb_status fake_batch(kb_run *run, void *state, uint64_t k, kb_timing *out
   scale *= (double)kb_run_axis(run, "N", 1);
   out->host_ns = c->per_iteration_ns * scale * (double)k;
   out->gpu_ns = c->gpu_fraction > 0 ? out->host_ns * c->gpu_fraction : -1;
+  if (c->gpu_quiet_ns > 0) out->gpu_ns = c->gpu_quiet_ns * (double)k;
   fake_now += (uint64_t)out->host_ns;
   c->batches++;
   c->iterations += k;
@@ -140,11 +142,13 @@ static kb_options fake_options(void) {
 }
 
 /* A harness with one suite "s" (axis N when given) and the cases passed. */
+static int fake_host_cost; /* the suite's kb_suite_desc.host_cost */
+
 static kb_harness *fake_harness(const int64_t *n_values, size_t n_count, fake_case *cases,
                                 const char *const *names, const int *baselines, size_t count) {
   kb_harness *h = kb_harness_create();
   cr_assert(h);
-  kb_suite_desc sd = {.name = "s", .description = "fake", .flush = fake_flush};
+  kb_suite_desc sd = {.name = "s", .description = "fake", .flush = fake_flush, .host_cost = fake_host_cost};
   kb_suite *s = kb_suite_add(h, &sd);
   cr_assert(s);
   if (n_count) cr_assert_eq(kb_suite_axis(s, "N", n_values, n_count), 0);
@@ -219,6 +223,29 @@ Test(host_bench, noisy_series_runs_to_max_time) {
   cr_assert(row->noise > 0.5, "alternating 1x/3x is noisy, noise %g", row->noise);
   cr_assert_float_eq(row->min, 1e6, 1e-6);
   cr_assert_float_eq(row->max, 3e6, 1e-6);
+  kb_harness_destroy(h);
+}
+
+/* The GPU series is quiet and the host series noisy: an ordinary suite
+ * stops on the GPU's noise; a host_cost one keeps sampling for the host. */
+Test(host_bench, host_cost_suites_judge_the_host_noise_too) {
+  fake_case c = {.per_iteration_ns = 1e6, .noisy = 1, .gpu_quiet_ns = 5e5};
+  kb_options o = fake_options();
+  o.stop.max_samples = 40;
+  kb_harness *h;
+  const kb_result *row = run_single(&c, &o, &h);
+  cr_assert_eq(row->samples, 10, "GPU judged alone: stops at min_samples, took %zu", row->samples);
+  cr_assert_str_eq(row->stop, "converged");
+  kb_harness_destroy(h);
+  fake_host_cost = 1;
+  c = (fake_case){.per_iteration_ns = 1e6, .noisy = 1, .gpu_quiet_ns = 5e5};
+  row = run_single(&c, &o, &h);
+  fake_host_cost = 0;
+  cr_assert_eq(row->samples, 40, "host judged too: the noisy host series runs to max_samples, took %zu", row->samples);
+  cr_assert_str_eq(row->stop, "max_samples");
+  const kb_result *gpu = find_row(kb_harness_report(h), "c", "gpu_time_per_iteration", -1);
+  cr_assert(gpu, "the GPU row is still reported");
+  cr_assert_float_eq(gpu->median, 5e5, 1e-6);
   kb_harness_destroy(h);
 }
 
