@@ -11,6 +11,10 @@
  *   hand_rebind_one  the same with the first node's input switched by
  *               cuGraphExecKernelNodeSetParams before each launch: the
  *               driver's own cost of what rebind_one does
+ *   hand_rebind_one_upload  the same, instantiated with the upload flag
+ *               as kdag instantiates (diagnostic)
+ *   rebind_only the kd_graph_rebind calls of rebind_one with no
+ *               submission: kdag's part before the patch (diagnostic)
  * The host time per submission includes the kd_graph_rebind calls. The
  * header promises that GRAPH mode patches the executable graph in place
  * when only bindings change: the setup warns (stderr) when a rebinding
@@ -26,7 +30,13 @@
 
 #define REBIND_ELEMS 256
 
-typedef enum rebind_kind { RELAUNCH, REBIND_ONE, REBIND_ALL } rebind_kind;
+typedef enum rebind_kind { RELAUNCH, REBIND_ONE, REBIND_ALL, REBIND_ONLY } rebind_kind;
+
+/* What a hand case does: rebind node 0 before each launch; instantiate
+ * with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does. */
+typedef struct hand_kind {
+  int rebind, upload;
+} hand_kind;
 
 static int64_t chain_length(kb_run *run) { return kb_run_axis(run, "N", 100); }
 
@@ -43,7 +53,7 @@ typedef struct hand_chain {
   CUdeviceptr buffers; /* (N + 2) x 256 floats: the chain's N + 1, then the alternate input */
   CUgraph graph;
   CUgraphExec exec;
-  int rebind;          /* hand_rebind_one */
+  int rebind;          /* hand_rebind_one* */
   CUgraphNode first;
   CUDA_KERNEL_NODE_PARAMS first_params;
   CUdeviceptr first_out, inputs[2];
@@ -72,7 +82,9 @@ static kb_status hand_setup(kb_run *run, void **state) {
   if (!c) return kb_run_fail(run, "out of memory");
   int64_t n = chain_length(run);
   size_t stride = REBIND_ELEMS * sizeof(float);
-  c->rebind = kb_run_user(run) != NULL;
+  static const hand_kind plain = {0};
+  const hand_kind *kind = kb_run_user(run) ? kb_run_user(run) : &plain;
+  c->rebind = kind->rebind;
   if ((st = kb_gpu_check(run, cu->cuMemAlloc(&c->buffers, (size_t)(n + 2) * stride), "cuMemAlloc(chain)")) ||
       /* Defined inputs (and everything else): zeros. */
       (st = kb_gpu_check(run, cu->cuMemsetD32Async(c->buffers, 0, (size_t)(n + 2) * REBIND_ELEMS, s->g->stream),
@@ -103,10 +115,15 @@ static kb_status hand_setup(kb_run *run, void **state) {
     prev = node;
   }
   c->elems = elems;
-  if ((st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&c->exec, c->graph, 0),
-                         "cuGraphInstantiateWithFlags")) ||
-      (st = kb_gpu_check(run, cu->cuStreamSynchronize(s->g->stream), "cuStreamSynchronize")))
-    goto fail;
+  if (kind->upload) {
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
+    ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+    ip.hUploadStream = s->g->stream;
+    st = kb_gpu_check(run, cu->cuGraphInstantiateWithParams(&c->exec, c->graph, &ip), "cuGraphInstantiateWithParams");
+  } else {
+    st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&c->exec, c->graph, 0), "cuGraphInstantiateWithFlags");
+  }
+  if (st || (st = kb_gpu_check(run, cu->cuStreamSynchronize(s->g->stream), "cuStreamSynchronize"))) goto fail;
   *state = c;
   return KB_OK;
 fail:
@@ -164,7 +181,7 @@ static void kdag_teardown(kb_run *run, void *state) {
 
 /* Rebinds what this case rebinds, each to its alternate. */
 static kd_status rebind_step(kdag_chain *c) {
-  int64_t count = c->kind == REBIND_ALL ? c->n + 1 : c->kind == REBIND_ONE ? 1 : 0;
+  int64_t count = c->kind == REBIND_ALL ? c->n + 1 : c->kind == RELAUNCH ? 0 : 1;
   for (int64_t i = 0; i < count; ++i) {
     unsigned b = c->bound[i];
     kd_status st = kd_graph_rebind(c->graph, c->t[b][i], c->t[!b][i]);
@@ -240,7 +257,8 @@ static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_ti
   if (st) return st;
   for (uint64_t it = 0; it < iterations; ++it) {
     if (rebind_step(c)) return kb_run_fail(run, "kd_graph_rebind: %s", kd_last_error());
-    if (kd_graph_submit(c->graph, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
+    if (c->kind != REBIND_ONLY && kd_graph_submit(c->graph, NULL))
+      return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
   }
   return kb_kdag_end(run, &c->k, t0, out);
 }
@@ -256,7 +274,8 @@ int kb_register_rebind_suite(kb_harness *h) {
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t n[] = {100};
-  static const rebind_kind relaunch = RELAUNCH, one = REBIND_ONE, all = REBIND_ALL;
+  static const rebind_kind relaunch = RELAUNCH, one = REBIND_ONE, all = REBIND_ALL, only = REBIND_ONLY;
+  static const hand_kind hand_one = {.rebind = 1}, hand_one_upload = {.rebind = 1, .upload = 1};
   kb_case_desc cases[] = {
       {.name = "relaunch", .description = "kd_graph_submit of the unchanged graph (exec_mode GRAPH)",
        .baseline = 1, .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown,
@@ -273,7 +292,15 @@ int kb_register_rebind_suite(kb_harness *h) {
       {.name = "hand_rebind_one",
        .description = "hand_graph with node 0's input switched by cuGraphExecKernelNodeSetParams before each "
                       "launch: the driver's part of rebind_one (diagnostic)",
-       .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown, .user = (void *)&one}};
+       .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown, .user = (void *)&hand_one},
+      {.name = "hand_rebind_one_upload",
+       .description = "hand_rebind_one instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does "
+                      "(diagnostic)",
+       .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown, .user = (void *)&hand_one_upload},
+      {.name = "rebind_only",
+       .description = "kd_graph_rebind of the input alone, no submission: kdag's own part of rebind_one before "
+                      "the patch (diagnostic)",
+       .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)&only}};
   if (kb_suite_axis(s, "N", n, 1)) return -1;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     if (kb_case_add(s, &cases[i])) return -1;
