@@ -784,7 +784,11 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
       g->bindings[idx].obj = b;
       if (!g->bindings[idx].queued) g->rebound[g->rebound_count++] = (uint32_t)idx;
       g->bindings[idx].queued = 1;
-      g->unmarked = 1;
+      /* The next submission marks what the graph writes initialized, a walk
+       * over every binding: only needed when this brings in a tensor that
+       * is not yet. Swapping between tensors already written (double
+       * buffering, inputs) stays O(1) per submission. */
+      if (g->bindings[idx].written && !b->initialized) g->unmarked = 1;
       /* A GRAPH-mode launch in flight may still use old. */
       kd_tensor_unref_after_inflight(g->session, a);
     }

@@ -354,6 +354,36 @@ static void wait_gate(void *p) {
   }
 }
 
+/* A tensor rebound into a binding the graph writes is initialized by the
+ * next submission, not by the rebinding; swapping back to one already
+ * written keeps it so. */
+Test(host_graph, a_rebound_output_is_initialized_by_the_submission_not_the_rebind) {
+  kd_session *s = kdt_host_session();
+  int32_t a[8] = {1, 2, 3, 4, 5, 6, 7, 8}, got[8];
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {8}};
+  kd_tensor ta, tb, tb2;
+  KDT_OK(kd_tensor_from_host(s, &d, a, sizeof a, &ta));
+  KDT_OK(kd_tensor_create(s, &d, &tb));
+  KDT_OK(kd_tensor_create(s, &d, &tb2));
+  kd_graph *g, *reader;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(tb), kd_whole(ta), kd_whole(ta), NULL));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_graph_rebind(g, tb, tb2));
+  KDT_OK(kd_graph_create(s, &reader));
+  KDT_FAILS(kd_graph_copy(reader, "read b2", kd_whole(ta), kd_whole(tb2), NULL), KD_ERR_UNINITIALIZED, "no earlier");
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_graph_copy(reader, "read b2", kd_whole(ta), kd_whole(tb2), NULL));
+  KDT_OK(kd_graph_rebind(g, tb2, tb)); /* both written now: no marking walk needed */
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_graph_submit(reader, NULL));
+  KDT_OK(kd_tensor_download(s, ta, got, sizeof got));
+  for (int i = 0; i < 8; ++i) cr_assert_eq(got[i], 2 * a[i], "a <- b2 = 2a: [%d] %d", i, got[i]);
+  kd_graph_destroy(reader);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 /* A graph lets go of a rebound tensor, or of all its tensors when it is
  * destroyed, only once the submission in flight has completed. */
 Test(host_graph, rebound_and_destroyed_bindings_outlive_the_work_in_flight) {
