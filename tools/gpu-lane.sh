@@ -111,9 +111,11 @@ run() {
   # leaves out the cold-mode pass (launch and pipeline, L2 flushed).
   if [ "${KDAG_LANE_BENCH:-1}" = 1 ] && [ -x "$build/bench/kdag-bench" ]; then
     # shellcheck disable=SC2086
-    # --rounds 4: the cases of a point take turns, so the machine's drift
-    # falls on baseline and case alike.
-    "$build/bench/kdag-bench" --rounds 4 ${KDAG_LANE_BENCH_ARGS:-} --json "$out/bench.json" --csv "$out/bench.csv" \
+    # --rounds 16: the cases of a point take turns, so the machine's drift
+    # falls on baseline and case alike. With 4 turns, host time per launch
+    # of identical work (the launch suite's copies) still differed by up to
+    # 1.4x between cases on the H200's VM; with 16, by 1.06x (2026-12-03).
+    "$build/bench/kdag-bench" --rounds 16 ${KDAG_LANE_BENCH_ARGS:-} --json "$out/bench.json" --csv "$out/bench.csv" \
       > "$out/bench.md" 2>"$out/bench.stderr"
     echo "kdag-bench exit: $? ($(grep -c '^|' "$out/bench.md") table rows in bench.md)"
     grep -E "mean per start|kdag-bench oneshot" "$out/bench.stderr" || true
