@@ -331,7 +331,8 @@ int kb_register_launch_suite(kb_harness *h) {
   static const hand_variant upload = {.upload = 1}, events = {.events = 1}, on_session = {.on_session = 1},
                             own_stream = {.own_stream = 1}, own_pool = {.own_stream = 1, .own_pool = 1},
                             own_pool_used = {.own_stream = 1, .own_pool = 2},
-                            beside = {.own_stream = 1, .beside = 1}, again = {0}, stream_again = {.own_stream = 1};
+                            beside = {.own_stream = 1, .beside = 1}, again = {0}, stream_again = {.own_stream = 1},
+                            stream_first = {.own_stream = 1};
   static const struct { const char *name, *description; const hand_variant *v; } diag[] = {
       {"hand_graph_upload", "hand_graph instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does (diagnostic)", &upload},
       {"hand_graph_events", "hand_graph recording one of 64 events per launch, as kdag's completion ring does (diagnostic)",
@@ -356,8 +357,14 @@ int kb_register_launch_suite(kb_harness *h) {
    * not, rose by a third after the EAGER case had run (2026-12-03), so the
    * graph cases come first and kdag_eager, compared with raw_loop (host
    * bound), last. */
+  /* hand_graph_stream_first is set up before kdag_graph, so its stream is
+   * made before any session's: if streams differ by the order they were
+   * made in, it shows here rather than in kdag_graph. */
+  kb_case_desc first = hand_case("hand_graph_stream_first",
+                                 "hand_graph_stream set up before kdag_graph, its stream the second made (diagnostic)",
+                                 &stream_first);
   if (kb_suite_axis(s, "N", n, sizeof n / sizeof n[0]) || kb_case_add(s, &raw) || kb_case_add(s, &graph) ||
-      kb_case_add(s, &kgraph))
+      kb_case_add(s, &first) || kb_case_add(s, &kgraph))
     return -1;
   for (size_t i = 0; i < sizeof diag / sizeof diag[0]; ++i) {
     kb_case_desc d = hand_case(diag[i].name, diag[i].description, diag[i].v);
