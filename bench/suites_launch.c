@@ -352,14 +352,14 @@ int kb_register_launch_suite(kb_harness *h) {
       {"hand_graph_again", "hand_graph again, a second executable graph on the suite's stream (diagnostic)", &again},
       {"hand_graph_stream_again", "hand_graph_stream again, on another stream made later (diagnostic)",
        &stream_again}};
-  /* Cases run in this order at each N. kdag_graph follows hand_graph at
-   * once: on the H200 the GPU time of a 10-node graph launch, hand-built or
-   * not, rose by a third after the EAGER case had run (2026-12-03), so the
-   * graph cases come first and kdag_eager, compared with raw_loop (host
-   * bound), last. */
-  /* hand_graph_stream_first is set up before kdag_graph, so its stream is
-   * made before any session's: if streams differ by the order they were
-   * made in, it shows here rather than in kdag_graph. */
+  /* Cases run in this order at each N. The graph cases come first: on the
+   * H200 the GPU time of a 10-node graph launch, hand-built or not, rose by
+   * a third after the EAGER case had run (2026-12-03, without turns), and
+   * kdag_eager, compared with raw_loop (host bound), last.
+   * hand_graph_stream_first is set up before kdag_graph, so its stream is
+   * the second made in the context and the session's the third: a 10-node
+   * graph's GPU time varies by a few percent with that order (r6: 1.05x on
+   * the second stream, kdag_graph 1.01x on the third). */
   kb_case_desc first = hand_case("hand_graph_stream_first",
                                  "hand_graph_stream set up before kdag_graph, its stream the second made (diagnostic)",
                                  &stream_first);
