@@ -84,7 +84,7 @@ typedef struct kd_module_key {
  * by name; hashes every byte of source, headers and link inputs). Errors:
  * KD_ERR_INVALID_ARGUMENT (NULL recipe or out, no arch, no source and no
  * inputs, an array NULL with a count), KD_ERR_LIBRARY_MISSING. */
-kd_status kd_build_key(const kd_build_recipe *recipe, kd_module_key *out);
+KD_API kd_status kd_build_key(const kd_build_recipe *recipe, kd_module_key *out);
 
 typedef struct kd_module_cache kd_module_cache;
 
@@ -93,14 +93,14 @@ typedef struct kd_module_cache kd_module_cache;
  * Errors: KD_ERR_INVALID_ARGUMENT (out NULL; the folder cannot be created or
  * is not a writable directory: the message names it), KD_ERR_OUT_OF_MEMORY.
  * *out is owned: kd_module_cache_close. */
-kd_status kd_module_cache_open(const char *dir, kd_module_cache **out);
+KD_API kd_status kd_module_cache_open(const char *dir, kd_module_cache **out);
 
 /* Frees the cache and its in-memory entries; disk entries stay. The caller
  * must make sure no other thread is using it. NULL is ignored. */
-void kd_module_cache_close(kd_module_cache *cache);
+KD_API void kd_module_cache_close(kd_module_cache *cache);
 
 /* The folder in use ("" when memory only). Borrowed; lives as the cache. */
-const char *kd_module_cache_dir(const kd_module_cache *cache);
+KD_API const char *kd_module_cache_dir(const kd_module_cache *cache);
 
 typedef enum kd_build_origin {
   KD_BUILD_COMPILED = 0, /* compiled and linked now (and stored) */
@@ -127,7 +127,7 @@ typedef struct kd_build_report {
  * KD_ERR_LINK_FAILED (nvJitLink's log), KD_ERR_LTO_VERSION,
  * KD_ERR_OUT_OF_MEMORY. *out is owned (kd_binary_free), a copy the caller
  * may keep after the cache is closed; NULL on failure. */
-kd_status kd_build_cubin(kd_module_cache *cache, const kd_build_recipe *recipe,
+KD_API kd_status kd_build_cubin(kd_module_cache *cache, const kd_build_recipe *recipe,
                          kd_binary **out, kd_build_report *report);
 
 typedef struct kd_module_cache_stats {
@@ -138,7 +138,7 @@ typedef struct kd_module_cache_stats {
 } kd_module_cache_stats;
 
 /* Errors: KD_ERR_INVALID_ARGUMENT. */
-kd_status kd_module_cache_stats_get(kd_module_cache *cache, kd_module_cache_stats *out);
+KD_API kd_status kd_module_cache_stats_get(kd_module_cache *cache, kd_module_cache_stats *out);
 
 #ifdef __cplusplus
 }

@@ -60,18 +60,18 @@ typedef struct kd_binary kd_binary;
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL source, no arch, bad option strings),
  * KD_ERR_LIBRARY_MISSING (no NVRTC), KD_ERR_COMPILE_FAILED (kd_last_error()
  * holds NVRTC's full log), KD_ERR_OUT_OF_MEMORY. On failure *out is NULL. */
-kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *options,
+KD_API kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *options,
                            kd_binary **out);
 
 /* Accessors; the pointers are borrowed from the binary and live until
  * kd_binary_free. */
-const void *kd_binary_data(const kd_binary *binary);
-size_t kd_binary_size(const kd_binary *binary);
-kd_binary_kind kd_binary_kind_of(const kd_binary *binary);
-const char *kd_binary_log(const kd_binary *binary); /* compiler warnings; "" if none */
+KD_API const void *kd_binary_data(const kd_binary *binary);
+KD_API size_t kd_binary_size(const kd_binary *binary);
+KD_API kd_binary_kind kd_binary_kind_of(const kd_binary *binary);
+KD_API const char *kd_binary_log(const kd_binary *binary); /* compiler warnings; "" if none */
 /* The arch the binary was built for, e.g. "sm_90" or "compute_90". */
-const char *kd_binary_arch(const kd_binary *binary);
-void kd_binary_free(kd_binary *binary); /* NULL is ignored */
+KD_API const char *kd_binary_arch(const kd_binary *binary);
+KD_API void kd_binary_free(kd_binary *binary); /* NULL is ignored */
 
 /* Wraps a copy of size bytes of data as a binary of the given kind (e.g. a
  * fatbin or LTO-IR file read by the caller, or libmathdx output). arch may be
@@ -80,12 +80,12 @@ void kd_binary_free(kd_binary *binary); /* NULL is ignored */
  * LTO-IR input newer than nvJitLink is refused before linking. Errors:
  * KD_ERR_INVALID_ARGUMENT (NULL or empty data, unknown kind, LTO-IR without
  * the LTO-IR magic number), KD_ERR_OUT_OF_MEMORY. *out is owned. */
-kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t size,
+KD_API kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t size,
                                 const char *arch, int producer_version, kd_binary **out);
 
 /* Version of the compiler that produced the binary (major * 1000 + minor *
  * 10; NVRTC's for kd_nvrtc_compile output), 0 if unknown. */
-int kd_binary_producer_version(const kd_binary *binary);
+KD_API int kd_binary_producer_version(const kd_binary *binary);
 
 /* Reads the initial value of an extern "C" __device__ or __constant__
  * variable from a CUBIN (e.g. launch parameters a device library computes
@@ -93,7 +93,7 @@ int kd_binary_producer_version(const kd_binary *binary);
  * Exactly size bytes are copied into dst. Errors: KD_ERR_INVALID_ARGUMENT
  * (not a CUBIN, NULL dst, size differs from the variable's), KD_ERR_NOT_FOUND
  * (no such symbol, or it has no initial data in the image). */
-kd_status kd_binary_read_global(const kd_binary *cubin, const char *name, void *dst,
+KD_API kd_status kd_binary_read_global(const kd_binary *cubin, const char *name, void *dst,
                                 size_t size);
 
 /* ---- nvJitLink ----------------------------------------------------------- */
@@ -110,7 +110,7 @@ typedef struct kd_link_input {
 } kd_link_input;
 
 /* A link input borrowing a binary (valid while the binary lives). */
-kd_link_input kd_link_input_of(const kd_binary *binary, const char *name);
+KD_API kd_link_input kd_link_input_of(const kd_binary *binary, const char *name);
 
 typedef struct kd_link_options {
   const char *arch;               /* "sm_90": required, a real architecture */
@@ -130,13 +130,13 @@ typedef struct kd_link_options {
  * whole error log and names the input where nvJitLink did),
  * KD_ERR_LTO_VERSION, KD_ERR_OUT_OF_MEMORY. *out (a CUBIN, its log holding
  * nvJitLink's info log) is owned; NULL on failure. */
-kd_status kd_nvjitlink_link(const kd_link_input *inputs, size_t input_count,
+KD_API kd_status kd_nvjitlink_link(const kd_link_input *inputs, size_t input_count,
                             const kd_link_options *options, kd_binary **out);
 
 /* NVRTC's version. Errors: KD_ERR_LIBRARY_MISSING. */
-kd_status kd_nvrtc_version(int *major, int *minor);
+KD_API kd_status kd_nvrtc_version(int *major, int *minor);
 /* nvJitLink's version. Errors: KD_ERR_LIBRARY_MISSING. */
-kd_status kd_nvjitlink_version(int *major, int *minor);
+KD_API kd_status kd_nvjitlink_version(int *major, int *minor);
 
 #ifdef __cplusplus
 }

@@ -79,15 +79,15 @@ static inline kd_garg kd_g_inout(kd_view v) { return kd_g_access(KD_INOUT, v); }
 static inline kd_garg kd_g_value(kd_arg a) { kd_garg g; g.is_tensor = 0; g.access = KD_IN; g.view = kd_whole((kd_tensor){0}); g.value = a; return g; }
 
 /* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out owned. */
-kd_status kd_graph_create(kd_session *session, kd_graph **out);
+KD_API kd_status kd_graph_create(kd_session *session, kd_graph **out);
 /* Waits for nothing: in-flight submissions keep what they use. NULL ignored. */
-void kd_graph_destroy(kd_graph *graph);
+KD_API void kd_graph_destroy(kd_graph *graph);
 
 /* A user kernel. Tensor arguments must be compact, device-resident views
  * (a strided view is KD_ERR_NOT_COMPACT: canonicalize it with kd_graph_copy
  * into a compact tensor first). On a HOST session: KD_ERR_NO_HOST_IMPL.
  * name is copied and used in errors and DOT output. */
-kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
+KD_API kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
                           const kd_launch_config *config, const kd_garg *args,
                           size_t arg_count, kd_node *out);
 
@@ -96,25 +96,25 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
  * canonicalizes (strided src, compact dst). transpose swaps the first two
  * dimensions of a rank-2 src. sum writes the sum of x into the one-element
  * out. add/axpy/scale/sum take f32 or f64 (add and sum also i32, i64). */
-kd_status kd_graph_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out);
-kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
-kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
-kd_status kd_graph_add(kd_graph *g, const char *name, kd_view out, kd_view a, kd_view b, kd_node *node);
-kd_status kd_graph_axpy(kd_graph *g, const char *name, kd_view y, kd_view x, double alpha, kd_node *out);
-kd_status kd_graph_scale(kd_graph *g, const char *name, kd_view y, double alpha, kd_node *out);
-kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_view x, kd_node *node);
+KD_API kd_status kd_graph_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out);
+KD_API kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
+KD_API kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
+KD_API kd_status kd_graph_add(kd_graph *g, const char *name, kd_view out, kd_view a, kd_view b, kd_node *node);
+KD_API kd_status kd_graph_axpy(kd_graph *g, const char *name, kd_view y, kd_view x, double alpha, kd_node *out);
+KD_API kd_status kd_graph_scale(kd_graph *g, const char *name, kd_view y, double alpha, kd_node *out);
+KD_API kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_view x, kd_node *node);
 
 /* Uploads host memory into a whole compact tensor on every submission. The
  * caller's memory is read during kd_graph_submit (copied into staging), so
  * it may change between submissions. host must stay valid while the graph
  * can be submitted; kd_graph_rebind_upload points it elsewhere. */
-kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host,
+KD_API kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host,
                           size_t bytes, kd_node *out);
 
 /* A host sink: the tensor is copied out at the node's turn, and
  * kd_sink_wait(sink) waits for the latest submission's copy (its event
  * alone), then writes host. host must stay valid while the graph lives. */
-kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes,
+KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes,
                         kd_sink **out);
 
 /* A host function node: fn(user) runs after every node it depends on and
@@ -122,7 +122,7 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
  * CUDA session it runs as a stream-ordered host callback (cuLaunchHostFunc):
  * it must not call kdag or CUDA. */
 typedef void (*kd_host_fn)(void *user);
-kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user,
+KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user,
                         const kd_garg *accesses, size_t count, kd_node *out);
 
 /* A foreign-library node (cuBLAS, cuSOLVER, ...): fn receives the session
@@ -140,13 +140,13 @@ typedef struct kd_foreign_call {
 } kd_foreign_call;
 typedef kd_status (*kd_foreign_fn)(const kd_foreign_call *call, void *user);
 #define KD_FOREIGN_MAX_ACCESSES 64
-kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user,
+KD_API kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user,
                            const kd_garg *accesses, size_t count, size_t workspace_bytes,
                            void *resource, void (*release)(void *resource), kd_node *out);
 
 /* An explicit edge: after runs after before. One that would close a cycle
  * is KD_ERR_CYCLE and leaves the graph unchanged. */
-kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
+KD_API kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
 
 /* Rebinds every access of tensor old to tensor replacement (same dtype,
  * shape and residency) for later submissions, without re-planning. The
@@ -157,23 +157,23 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
  * KD_ERR_UNINITIALIZED (the graph reads old before writing it and
  * replacement was never written), KD_ERR_RELEASED, KD_ERR_OUT_OF_MEMORY;
  * on error the graph is unchanged. */
-kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement);
+KD_API kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement);
 
 /* Sets value argument index of kernel node node (same kind and size) for
  * later submissions, without re-planning; value's bytes are copied. Tensor
  * arguments change with kd_graph_rebind. Errors: KD_ERR_INVALID_ARGUMENT,
  * KD_ERR_ARGUMENT_MISMATCH. */
-kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value);
+KD_API kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value);
 
 /* Writes the graph as Graphviz DOT: nodes, and edges labelled with the
  * hazard (RAW/WAR/WAW and the tensor) or "explicit". */
-kd_status kd_graph_write_dot(kd_graph *g, FILE *out);
+KD_API kd_status kd_graph_write_dot(kd_graph *g, FILE *out);
 
 typedef struct kd_graph_stats {
   uint32_t nodes, edges, accesses;
   uint32_t edges_dropped; /* duplicate hazards between one pair of nodes */
 } kd_graph_stats;
-kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
+KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
 
 typedef struct kd_ticket {
   uint64_t seq;
@@ -187,22 +187,22 @@ typedef struct kd_ticket {
  * as it does, and a rebinding that changes a foreign node's spans captures
  * it again. KD_SESSION_DEBUG_NODES runs every mode eagerly so that a fault
  * names its node. Errors: KD_ERR_INVALID_ARGUMENT. */
-kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
+KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
 
 /* Plans (once) and enqueues the whole graph. Errors: KD_ERR_DEVICE_FAULT and
  * enqueue failures; nothing already submitted is lost. */
-kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
+KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 
 /* Non-blocking: 1 when the submission has completed, 0 if not yet. Polls
  * that submission's completion alone (one event query); when it is done,
  * it and every earlier submission retire, releasing what they held.
  * Errors: KD_ERR_INVALID_ARGUMENT (a ticket never issued), KD_ERR_DEVICE_FAULT. */
-kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done);
+KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done);
 
 /* Waits for the sink of the latest submission that ran it, then copies the
  * data into the sink's host memory. Errors: KD_ERR_INVALID_ARGUMENT (never
  * submitted), KD_ERR_DEVICE_FAULT. */
-kd_status kd_sink_wait(kd_sink *sink);
+KD_API kd_status kd_sink_wait(kd_sink *sink);
 
 #ifdef __cplusplus
 }

@@ -61,12 +61,12 @@ typedef struct kd_mathdx_info {
  * KD_ERR_LIBRARY_MISSING (no cublasdx.hpp where it should be; the message
  * names the folder and says to run tools/install-mathdx.sh or set
  * KDAG_MATHDX_DIR). */
-kd_status kd_mathdx_find(kd_mathdx_info *out);
+KD_API kd_status kd_mathdx_find(kd_mathdx_info *out);
 
 /* Fills the NVRTC options a MathDx kernel needs (include paths, flags, std)
  * into *o, borrowing info's arrays (see above); other fields are left alone.
  * Errors: KD_ERR_INVALID_ARGUMENT. */
-kd_status kd_mathdx_nvrtc_options(const kd_mathdx_info *info, kd_nvrtc_options *o);
+KD_API kd_status kd_mathdx_nvrtc_options(const kd_mathdx_info *info, kd_nvrtc_options *o);
 
 /* ---- cuSOLVERDx through libmathdx -------------------------------------- */
 
@@ -108,9 +108,9 @@ typedef struct kd_dx_solver {
  * libmathdx. Errors: KD_ERR_INVALID_ARGUMENT (bad description),
  * KD_ERR_LIBRARY_MISSING (no libmathdx), KD_ERR_COMPILE_FAILED (libmathdx
  * refused: its message is included), KD_ERR_OUT_OF_MEMORY. */
-kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *desc,
+KD_API kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *desc,
                               kd_dx_solver *out);
-void kd_dx_solver_release(kd_dx_solver *solver); /* NULL ignored; zeroes it */
+KD_API void kd_dx_solver_release(kd_dx_solver *solver); /* NULL ignored; zeroes it */
 
 #ifdef __cplusplus
 }

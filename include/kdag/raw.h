@@ -47,11 +47,11 @@ typedef kd_status (*kd_raw_fn)(kd_raw *raw, void *user);
  * Errors: KD_ERR_WRONG_BACKEND ("backend session is not CUDA") on a HOST
  * session, KD_ERR_BUSY when called from inside another raw scope of the same
  * session, KD_ERR_DEVICE_FAULT when the session is poisoned, else fn's. */
-kd_status kd_with_raw(kd_session *session, const char *op, kd_raw_fn fn,
+KD_API kd_status kd_with_raw(kd_session *session, const char *op, kd_raw_fn fn,
                       void *user);
 
 /* The session the scope belongs to (borrowed). */
-kd_session *kd_raw_session(kd_raw *raw);
+KD_API kd_session *kd_raw_session(kd_raw *raw);
 
 /* ---- modules and functions ------------------------------------------- */
 
@@ -68,46 +68,46 @@ typedef struct kd_function {
  * it) and contain no other NUL: otherwise KD_ERR_INVALID_ARGUMENT. A PTX
  * ISA newer than the driver accepts is KD_ERR_UNSUPPORTED_PTX. The text is
  * copied; *out is owned. */
-kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len,
+KD_API kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len,
                           kd_module *out);
 
 /* CUBIN (ELF) or fatbin image of size bytes, copied. A CUBIN or fatbin
  * without code for this GPU is KD_ERR_NO_BINARY_FOR_GPU, naming both
  * architectures. *out is owned. */
-kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
+KD_API kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
                             kd_module *out);
 
 /* Compiles with NVRTC (options may be NULL; arch defaults to the device's
  * sm_XX, so the result is CUBIN) and loads the result. Compile errors are
  * KD_ERR_COMPILE_FAILED with the full log in the message. *out is owned. */
-kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source,
+KD_API kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source,
                                const kd_nvrtc_options *options, kd_module *out);
 
 /* Loads a binary produced by kd_nvrtc_compile (PTX, CUBIN or fatbin). */
-kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
+KD_API kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
                              kd_module *out);
 
 /* Looks up an extern "C" kernel. Unknown names are KD_ERR_NOT_FOUND.
  * The function lives as long as its module. */
-kd_status kd_module_function(kd_session *session, kd_module module,
+KD_API kd_status kd_module_function(kd_session *session, kd_module module,
                              const char *name, kd_function *out);
 
 /* Number of parameters and their sizes, from the driver (cuFuncGetParamInfo)
  * or, for PTX kdag loaded itself, from the .entry signature. sizes may be
  * NULL; at most cap sizes are written. */
-kd_status kd_function_params(kd_session *session, kd_function fn,
+KD_API kd_status kd_function_params(kd_session *session, kd_function fn,
                              size_t *count, size_t *sizes, size_t cap);
 
 /* Drops the caller's reference; in-flight launches keep the module loaded
  * until they complete. */
-kd_status kd_module_release(kd_session *session, kd_module module);
+KD_API kd_status kd_module_release(kd_session *session, kd_module module);
 
 /* The session's module cache (the seed's Session::resource): returns the
  * module stored under key, calling build(raw, user, &module) only on the
  * first request. The cache owns the module: do not release it; it lives
  * until the session is destroyed. key is copied. */
 typedef kd_status (*kd_module_build_fn)(kd_raw *raw, void *user, kd_module *out);
-kd_status kd_raw_cached_module(kd_raw *raw, const char *key,
+KD_API kd_status kd_raw_cached_module(kd_raw *raw, const char *key,
                                kd_module_build_fn build, void *user,
                                kd_module *out);
 
@@ -131,21 +131,21 @@ typedef struct kd_span_mut {
 /* Read-only borrow of a whole, initialised tensor.
  * Errors: KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_NOT_RESIDENT,
  * KD_ERR_UNINITIALIZED, KD_ERR_BORROW_CONFLICT (mutably borrowed). */
-kd_status kd_raw_tensor(kd_raw *raw, kd_tensor tensor, kd_span *out);
+KD_API kd_status kd_raw_tensor(kd_raw *raw, kd_tensor tensor, kd_span *out);
 
 /* Exclusive borrow. A launch that receives it marks the tensor initialised.
  * Errors as kd_raw_tensor, less KD_ERR_UNINITIALIZED, plus
  * KD_ERR_BORROW_CONFLICT when borrowed at all. */
-kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor tensor, kd_span_mut *out);
+KD_API kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor tensor, kd_span_mut *out);
 
 /* Borrows of a view; a non-compact view is KD_ERR_NOT_COMPACT (canonicalize
  * it on the device first; never download it). */
-kd_status kd_raw_view(kd_raw *raw, const kd_view *view, kd_span *out);
-kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *out);
+KD_API kd_status kd_raw_view(kd_raw *raw, const kd_view *view, kd_span *out);
+KD_API kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *out);
 
 /* A fresh uninitialised device tensor (poisoned when the session asks).
  * *out is owned by the caller, like kd_tensor_create's. */
-kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank,
+KD_API kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank,
                               const int64_t *shape, kd_tensor *out);
 
 /* ---- launch ----------------------------------------------------------- */
@@ -158,7 +158,7 @@ typedef struct kd_launch_config {
 
 /* ceil(n / block) blocks of block threads. Errors (KD_ERR_LAUNCH_CONFIG):
  * block 0 or above 1024, n 0, more than 2^31-1 blocks. */
-kd_status kd_launch_config_flat(uint64_t n, uint32_t block,
+KD_API kd_status kd_launch_config_flat(uint64_t n, uint32_t block,
                                 uint32_t shared_bytes, kd_launch_config *out);
 
 typedef enum kd_arg_kind {
@@ -199,17 +199,17 @@ static inline kd_arg kd_arg_bytes(const void *p, size_t n) { kd_arg a; a.kind = 
  * two arguments overlap where one writes (KD_ERR_BORROW_CONFLICT).
  * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_LAUNCH_CONFIG, KD_ERR_ARGUMENT_MISMATCH,
  * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DEVICE_FAULT, KD_ERR_DRIVER. */
-kd_status kd_raw_launch(kd_raw *raw, kd_function fn,
+KD_API kd_status kd_raw_launch(kd_raw *raw, kd_function fn,
                         const kd_launch_config *config, const kd_arg *args,
                         size_t arg_count);
 
 /* Waits for the session stream (only it) to finish what has been enqueued. */
-kd_status kd_raw_synchronize(kd_raw *raw);
+KD_API kd_status kd_raw_synchronize(kd_raw *raw);
 
 /* The session's CUstream, for a foreign CUDA library called inside the
  * callback. Borrowed: valid only inside the callback; never destroy it or
  * create another stream behind kdag's back. */
-kd_status kd_raw_stream(kd_raw *raw, void **out_cu_stream);
+KD_API kd_status kd_raw_stream(kd_raw *raw, void **out_cu_stream);
 
 /* The span's CUdeviceptr. Valid only inside the callback (see top). */
 static inline uint64_t kd_span_device_ptr(const kd_span *s) { return s->device_ptr; }

@@ -76,7 +76,7 @@ typedef struct kd_session_options {
 } kd_session_options;
 
 /* Fills the defaults above. Thread-safe. */
-void kd_session_options_init(kd_session_options *options);
+KD_API void kd_session_options_init(kd_session_options *options);
 
 /* options may be NULL (defaults). *out_session is owned by the caller.
  * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_DRIVER_MISSING (no libcuda.so.1, or
@@ -86,21 +86,21 @@ void kd_session_options_init(kd_session_options *options);
  * this device faulted earlier in this process; the driver cannot give the
  * device back to the faulting process (tools/fault-probe), so every later
  * CUDA session of it there is refused and a new process is needed. */
-kd_status kd_session_create(const kd_session_options *options,
+KD_API kd_status kd_session_create(const kd_session_options *options,
                             kd_session **out_session);
 
 /* Waits for the session's in-flight work (its own events only), then frees
  * it. NULL is ignored. Called inside the session's own raw callback, it takes
  * effect when kd_with_raw returns. Using the session or any of its handles afterwards is
  * undefined: handles cannot be policed once their session is gone. */
-void kd_session_destroy(kd_session *session);
+KD_API void kd_session_destroy(kd_session *session);
 
 /* The backend the session runs on (never AUTO). */
-kd_backend kd_session_backend(kd_session *session);
+KD_API kd_backend kd_session_backend(kd_session *session);
 
 /* Why the session runs where it does, e.g. "AUTO chose HOST: cuInit failed:
  * CUDA_ERROR_NO_DEVICE ...". Borrowed; valid for the session's lifetime. */
-const char *kd_session_backend_reason(kd_session *session);
+KD_API const char *kd_session_backend_reason(kd_session *session);
 
 typedef struct kd_device_info {
   char name[256];
@@ -115,7 +115,7 @@ typedef struct kd_device_info {
 } kd_device_info;
 
 /* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_WRONG_BACKEND on a HOST session. */
-kd_status kd_session_device_info(kd_session *session, kd_device_info *out);
+KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out);
 
 /* Monotonic counters, readable at any time so tests can prove what the
  * session did (and did not) do. */
@@ -144,7 +144,7 @@ typedef struct kd_counters {
   uint64_t graph_launches;       /* GRAPH: executable graph launches */
 } kd_counters;
 
-kd_status kd_session_counters(kd_session *session, kd_counters *out);
+KD_API kd_status kd_session_counters(kd_session *session, kd_counters *out);
 
 /* Retires every completion whose event has fired, oldest first, never
  * blocking: it stops at the first one still pending. Retiring k costs at
@@ -152,7 +152,7 @@ kd_status kd_session_counters(kd_session *session, kd_counters *out);
  * stream finishes work in order). *out_pending (may be
  * NULL) receives the number still in flight. A device fault found here is
  * returned as KD_ERR_DEVICE_FAULT. */
-kd_status kd_session_reap(kd_session *session, uint32_t *out_pending);
+KD_API kd_status kd_session_reap(kd_session *session, uint32_t *out_pending);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,15 @@
 extern "C" {
 #endif
 
+/* Marks the functions libkdag exports. The library is built with hidden
+ * visibility, so nothing else in it (the driver layer, the engine's
+ * internals) is part of its ABI or can collide with a caller's symbols. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KD_API __attribute__((visibility("default")))
+#else
+#define KD_API
+#endif
+
 /* Codes are distinct per cause so callers can branch on them; the message
  * carries the detail. Values are stable within a major version. */
 typedef enum kd_status {
@@ -52,11 +61,11 @@ typedef enum kd_status {
 
 /* Stable identifier of a code, e.g. "KD_ERR_BORROW_CONFLICT". Never NULL;
  * the string is static. Thread-safe. */
-const char *kd_status_name(kd_status status);
+KD_API const char *kd_status_name(kd_status status);
 
 /* Message of the last failing kdag call on this thread ("" if none).
  * Borrowed: valid until the next kdag call on this thread fails. */
-const char *kd_last_error(void);
+KD_API const char *kd_last_error(void);
 
 #ifdef __cplusplus
 }

@@ -41,9 +41,9 @@ typedef enum kd_dtype {
 } kd_dtype;
 
 /* Bytes per element; 0 for an invalid dtype. */
-size_t kd_dtype_size(kd_dtype dtype);
+KD_API size_t kd_dtype_size(kd_dtype dtype);
 /* "f32", "c64", ...; "invalid" for an invalid dtype. Static string. */
-const char *kd_dtype_name(kd_dtype dtype);
+KD_API const char *kd_dtype_name(kd_dtype dtype);
 
 typedef struct kd_tensor {
   uint64_t bits; /* opaque; 0 is never a valid handle */
@@ -70,7 +70,7 @@ typedef struct kd_tensor_desc {
  * *out is owned: release it with kd_tensor_release.
  * Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
  * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
-kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
+KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
                            kd_tensor *out);
 
 /* Copies bytes == tensor bytes from host into the tensor and marks it
@@ -79,12 +79,12 @@ kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
  * asynchronous and ordered on the session stream.
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL, size mismatch), KD_ERR_RELEASED,
  * KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
-kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
+KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
                            const void *host, size_t bytes);
 
 /* Convenience: kd_tensor_create + kd_tensor_upload; nothing is left
  * allocated on failure. */
-kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
+KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
                               const void *host, size_t bytes, kd_tensor *out);
 
 /* Copies the tensor into host memory. This is an explicit host wait: it
@@ -93,20 +93,20 @@ kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
  * completed when it returns.
  * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_RELEASED, KD_ERR_WRONG_SESSION,
  * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_DEVICE_FAULT. */
-kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
+KD_API kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
                              size_t bytes);
 
 /* Adds a reference; each must be matched by kd_tensor_release. */
-kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
+KD_API kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
 
 /* Drops a reference. The last one invalidates the handle at once; the memory
  * is returned to the pool when in-flight work using it has completed.
  * Errors: KD_ERR_RELEASED (double release), KD_ERR_WRONG_SESSION,
  * KD_ERR_INVALID_ARGUMENT. */
-kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
+KD_API kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
 
 /* Describes a live tensor (all fields of *out filled). */
-kd_status kd_tensor_info(kd_session *session, kd_tensor tensor,
+KD_API kd_status kd_tensor_info(kd_session *session, kd_tensor tensor,
                          kd_tensor_desc *out);
 
 /* A view: a region of a tensor. Plain value; it holds no reference, so the
@@ -120,15 +120,15 @@ typedef struct kd_view {
 } kd_view;
 
 /* The whole tensor as a compact view. */
-kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out);
+KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out);
 
 /* Checks that every element of the view lies inside its tensor.
  * Errors: KD_ERR_OUT_OF_BOUNDS, KD_ERR_INVALID_ARGUMENT (negative strides/shape),
  * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
-kd_status kd_view_check(kd_session *session, const kd_view *view);
+KD_API kd_status kd_view_check(kd_session *session, const kd_view *view);
 
 /* 1 when the view's elements are one contiguous column-major block. */
-int kd_view_is_compact(const kd_view *view);
+KD_API int kd_view_is_compact(const kd_view *view);
 
 #ifdef __cplusplus
 }
