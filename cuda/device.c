@@ -73,6 +73,12 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
   KD_CU(d, op, cuDeviceGetAttribute, (&d->max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->dev));
   KD_CU(d, op, cuDeviceGetAttribute, (&d->max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev));
   KD_CU(d, op, cuDeviceGetPCIBusId, (info->pci_bus_id, (int)sizeof info->pci_bus_id, d->dev));
+  int pools = 0;
+  KD_CU(d, op, cuDeviceGetAttribute, (&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, d->dev));
+  if (!pools)
+    return kd_fail(KD_ERR_NO_DEVICE, "%s: device %d (%s) does not support stream-ordered memory pools "
+                   "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0); kdag allocates tensors from one",
+                   op, o->device_ordinal, info->name);
   d->sm = info->cc_major * 10 + info->cc_minor;
   info->driver_version = d->cu->driver_version;
   info->max_ptx_isa = kd_driver_max_ptx_isa(info->driver_version);
@@ -85,9 +91,9 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
 
 /* The session's memory pool, made on its first allocation (under the
  * session lock, as every allocation is): a session that never allocates
- * device memory leaves none in the context. On the H200 a hand-built
- * 10-kernel graph launched on a stream made after an unused pool took 3-4%
- * more GPU time than without one (kdag-bench launch, hand_graph_stream_pool). */
+ * device memory leaves no pool in the context. open_impl has checked that
+ * the device supports pools, so a device without them still fails at
+ * kd_session_create. */
 static kd_status pool_open(kd_device *d, const char *op) {
   CUmemPoolProps props;
   memset(&props, 0, sizeof props);

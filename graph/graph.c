@@ -767,10 +767,24 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
       st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: replacement differs from old in dtype, shape or residency", op);
   }
   if (!st && !b->initialized) {
-    /* Reads of the binding were checked against old's state. */
-    for (uint32_t i = 0; !st && i < g->access_count; ++i)
-      if (g->accesses[i].binding == (uint32_t)idx && (g->accesses[i].mode & KD_IN) && !g->bindings[idx].written)
-        st = kd_fail(KD_ERR_UNINITIALIZED, "%s: the graph reads old before writing it, and replacement was never written", op);
+    /* Reads of the binding were checked against old's state: apply the
+     * declaration rule to replacement. A read (KD_IN or KD_INOUT) is
+     * defined once an earlier node writes the binding; a write of the same
+     * node does not count. Accesses are stored in node order. */
+    int before = 0, in_node = 0;
+    uint32_t node = UINT32_MAX;
+    for (uint32_t i = 0; !st && !before && i < g->access_count; ++i) {
+      const kd_gaccess *acc = &g->accesses[i];
+      if (acc->node != node) {
+        before = in_node;
+        node = acc->node;
+      }
+      if (before || acc->binding != (uint32_t)idx) continue;
+      if (acc->mode & KD_IN)
+        st = kd_fail(KD_ERR_UNINITIALIZED, "%s: node '%s' (#%u) reads old before any node writes it, and "
+                     "replacement was never written", op, g->nodes[acc->node].name, acc->node);
+      if (acc->mode & KD_OUT) in_node = 1;
+    }
   }
   if (!st) st = kd_deferred_reserve(g->session, 1, op);
   if (!st) {

@@ -354,6 +354,38 @@ static void wait_gate(void *p) {
   }
 }
 
+/* Rebinding to a tensor nothing wrote follows the rule of declaration: a
+ * read (KD_IN or KD_INOUT) is defined only once an earlier node writes the
+ * binding. A binding the graph writes somewhere is not enough. */
+Test(host_graph, rebinding_to_a_never_written_tensor_follows_the_declaration_rule) {
+  kd_session *s = kdt_host_session();
+  float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {8}};
+  kd_tensor x, y, z, fresh;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &x));
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &y));
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &z));
+  KDT_OK(kd_tensor_create(s, &d, &fresh));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  /* y: read and written by one node (KD_INOUT) before anything else writes it. */
+  KDT_OK(kd_graph_axpy(g, "y+=x", kd_whole(y), kd_whole(x), 1.0, NULL));
+  /* x: read by node 0, written by a later node. */
+  KDT_OK(kd_graph_copy(g, "x=y", kd_whole(x), kd_whole(y), NULL));
+  /* z: written first, then read. */
+  KDT_OK(kd_graph_copy(g, "z=x", kd_whole(z), kd_whole(x), NULL));
+  KDT_OK(kd_graph_copy(g, "y=z", kd_whole(y), kd_whole(z), NULL));
+  KDT_FAILS(kd_graph_rebind(g, y, fresh), KD_ERR_UNINITIALIZED, "node 'y+=x' (#0) reads old");
+  KDT_FAILS(kd_graph_rebind(g, x, fresh), KD_ERR_UNINITIALIZED, "node 'y+=x' (#0) reads old");
+  KDT_OK(kd_graph_rebind(g, z, fresh)); /* node 2 writes it before node 3 reads it */
+  KDT_OK(kd_graph_submit(g, NULL));
+  float got[8];
+  KDT_OK(kd_tensor_download(s, y, got, sizeof got));
+  for (int i = 0; i < 8; ++i) cr_assert_eq(got[i], 2 * v[i], "y = z = x = y0 + x0: [%d] %g", i, got[i]);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 /* A tensor rebound into a binding the graph writes is initialized by the
  * next submission, not by the rebinding; swapping back to one already
  * written keeps it so. */

@@ -128,7 +128,7 @@ typedef struct kd_build_report {
  * KD_ERR_OUT_OF_MEMORY. *out is owned (kd_binary_free), a copy the caller
  * may keep after the cache is closed; NULL on failure. */
 KD_API kd_status kd_build_cubin(kd_module_cache *cache, const kd_build_recipe *recipe,
-                         kd_binary **out, kd_build_report *report);
+                                kd_binary **out, kd_build_report *report);
 
 typedef struct kd_module_cache_stats {
   uint64_t memory_hits, disk_hits, builds;

@@ -61,7 +61,7 @@ typedef struct kd_binary kd_binary;
  * KD_ERR_LIBRARY_MISSING (no NVRTC), KD_ERR_COMPILE_FAILED (kd_last_error()
  * holds NVRTC's full log), KD_ERR_OUT_OF_MEMORY. On failure *out is NULL. */
 KD_API kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *options,
-                           kd_binary **out);
+                                  kd_binary **out);
 
 /* Accessors; the pointers are borrowed from the binary and live until
  * kd_binary_free. */
@@ -81,7 +81,7 @@ KD_API void kd_binary_free(kd_binary *binary); /* NULL is ignored */
  * KD_ERR_INVALID_ARGUMENT (NULL or empty data, unknown kind, LTO-IR without
  * the LTO-IR magic number), KD_ERR_OUT_OF_MEMORY. *out is owned. */
 KD_API kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t size,
-                                const char *arch, int producer_version, kd_binary **out);
+                                       const char *arch, int producer_version, kd_binary **out);
 
 /* Version of the compiler that produced the binary (major * 1000 + minor *
  * 10; NVRTC's for kd_nvrtc_compile output), 0 if unknown. */
@@ -94,7 +94,7 @@ KD_API int kd_binary_producer_version(const kd_binary *binary);
  * (not a CUBIN, NULL dst, size differs from the variable's), KD_ERR_NOT_FOUND
  * (no such symbol, or it has no initial data in the image). */
 KD_API kd_status kd_binary_read_global(const kd_binary *cubin, const char *name, void *dst,
-                                size_t size);
+                                       size_t size);
 
 /* ---- nvJitLink ----------------------------------------------------------- */
 
@@ -131,7 +131,7 @@ typedef struct kd_link_options {
  * KD_ERR_LTO_VERSION, KD_ERR_OUT_OF_MEMORY. *out (a CUBIN, its log holding
  * nvJitLink's info log) is owned; NULL on failure. */
 KD_API kd_status kd_nvjitlink_link(const kd_link_input *inputs, size_t input_count,
-                            const kd_link_options *options, kd_binary **out);
+                                   const kd_link_options *options, kd_binary **out);
 
 /* NVRTC's version. Errors: KD_ERR_LIBRARY_MISSING. */
 KD_API kd_status kd_nvrtc_version(int *major, int *minor);

@@ -88,8 +88,8 @@ KD_API void kd_graph_destroy(kd_graph *graph);
  * into a compact tensor first). On a HOST session: KD_ERR_NO_HOST_IMPL.
  * name is copied and used in errors and DOT output. */
 KD_API kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
-                          const kd_launch_config *config, const kd_garg *args,
-                          size_t arg_count, kd_node *out);
+                                 const kd_launch_config *config, const kd_garg *args,
+                                 size_t arg_count, kd_node *out);
 
 /* Built-in kernels (kernels/): views may be strided; shapes must match.
  * fill: value points to one element of dst's dtype (copied). copy also
@@ -109,13 +109,13 @@ KD_API kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_vie
  * it may change between submissions. host must stay valid while the graph
  * can be submitted; kd_graph_rebind_upload points it elsewhere. */
 KD_API kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host,
-                          size_t bytes, kd_node *out);
+                                 size_t bytes, kd_node *out);
 
 /* A host sink: the tensor is copied out at the node's turn, and
  * kd_sink_wait(sink) waits for the latest submission's copy (its event
  * alone), then writes host. host must stay valid while the graph lives. */
 KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes,
-                        kd_sink **out);
+                               kd_sink **out);
 
 /* A host function node: fn(user) runs after every node it depends on and
  * before every node depending on it; its accesses only declare order. On a
@@ -123,7 +123,7 @@ KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, voi
  * it must not call kdag or CUDA. */
 typedef void (*kd_host_fn)(void *user);
 KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user,
-                        const kd_garg *accesses, size_t count, kd_node *out);
+                               const kd_garg *accesses, size_t count, kd_node *out);
 
 /* A foreign-library node (cuBLAS, cuSOLVER, ...): fn receives the session
  * stream, one span per declared access (bounded, valid only during the
@@ -141,8 +141,8 @@ typedef struct kd_foreign_call {
 typedef kd_status (*kd_foreign_fn)(const kd_foreign_call *call, void *user);
 #define KD_FOREIGN_MAX_ACCESSES 64
 KD_API kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user,
-                           const kd_garg *accesses, size_t count, size_t workspace_bytes,
-                           void *resource, void (*release)(void *resource), kd_node *out);
+                                  const kd_garg *accesses, size_t count, size_t workspace_bytes,
+                                  void *resource, void (*release)(void *resource), kd_node *out);
 
 /* An explicit edge: after runs after before. One that would close a cycle
  * is KD_ERR_CYCLE and leaves the graph unchanged. */

@@ -109,7 +109,7 @@ typedef struct kd_dx_solver {
  * KD_ERR_LIBRARY_MISSING (no libmathdx), KD_ERR_COMPILE_FAILED (libmathdx
  * refused: its message is included), KD_ERR_OUT_OF_MEMORY. */
 KD_API kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *desc,
-                              kd_dx_solver *out);
+                                     kd_dx_solver *out);
 KD_API void kd_dx_solver_release(kd_dx_solver *solver); /* NULL ignored; zeroes it */
 
 #ifdef __cplusplus

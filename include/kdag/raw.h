@@ -48,7 +48,7 @@ typedef kd_status (*kd_raw_fn)(kd_raw *raw, void *user);
  * session, KD_ERR_BUSY when called from inside another raw scope of the same
  * session, KD_ERR_DEVICE_FAULT when the session is poisoned, else fn's. */
 KD_API kd_status kd_with_raw(kd_session *session, const char *op, kd_raw_fn fn,
-                      void *user);
+                             void *user);
 
 /* The session the scope belongs to (borrowed). */
 KD_API kd_session *kd_raw_session(kd_raw *raw);
@@ -69,34 +69,34 @@ typedef struct kd_function {
  * ISA newer than the driver accepts is KD_ERR_UNSUPPORTED_PTX. The text is
  * copied; *out is owned. */
 KD_API kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len,
-                          kd_module *out);
+                                 kd_module *out);
 
 /* CUBIN (ELF) or fatbin image of size bytes, copied. A CUBIN or fatbin
  * without code for this GPU is KD_ERR_NO_BINARY_FOR_GPU, naming both
  * architectures. *out is owned. */
 KD_API kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
-                            kd_module *out);
+                                   kd_module *out);
 
 /* Compiles with NVRTC (options may be NULL; arch defaults to the device's
  * sm_XX, so the result is CUBIN) and loads the result. Compile errors are
  * KD_ERR_COMPILE_FAILED with the full log in the message. *out is owned. */
 KD_API kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source,
-                               const kd_nvrtc_options *options, kd_module *out);
+                                      const kd_nvrtc_options *options, kd_module *out);
 
 /* Loads a binary produced by kd_nvrtc_compile (PTX, CUBIN or fatbin). */
 KD_API kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
-                             kd_module *out);
+                                    kd_module *out);
 
 /* Looks up an extern "C" kernel. Unknown names are KD_ERR_NOT_FOUND.
  * The function lives as long as its module. */
 KD_API kd_status kd_module_function(kd_session *session, kd_module module,
-                             const char *name, kd_function *out);
+                                    const char *name, kd_function *out);
 
 /* Number of parameters and their sizes, from the driver (cuFuncGetParamInfo)
  * or, for PTX kdag loaded itself, from the .entry signature. sizes may be
  * NULL; at most cap sizes are written. */
 KD_API kd_status kd_function_params(kd_session *session, kd_function fn,
-                             size_t *count, size_t *sizes, size_t cap);
+                                    size_t *count, size_t *sizes, size_t cap);
 
 /* Drops the caller's reference; in-flight launches keep the module loaded
  * until they complete. */
@@ -108,8 +108,8 @@ KD_API kd_status kd_module_release(kd_session *session, kd_module module);
  * until the session is destroyed. key is copied. */
 typedef kd_status (*kd_module_build_fn)(kd_raw *raw, void *user, kd_module *out);
 KD_API kd_status kd_raw_cached_module(kd_raw *raw, const char *key,
-                               kd_module_build_fn build, void *user,
-                               kd_module *out);
+                                      kd_module_build_fn build, void *user,
+                                      kd_module *out);
 
 /* ---- borrows ---------------------------------------------------------- */
 
@@ -146,7 +146,7 @@ KD_API kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *
 /* A fresh uninitialised device tensor (poisoned when the session asks).
  * *out is owned by the caller, like kd_tensor_create's. */
 KD_API kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank,
-                              const int64_t *shape, kd_tensor *out);
+                                     const int64_t *shape, kd_tensor *out);
 
 /* ---- launch ----------------------------------------------------------- */
 
@@ -159,7 +159,7 @@ typedef struct kd_launch_config {
 /* ceil(n / block) blocks of block threads. Errors (KD_ERR_LAUNCH_CONFIG):
  * block 0 or above 1024, n 0, more than 2^31-1 blocks. */
 KD_API kd_status kd_launch_config_flat(uint64_t n, uint32_t block,
-                                uint32_t shared_bytes, kd_launch_config *out);
+                                       uint32_t shared_bytes, kd_launch_config *out);
 
 typedef enum kd_arg_kind {
   KD_ARG_TENSOR = 0, KD_ARG_TENSOR_MUT, KD_ARG_I32, KD_ARG_I64, KD_ARG_U32,
@@ -200,8 +200,8 @@ static inline kd_arg kd_arg_bytes(const void *p, size_t n) { kd_arg a; a.kind = 
  * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_LAUNCH_CONFIG, KD_ERR_ARGUMENT_MISMATCH,
  * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DEVICE_FAULT, KD_ERR_DRIVER. */
 KD_API kd_status kd_raw_launch(kd_raw *raw, kd_function fn,
-                        const kd_launch_config *config, const kd_arg *args,
-                        size_t arg_count);
+                               const kd_launch_config *config, const kd_arg *args,
+                               size_t arg_count);
 
 /* Waits for the session stream (only it) to finish what has been enqueued. */
 KD_API kd_status kd_raw_synchronize(kd_raw *raw);

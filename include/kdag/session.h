@@ -80,14 +80,15 @@ KD_API void kd_session_options_init(kd_session_options *options);
 
 /* options may be NULL (defaults). *out_session is owned by the caller.
  * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_DRIVER_MISSING (no libcuda.so.1, or
- * the toolkit's stub), KD_ERR_NO_DEVICE, KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER.
+ * the toolkit's stub), KD_ERR_NO_DEVICE (no such device, or one without
+ * stream-ordered memory pools), KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER.
  * With KD_BACKEND_AUTO those driver errors become a HOST session whose
  * kd_session_backend_reason() says why. KD_ERR_DEVICE_FAULT: a session of
  * this device faulted earlier in this process; the driver cannot give the
  * device back to the faulting process (tools/fault-probe), so every later
  * CUDA session of it there is refused and a new process is needed. */
 KD_API kd_status kd_session_create(const kd_session_options *options,
-                            kd_session **out_session);
+                                   kd_session **out_session);
 
 /* Waits for the session's in-flight work (its own events only), then frees
  * it. NULL is ignored. Called inside the session's own raw callback, it takes

@@ -71,7 +71,7 @@ typedef struct kd_tensor_desc {
  * Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
  * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
-                           kd_tensor *out);
+                                  kd_tensor *out);
 
 /* Copies bytes == tensor bytes from host into the tensor and marks it
  * initialised. The caller's memory is read completely before this returns
@@ -80,12 +80,12 @@ KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *des
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL, size mismatch), KD_ERR_RELEASED,
  * KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
-                           const void *host, size_t bytes);
+                                  const void *host, size_t bytes);
 
 /* Convenience: kd_tensor_create + kd_tensor_upload; nothing is left
  * allocated on failure. */
 KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
-                              const void *host, size_t bytes, kd_tensor *out);
+                                     const void *host, size_t bytes, kd_tensor *out);
 
 /* Copies the tensor into host memory. This is an explicit host wait: it
  * waits on the event of this copy alone (not the device, not the whole
@@ -94,7 +94,7 @@ KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *
  * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_RELEASED, KD_ERR_WRONG_SESSION,
  * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
-                             size_t bytes);
+                                    size_t bytes);
 
 /* Adds a reference; each must be matched by kd_tensor_release. */
 KD_API kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
@@ -107,7 +107,7 @@ KD_API kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
 
 /* Describes a live tensor (all fields of *out filled). */
 KD_API kd_status kd_tensor_info(kd_session *session, kd_tensor tensor,
-                         kd_tensor_desc *out);
+                                kd_tensor_desc *out);
 
 /* A view: a region of a tensor. Plain value; it holds no reference, so the
  * tensor must be live whenever the view is used. */
