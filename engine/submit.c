@@ -73,7 +73,9 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
       g->unmarked = 0;
     }
   }
-  if (out) out->seq = seq;
+  /* A failed submission issues no ticket: on HOST nothing was queued, and
+   * seq would name the next submission. */
+  if (out) out->seq = st ? UINT64_MAX : seq;
   kd_session_leave(s);
   return st;
 }

@@ -138,7 +138,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   p->arg = arg;
   p->whole = 0;
   p->view = *view;
-  if (view->rank < 0) { /* kd_whole */
+  if (view->rank == -1) { /* kd_whole; any other negative rank is refused by kd_view_extent */
     p->whole = 1;
     p->view.rank = o->rank;
     p->view.offset = 0;
@@ -651,6 +651,9 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
   if (!st && n && !args) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args is NULL with %zu arguments", ctx, n);
   if (!st) st = kd_function_lookup(s, fn, &mod, &f, ctx);
   if (!st) st = kd_session_note(s, kd_cu_check_config(&s->dev, ctx, f, config));
+  if (!st && n > KD_PTX_MAX_PARAMS) /* a launch passes at most this many, whatever the driver reports */
+    st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: %zu arguments given; a kernel takes at most %d", ctx, n,
+                 KD_PTX_MAX_PARAMS);
   if (!st && f->params_known && f->param_count != n)
     st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel %s takes %u parameters, %zu arguments given", ctx, f->name,
                  f->param_count, n);
@@ -676,9 +679,12 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
       proto.args[i].value = args[i].value;
       if (args[i].value.kind == KD_ARG_BYTES) {
         const kd_arg *a = &args[i].value;
-        void *copy = a->v.bytes.data && a->v.bytes.size ? malloc(a->v.bytes.size) : NULL;
-        if (!copy) {
-          st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %zu (bytes) is NULL, empty, or out of memory", ctx, i);
+        void *copy = NULL;
+        if (!a->v.bytes.data || !a->v.bytes.size)
+          st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %zu (bytes) is NULL or empty", ctx, i);
+        else if (!(copy = malloc(a->v.bytes.size)))
+          st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: argument %zu: no memory for its %zu bytes", ctx, i, a->v.bytes.size);
+        if (st) {
           proto.args[i].value.kind = KD_ARG_I32; /* nothing to free */
           break;
         }
@@ -726,7 +732,19 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
   if (st) return st;
   if (before >= g->node_count || after >= g->node_count || before == after)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: nodes %u -> %u: %s", op, before, after,
-                 before == after ? "a node cannot follow itself" : "no such node");
+                 before == after        ? "a node cannot follow itself"
+                 : before >= g->node_count ? "argument before is no node of this graph"
+                                           : "argument after is no node of this graph");
+  /* An edge that exists already, declared or inferred, is not added again:
+   * a CUDA graph node's dependencies must not repeat. */
+  int duplicate = 0;
+  for (uint32_t e = 0; !st && !duplicate && e < g->edge_count; ++e)
+    duplicate = g->edges[e].from == before && g->edges[e].to == after;
+  if (duplicate) {
+    g->edges_dropped++;
+    kd_session_leave(g->session);
+    return KD_OK;
+  }
   uint32_t *stack = NULL;
   uint8_t *seen = NULL;
   if (!st && (!(stack = malloc((size_t)g->node_count * sizeof *stack)) || !(seen = calloc(g->node_count, 1))))

@@ -203,6 +203,50 @@ Test(host_graph, a_large_graph_keeps_its_nodes_and_edges_as_it_grows) {
   kd_session_destroy(s);
 }
 
+/* An explicit edge that exists already, inferred or declared, is not added
+ * again (a CUDA graph node's dependencies must not repeat); the message of
+ * a bad edge names the argument. */
+Test(host_graph, a_repeated_edge_is_added_once) {
+  kd_session *s = kdt_host_session();
+  kd_tensor a = ivec(s, 8, NULL), b = ivec(s, 8, NULL), c = ivec(s, 8, NULL);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_node n0, n1, n2;
+  KDT_OK(kd_graph_fill(g, "a=1", kd_whole(a), (int32_t[]){1}, &n0));
+  KDT_OK(kd_graph_copy(g, "b=a", kd_whole(b), kd_whole(a), &n1)); /* RAW n0 -> n1 */
+  KDT_OK(kd_graph_fill(g, "c=2", kd_whole(c), (int32_t[]){2}, &n2));
+  cr_assert_eq(stats(g).edges, 1);
+  uint32_t dropped = stats(g).edges_dropped;
+  KDT_OK(kd_graph_edge(g, n0, n1)); /* the inferred edge again */
+  cr_assert_eq(stats(g).edges, 1, "an inferred edge is not declared twice");
+  KDT_OK(kd_graph_edge(g, n1, n2));
+  KDT_OK(kd_graph_edge(g, n1, n2));
+  cr_assert_eq(stats(g).edges, 2, "a declared edge is added once");
+  cr_assert_eq(stats(g).edges_dropped, dropped + 2);
+  KDT_FAILS(kd_graph_edge(g, n0, 7), KD_ERR_INVALID_ARGUMENT, "argument after is no node");
+  KDT_FAILS(kd_graph_edge(g, 9, n0), KD_ERR_INVALID_ARGUMENT, "argument before is no node");
+  int32_t out[8];
+  submit_and_sink(g, b, out, sizeof out);
+  for (int i = 0; i < 8; ++i) cr_assert_eq(out[i], 1);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+/* Only kd_whole's rank -1 means the whole tensor; any other negative rank
+ * is a bad view. */
+Test(host_graph, a_negative_rank_other_than_whole_is_refused) {
+  kd_session *s = kdt_host_session();
+  kd_tensor a = ivec(s, 8, NULL);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_view v = kd_whole(a);
+  v.rank = -7;
+  KDT_FAILS(kd_graph_fill(g, "bad", v, (int32_t[]){1}, NULL), KD_ERR_INVALID_ARGUMENT, "view rank -7");
+  cr_assert_eq(stats(g).nodes, 0, "a rejected node leaves the graph as it was");
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 /* The graph finds a tensor's binding by its handle's slot: a slot that a
  * released tensor left and a new tensor reuses names a new tensor. */
 Test(host_graph, a_reused_handle_slot_is_a_new_tensor) {

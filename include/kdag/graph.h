@@ -107,7 +107,7 @@ KD_API kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_vie
 /* Uploads host memory into a whole compact tensor on every submission. The
  * caller's memory is read during kd_graph_submit (copied into staging), so
  * it may change between submissions. host must stay valid while the graph
- * can be submitted; kd_graph_rebind_upload points it elsewhere. */
+ * can be submitted (it is fixed for the node's life). */
 KD_API kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host,
                                  size_t bytes, kd_node *out);
 
@@ -145,7 +145,9 @@ KD_API kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn f
                                   void *resource, void (*release)(void *resource), kd_node *out);
 
 /* An explicit edge: after runs after before. One that would close a cycle
- * is KD_ERR_CYCLE and leaves the graph unchanged. */
+ * is KD_ERR_CYCLE and leaves the graph unchanged; one that exists already
+ * (declared, or inferred from the accesses) is not added again and counts
+ * in kd_graph_stats.edges_dropped. */
 KD_API kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
 
 /* Rebinds every access of tensor old to tensor replacement (same dtype,
@@ -171,7 +173,8 @@ KD_API kd_status kd_graph_write_dot(kd_graph *g, FILE *out);
 
 typedef struct kd_graph_stats {
   uint32_t nodes, edges, accesses;
-  uint32_t edges_dropped; /* duplicate hazards between one pair of nodes */
+  uint32_t edges_dropped; /* edges not added: a repeat between one pair of nodes (hazard or
+                             kd_graph_edge), or one a covering read implies */
 } kd_graph_stats;
 KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
 
@@ -181,16 +184,18 @@ typedef struct kd_ticket {
 
 /* How a CUDA session runs this graph from the next submission on; starts as
  * the session's exec_mode option. GRAPH keeps one executable CUDA graph per
- * plan (rebuilt when nodes or edges are added): rebinding a tensor or a new
- * upload source patches it in place; a foreign node is captured from its
+ * plan (rebuilt when nodes or edges are added): rebinding a tensor or
+ * setting a scalar patches it in place; a foreign node is captured from its
  * callback once per executable graph, with a workspace that lives as long
  * as it does, and a rebinding that changes a foreign node's spans captures
  * it again. KD_SESSION_DEBUG_NODES runs every mode eagerly so that a fault
  * names its node. Errors: KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
 
-/* Plans (once) and enqueues the whole graph. Errors: KD_ERR_DEVICE_FAULT and
- * enqueue failures; nothing already submitted is lost. */
+/* Plans (once) and enqueues the whole graph. out (may be NULL) gets the
+ * submission's ticket; on failure, one that kd_ticket_done refuses.
+ * Errors: KD_ERR_DEVICE_FAULT and enqueue failures; nothing already
+ * submitted is lost. */
 KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 
 /* Non-blocking: 1 when the submission has completed, 0 if not yet. Polls
