@@ -218,8 +218,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
     kd_sink *sk = node->sink;
     if (sk->run) kd_host_run_unref(sk->run);
     ck_pr_inc_32(&r->refs);
-    sk->run = r;
-    sk->host_copy = r->tasks[i].dst;
+    sk->run = r; /* its copy: r->tasks[i].dst */
     sk->pending = 1;
   }
   r->remaining = n;

@@ -138,10 +138,11 @@ kd_status kd_sink_wait(kd_sink *sk) {
     kd_session_leave(s);
     kd_host_run_wait(r);
     kd_session_enter(s, op);
-    if (sk->run == r) {
-      memcpy(sk->host, sk->host_copy, sk->bytes);
-      sk->pending = 0;
-    }
+    /* r's own copy (each run has one, alive while r is): right even when
+     * another thread submitted the graph again meanwhile, which leaves
+     * that later submission pending for its own wait. */
+    memcpy(sk->host, r->tasks[sk->node].dst, sk->bytes);
+    if (sk->run == r) sk->pending = 0;
     kd_host_run_unref(r);
     s->counters.event_waits++;
     kd_completion_reap(s, op);

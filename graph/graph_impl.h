@@ -61,8 +61,7 @@ struct kd_sink {
   uint64_t seq;            /* completion sequence of that submission */
   kd_staging_block *block; /* CUDA: the pinned copy (kept until waited) */
   CUevent event;           /* CUDA: recorded right after the copy */
-  void *host_copy;         /* HOST: the copy, written by the executor */
-  struct kd_host_run *run; /* HOST: the submission that writes host_copy */
+  struct kd_host_run *run; /* HOST: the latest submission; its copy is run->tasks[node].dst */
 };
 
 typedef struct kd_foreign_res {

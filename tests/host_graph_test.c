@@ -398,6 +398,60 @@ static void wait_gate(void *p) {
   }
 }
 
+typedef struct sink_waiter {
+  kd_graph *g;
+  kd_sink *sink;
+  int32_t *out, got[4];
+  kd_status st;
+  int submitted;
+} sink_waiter;
+
+static void *submit_then_wait(void *p) {
+  sink_waiter *w = p;
+  w->st = kd_graph_submit(w->g, NULL);
+  ck_pr_store_int(&w->submitted, 1);
+  if (!w->st) w->st = kd_sink_wait(w->sink);
+  memcpy(w->got, w->out, sizeof w->got);
+  return NULL;
+}
+
+/* HOST: a thread waiting on a sink gets its own submission's copy even when
+ * another thread submits the graph again while it waits; the later
+ * submission stays pending for its own wait. */
+Test(host_graph, a_sink_wait_gets_its_submission_when_another_thread_resubmits, .timeout = 20) {
+  kd_session *s = kdt_host_session();
+  kd_tensor t = ivec(s, 4, NULL);
+  int32_t src[4] = {1, 1, 1, 1}, out[4] = {0};
+  int gate = 0;
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_upload(g, "t<-src", t, src, sizeof src, NULL));
+  kd_garg acc[] = {kd_g_access(KD_IN, kd_whole(t))};
+  KDT_OK(kd_graph_host(g, "gate", wait_gate, &gate, acc, 1, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "out", t, out, sizeof out, &sink));
+  sink_waiter w = {.g = g, .sink = sink, .out = out};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, submit_then_wait, &w), 0);
+  while (!ck_pr_load_int(&w.submitted)) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  struct timespec settle = {0, 200000000}; /* the waiter is inside kd_sink_wait by then */
+  nanosleep(&settle, NULL);
+  for (int i = 0; i < 4; ++i) src[i] = 2;
+  KDT_OK(kd_graph_submit(g, NULL)); /* read at submit: 2s */
+  ck_pr_store_int(&gate, 1);
+  pthread_join(th, NULL);
+  KDT_OK(w.st);
+  for (int i = 0; i < 4; ++i) cr_assert_eq(w.got[i], 1, "the waiter's submission uploaded 1s: [%d] %d", i, w.got[i]);
+  KDT_OK(kd_sink_wait(sink));
+  for (int i = 0; i < 4; ++i) cr_assert_eq(out[i], 2, "the later submission uploaded 2s: [%d] %d", i, out[i]);
+  KDT_FAILS(kd_sink_wait(sink), KD_ERR_INVALID_ARGUMENT, "no submission");
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 /* Rebinding to a tensor nothing wrote follows the rule of declaration: a
  * read (KD_IN or KD_INOUT) is defined only once an earlier node writes the
  * binding. A binding the graph writes somewhere is not enough. */

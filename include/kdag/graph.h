@@ -112,8 +112,10 @@ KD_API kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, c
                                  size_t bytes, kd_node *out);
 
 /* A host sink: the tensor is copied out at the node's turn, and
- * kd_sink_wait(sink) waits for the latest submission's copy (its event
- * alone), then writes host. host must stay valid while the graph lives. */
+ * kd_sink_wait(sink) waits for the copy of the latest submission made
+ * before the call (its event alone), then writes host; a submission another
+ * thread makes meanwhile stays pending for a later wait. host must stay
+ * valid while the graph lives. */
 KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes,
                                kd_sink **out);
 
