@@ -133,8 +133,12 @@ static kd_status launch(kd_graph *g, const char *op, kd_gnode *node) {
 
 static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, kd_held_set *held) {
   kd_tensor_obj *o = g->bindings[g->accesses[node->first_access].binding].obj;
+  /* Room first, so nothing enqueued below can fail to be held: an upload's
+   * block; a sink's earlier block and event, handed to this submission. */
+  kd_status st = kd_held_reserve(held, node->kind == KD_NODE_UPLOAD ? 1 : 2, op);
+  if (st) return st;
   kd_staging_block *b;
-  kd_status st = kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &b);
+  st = kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &b);
   if (st) return st;
   CUresult r;
   if (node->kind == KD_NODE_UPLOAD) {
@@ -144,7 +148,7 @@ static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *
       kd_staging_put(&s->dev, b);
       return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
     }
-    return kd_held_add(held, KD_HELD_STAGING, b, op);
+    return kd_held_add(held, KD_HELD_STAGING, b, op); /* reserved: cannot fail */
   }
   CUevent ev;
   st = kd_event_acquire(&s->dev, op, &ev);
@@ -166,7 +170,8 @@ static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *
 void kd_sink_commit(kd_session *s, kd_sink *sk, kd_staging_block *block, CUevent event, kd_held_set *held,
                     const char *op) {
   /* An earlier copy nobody waited for completes before this submission
-   * does: hand its block and event to this submission's completion. */
+   * does: hand its block and event to this submission's completion (the
+   * callers reserved room for both, so these adds cannot fail). */
   if (sk->block) {
     kd_held_add(held, KD_HELD_STAGING, sk->block, op);
     kd_held_add(held, KD_HELD_EVENT, sk->event, op);
