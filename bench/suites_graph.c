@@ -1,7 +1,8 @@
 /* Suite "graph" (CPU): declaring a graph of N nodes with 4 accesses each
  * (one write, three reads, over views of a pool of tensors), with every
- * add-time check and the order inference; nodes per second. Runs on a HOST
- * session, so it needs no GPU. */
+ * add-time check and the order inference; and a chain of N nodes joined by
+ * explicit edges (kd_graph_edge, with its duplicate and cycle checks).
+ * Nodes per second. Runs on a HOST session, so it needs no GPU. */
 #include <stdlib.h>
 
 #include "bench/suites.h"
@@ -93,6 +94,31 @@ static kb_status build_batch(kb_run *run, void *state, uint64_t iterations, kb_t
   return KB_OK;
 }
 
+/* N access-free host nodes, each after the one before by kd_graph_edge. */
+static kb_status chain_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
+  (void)state;
+  graph_suite *g = kb_run_suite_state(run);
+  int64_t n = kb_run_axis(run, "N", 10000);
+  out->host_ns = 0;
+  out->gpu_ns = -1;
+  for (uint64_t it = 0; it < iterations; ++it) {
+    kd_graph *graph;
+    if (kd_graph_create(g->session, &graph)) return kb_run_fail(run, "kd_graph_create: %s", kd_last_error());
+    uint64_t t0 = kb_now_ns();
+    for (int64_t i = 0; i < n; ++i) {
+      kd_node node;
+      if (kd_graph_host(graph, "node", nothing, NULL, NULL, 0, &node) ||
+          (i && kd_graph_edge(graph, node - 1, node))) {
+        kd_graph_destroy(graph);
+        return kb_run_fail(run, "declaring the chain: %s", kd_last_error());
+      }
+    }
+    out->host_ns += (double)(kb_now_ns() - t0);
+    kd_graph_destroy(graph);
+  }
+  return KB_OK;
+}
+
 int kb_register_graph_suite(kb_harness *h) {
   kb_suite_desc sd = {.name = "graph",
                       .description = "declaring N nodes of 4 accesses each: checks and order inference (CPU)",
@@ -102,6 +128,10 @@ int kb_register_graph_suite(kb_harness *h) {
   static const int64_t n[] = {10000, 100000};
   kb_case_desc build = {.name = "declare", .description = "kd_graph_host x N into a fresh graph",
                         .setup = build_setup, .batch = build_batch};
-  if (kb_suite_axis(s, "N", n, 2) || kb_case_add(s, &build)) return -1;
+  kb_case_desc chain = {.name = "declare_edges",
+                        .description = "N access-free kd_graph_host nodes, each joined to the one before by "
+                                       "kd_graph_edge (linear: the checks follow only the edges they need)",
+                        .setup = build_setup, .batch = chain_batch};
+  if (kb_suite_axis(s, "N", n, 2) || kb_case_add(s, &build) || kb_case_add(s, &chain)) return -1;
   return 0;
 }

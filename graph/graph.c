@@ -60,6 +60,10 @@ void kd_graph_destroy(kd_graph *g) {
   KD_GROW_FREE(g->bindings, g->binding_cap);
   KD_GROW_FREE(g->rebound, g->rebound_cap);
   KD_GROW_FREE(g->pred_mark, g->pred_cap);
+  KD_GROW_FREE(g->out_head, g->out_cap);
+  KD_GROW_FREE(g->edge_next, g->edge_next_cap);
+  KD_GROW_FREE(g->visit, g->visit_cap);
+  KD_GROW_FREE(g->dfs, g->dfs_cap);
   KD_GROW_FREE(g->found, g->found_cap);
   kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
@@ -177,16 +181,26 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
 #undef KD_AT_ARGS
 }
 
+/* Appends an edge in reserved room (edges, edge_next; out_head covers
+ * both nodes) and links it into from's outgoing list. */
+static void push_edge(kd_graph *g, uint32_t from, uint32_t to, uint32_t binding, kd_hazard hz) {
+  uint32_t e = g->edge_count++;
+  g->edges[e] = (kd_gedge){from, to, binding, hz};
+  g->edge_next[e] = g->out_head[from];
+  g->out_head[from] = e + 1;
+}
+
 static kd_status add_edge(kd_graph *g, uint32_t from, uint32_t to, uint32_t binding, kd_hazard hz) {
   if (from == to) return KD_OK;
   if (g->pred_mark[from] == to + 1) {
     g->edges_dropped++;
     return KD_OK;
   }
-  if (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1))
+  if (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1) ||
+      !KD_GROW(g->edge_next, g->edge_next_cap, g->edge_count + 1))
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "kdag graph: no memory for an edge");
   g->pred_mark[from] = to + 1;
-  g->edges[g->edge_count++] = (kd_gedge){from, to, binding, hz};
+  push_edge(g, from, to, binding, hz);
   return KD_OK;
 }
 
@@ -280,12 +294,15 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
       !KD_GROW(g->accesses, g->access_cap, g->access_count + c->count) ||
       !KD_GROW(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
       !KD_GROW(g->edges, g->edge_cap, g->edge_count + extra_edges) ||
+      !KD_GROW(g->edge_next, g->edge_next_cap, g->edge_count + extra_edges) ||
       !KD_GROW(g->pred_mark, g->pred_cap, g->node_count + 1) ||
+      !KD_GROW(g->out_head, g->out_cap, g->node_count + 1) ||
       !KD_GROW(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
     ctx_free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
   g->pred_mark[g->node_count] = 0;
+  g->out_head[g->node_count] = 0;
   /* Bindings: append new ones, reserve entries and index slots. */
   uint32_t bind[KD_NODE_MAX_ACCESSES];
   uint32_t first_new = g->binding_count;
@@ -708,19 +725,27 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
 
 /* ---- edges, rebinding, DOT ------------------------------------------- */
 
-/* 1 when to is reachable from from along the graph's edges. */
-static int reachable(kd_graph *g, uint32_t from, uint32_t to, uint32_t *stack, uint8_t *seen) {
-  uint32_t top = 0;
-  stack[top++] = from;
-  seen[from] = 1;
+/* 1 when to is reachable from from along the graph's edges: a depth-first
+ * search over the outgoing lists, in room the caller reserved (visit and
+ * dfs cover every node), visiting only what from reaches. */
+static int reachable(kd_graph *g, uint32_t from, uint32_t to) {
+  if (++g->visit_stamp == 0) { /* wrapped: no entry may look visited */
+    memset(g->visit, 0, (size_t)g->visit_seen * sizeof *g->visit);
+    g->visit_stamp = 1;
+  }
+  uint32_t stamp = g->visit_stamp, top = 0;
+  g->dfs[top++] = from;
+  g->visit[from] = stamp;
   while (top) {
-    uint32_t n = stack[--top];
+    uint32_t n = g->dfs[--top];
     if (n == to) return 1;
-    for (uint32_t e = 0; e < g->edge_count; ++e)
-      if (g->edges[e].from == n && !seen[g->edges[e].to]) {
-        seen[g->edges[e].to] = 1;
-        stack[top++] = g->edges[e].to;
+    for (uint32_t e = g->out_head[n]; e; e = g->edge_next[e - 1]) {
+      uint32_t next = g->edges[e - 1].to;
+      if (g->visit[next] != stamp) {
+        g->visit[next] = stamp;
+        g->dfs[top++] = next;
       }
+    }
   }
   return 0;
 }
@@ -738,29 +763,29 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
   /* An edge that exists already, declared or inferred, is not added again:
    * a CUDA graph node's dependencies must not repeat. */
   int duplicate = 0;
-  for (uint32_t e = 0; !st && !duplicate && e < g->edge_count; ++e)
-    duplicate = g->edges[e].from == before && g->edges[e].to == after;
+  for (uint32_t e = st ? 0 : g->out_head[before]; e && !duplicate; e = g->edge_next[e - 1])
+    duplicate = g->edges[e - 1].to == after;
   if (duplicate) {
     g->edges_dropped++;
     kd_session_leave(g->session);
     return KD_OK;
   }
-  uint32_t *stack = NULL;
-  uint8_t *seen = NULL;
-  if (!st && (!(stack = malloc((size_t)g->node_count * sizeof *stack)) || !(seen = calloc(g->node_count, 1))))
+  if (!st && (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1) ||
+              !KD_GROW(g->edge_next, g->edge_next_cap, g->edge_count + 1) ||
+              !KD_GROW(g->visit, g->visit_cap, g->node_count) || !KD_GROW(g->dfs, g->dfs_cap, g->node_count)))
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
-  if (!st && reachable(g, after, before, stack, seen))
+  if (!st && g->visit_cap > g->visit_seen) { /* new room: no stamp of an earlier search */
+    memset(g->visit + g->visit_seen, 0, (size_t)(g->visit_cap - g->visit_seen) * sizeof *g->visit);
+    g->visit_seen = g->visit_cap;
+  }
+  if (!st && reachable(g, after, before))
     st = kd_fail(KD_ERR_CYCLE, "%s: edge '%s' (#%u) -> '%s' (#%u) would close a cycle: '%s' already runs after '%s'",
                  op, g->nodes[before].name, before, g->nodes[after].name, after, g->nodes[before].name,
                  g->nodes[after].name);
-  if (!st && !KD_GROW(g->edges, g->edge_cap, g->edge_count + 1))
-    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
   if (!st) {
-    g->edges[g->edge_count++] = (kd_gedge){before, after, UINT32_MAX, KD_HAZ_EXPLICIT};
+    push_edge(g, before, after, UINT32_MAX, KD_HAZ_EXPLICIT);
     g->plan.valid = 0;
   }
-  free(stack);
-  free(seen);
   kd_session_leave(g->session);
   return st;
 }

@@ -142,6 +142,17 @@ struct kd_graph {
   kd_arena arena;          /* node names, access views */
   uint32_t *pred_mark;     /* pred_mark[p] == n + 1: edge p -> n exists */
   uint32_t pred_cap;
+  /* Each node's outgoing edges as a list through the edge array, newest
+   * first, so kd_graph_edge's duplicate and cycle checks visit only the
+   * edges they follow, not every edge of the graph. */
+  uint32_t *out_head;      /* per node: its newest outgoing edge + 1, 0 if none */
+  uint32_t out_cap;
+  uint32_t *edge_next;     /* per edge: the next older outgoing edge of its from + 1, 0 if none */
+  uint32_t edge_next_cap;
+  uint32_t *visit;         /* per node: the search stamp that last reached it */
+  uint32_t visit_cap, visit_seen, visit_stamp; /* visit[0 .. visit_seen) are initialized */
+  uint32_t *dfs;           /* the search's stack */
+  uint32_t dfs_cap;
   kd_sink **sinks;
   uint32_t sink_count, sink_cap;
   kd_plan plan;

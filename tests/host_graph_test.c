@@ -232,6 +232,56 @@ Test(host_graph, a_repeated_edge_is_added_once) {
   kd_session_destroy(s);
 }
 
+static void no_op(void *user) { (void)user; }
+
+/* kd_graph_edge against a reference: seeded random edges among 150 nodes,
+ * each refused as a cycle exactly when its target already reaches its
+ * source (breadth-first search over an adjacency matrix), added once
+ * otherwise, a repeat counted as dropped. */
+Test(host_graph, explicit_edges_match_a_reference_reachability) {
+  enum { N = 150, TRIES = 3000 };
+  kd_session *s = kdt_host_session();
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  for (int i = 0; i < N; ++i) KDT_OK(kd_graph_host(g, "n", no_op, NULL, NULL, 0, NULL));
+  static unsigned char adj[N][N];
+  memset(adj, 0, sizeof adj);
+  uint32_t x = 2024, edges = 0, dropped = 0, cycles = 0;
+  for (int t = 0; t < TRIES; ++t) {
+    x = x * 1664525u + 1013904223u;
+    uint32_t u = (x >> 8) % N, v = (x >> 20) % N;
+    if (u == v) continue;
+    /* Does v reach u already? */
+    unsigned char seen[N] = {0};
+    uint32_t queue[N], head = 0, tail = 0;
+    queue[tail++] = v;
+    seen[v] = 1;
+    int reach = 0;
+    while (head < tail && !reach) {
+      uint32_t n = queue[head++];
+      reach = n == u;
+      for (uint32_t m = 0; m < N; ++m)
+        if (adj[n][m] && !seen[m]) seen[m] = 1, queue[tail++] = m;
+    }
+    kd_status st = kd_graph_edge(g, u, v);
+    if (reach) {
+      cr_assert_eq(st, KD_ERR_CYCLE, "try %d: %u -> %u closes a cycle, got %d", t, u, v, (int)st);
+      cycles++;
+    } else {
+      cr_assert_eq(st, KD_OK, "try %d: %u -> %u: %s", t, u, v, kd_last_error());
+      if (adj[u][v]) dropped++;
+      else edges++, adj[u][v] = 1;
+    }
+  }
+  cr_assert(cycles > 100 && dropped > 10 && edges > 100, "the seed exercises every outcome (%u %u %u)", cycles,
+            dropped, edges);
+  cr_assert_eq(stats(g).edges, edges);
+  cr_assert_eq(stats(g).edges_dropped, dropped);
+  KDT_OK(kd_graph_submit(g, NULL)); /* the plan's topological sort accepts it */
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 /* Only kd_whole's rank -1 means the whole tensor; any other negative rank
  * is a bad view. */
 Test(host_graph, a_negative_rank_other_than_whole_is_refused) {
