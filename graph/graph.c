@@ -474,8 +474,9 @@ kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src,
 }
 
 kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out) {
+  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: argument graph is NULL");
   if (src.rank == -1) { /* resolve the whole tensor to swap its dimensions */
-    kd_status st = kd_view_whole(g ? g->session : NULL, src.tensor, &src);
+    kd_status st = kd_view_whole(g->session, src.tensor, &src);
     if (st) return kd_fail_context(st, "kd_graph_transpose: node '%s', argument 1", name ? name : "?");
   }
   if (src.rank != 2)

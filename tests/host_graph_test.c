@@ -399,6 +399,12 @@ Test(host_graph, exec_mode_and_set_arg_are_checked_and_a_host_session_ignores_gr
   KDT_FAILS(kd_graph_set_arg(g, n, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "not a kernel node");
   KDT_FAILS(kd_graph_set_arg(g, 99, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "node 99");
   KDT_FAILS(kd_graph_set_arg(NULL, n, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "argument graph");
+  /* A NULL graph is named as such, also where a whole view is resolved first. */
+  KDT_FAILS(kd_graph_transpose(NULL, "t", kd_whole(a), kd_whole(b), NULL), KD_ERR_INVALID_ARGUMENT,
+            "kd_graph_transpose: argument graph is NULL");
+  KDT_FAILS(kd_graph_edge(NULL, 0, 1), KD_ERR_INVALID_ARGUMENT, "kd_graph_edge: argument graph is NULL");
+  KDT_FAILS(kd_graph_rebind(NULL, a, b), KD_ERR_INVALID_ARGUMENT, "kd_graph_rebind: argument graph is NULL");
+  KDT_FAILS(kd_graph_submit(NULL, NULL), KD_ERR_INVALID_ARGUMENT, "kd_graph_submit: argument graph is NULL");
   for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_sink_wait(sink));
   for (int i = 0; i < 8; ++i) cr_assert_eq(got[i], 256 * v[i]); /* (4^4) */
