@@ -1,17 +1,13 @@
 /* Sessions: backend choice, the lock every entry point takes, counters,
  * teardown. */
-#include <ck_pr.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/status_internal.h"
 #include "engine/exec.h"
+#include "engine/serial.h"
 #include "engine/session_impl.h"
-
-/* Serial numbers tell handles of different sessions apart. A process-wide
- * counter, next to the driver table the only global state. */
-static uint32_t g_next_serial = 1;
 
 void kd_session_options_init(kd_session_options *o) {
   if (!o) return;
@@ -68,8 +64,14 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
   else kd_session_options_init(&o);
   kd_status st = validate_options(&o);
   if (st) return st;
+  uint32_t serial;
+  st = kd_serial_take(&serial, op); /* tells this session's handles from every other live session's */
+  if (st) return st;
   kd_session *s = calloc(1, sizeof *s);
-  if (!s) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the session", op);
+  if (!s) {
+    kd_serial_give(serial);
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the session", op);
+  }
   s->opts = o;
   /* Recursive: a raw callback holds the lock and may still call session
    * functions (release a handle, download) on its own thread. */
@@ -78,7 +80,7 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
   pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
   pthread_mutex_init(&s->lock, &attr);
   pthread_mutexattr_destroy(&attr);
-  kd_handle_table_init(&s->handles, ck_pr_faa_32(&g_next_serial, 1));
+  kd_handle_table_init(&s->handles, serial);
   if (o.backend == KD_BACKEND_HOST) {
     s->backend = KD_BACKEND_HOST;
     snprintf(s->reason, sizeof s->reason, "HOST requested");
@@ -99,6 +101,7 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
       kd_handle_table_fini(&s->handles);
       pthread_mutex_destroy(&s->lock);
       free(s);
+      kd_serial_give(serial);
       return st;
     }
   }
@@ -159,6 +162,7 @@ void kd_session_destroy(kd_session *s) {
   kd_tensor_destroy_all(s);
   kd_completion_ring_fini(s);
   if (s->has_device) kd_device_close(&s->dev);
+  uint32_t serial = s->handles.serial;
   kd_handle_table_fini(&s->handles);
   free(s->raw.held.heap);
   free(s->orphans);
@@ -166,6 +170,7 @@ void kd_session_destroy(kd_session *s) {
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&s->lock);
   free(s);
+  kd_serial_give(serial); /* no handle of this session is valid any more */
 }
 
 kd_status kd_session_enter(kd_session *s, const char *op) {

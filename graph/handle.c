@@ -93,11 +93,14 @@ void kd_handle_free(kd_handle_table *t, uint64_t h) {
   uint32_t index = ((uint32_t)h & KD_H_INDEX_MASK) - 1;
   kd_handle_slot *s = &t->slots[index];
   s->obj = NULL;
-  s->gen = (s->gen + 1) & KD_H_GEN_MASK;
-  if (!s->gen) s->gen = 1;
+  t->live--;
+  /* A slot that has used every generation is retired, not reused: a new
+   * generation would repeat an old one, and a kept copy of that old handle
+   * would name the new object. */
+  if (s->gen == KD_H_GEN_MASK) return;
+  s->gen++;
   s->next_free = t->free_head;
   t->free_head = index + 1;
-  t->live--;
 }
 
 void kd_handle_each(kd_handle_table *t, kd_handle_kind kind,

@@ -3,8 +3,9 @@
  * A handle is 64 bits: session serial (16) | kind (4) | generation (20) |
  * slot index + 1 (24). A slot's generation is bumped when its handle is
  * freed, so every copy of a released handle is recognised as stale, and the
- * serial tells a handle of another session apart. The generation wraps after
- * 2^20 reuses of one slot; a handle kept that long could alias. */
+ * serial tells a handle of another session apart (engine/serial.h: no two
+ * live sessions share one). A slot that has used all 2^20 - 1 generations is
+ * retired rather than reused, so a stale handle never names a new object. */
 #ifndef KDAG_GRAPH_HANDLE_H
 #define KDAG_GRAPH_HANDLE_H
 

@@ -1,6 +1,8 @@
 /* Host lane: tensor handles, upload/download, views, on a HOST session. */
 #include <pthread.h>
 
+#include "engine/serial.h"
+#include "graph/handle.h"
 #include "kdag_test.h"
 
 static kd_tensor vec(kd_session *s, int64_t n) {
@@ -106,6 +108,57 @@ Test(host_tensor, handle_of_another_session_is_wrong_session) {
   KDT_OK(kd_tensor_release(a, t));
   kd_session_destroy(a);
   kd_session_destroy(b);
+}
+
+/* Serials are never shared by two live sessions: with every serial taken
+ * but one, the next session gets that one, and none is left after it; a
+ * session's serial is free again once it is destroyed. (Criterion runs each
+ * test in its own process, so the other tests' sessions are not counted.) */
+Test(host_tensor, live_sessions_never_share_a_serial) {
+  kd_session *a = kdt_host_session();
+  kd_tensor ta = vec(a, 4);
+  static uint32_t taken[KD_SERIAL_MAX];
+  uint32_t n = 0, v;
+  while (kd_serial_take(&v, "test") == KD_OK) taken[n++] = v;
+  cr_assert_eq(n, KD_SERIAL_MAX - 1, "every serial but session a's was free: %u", n);
+  cr_assert_eq(kd_serial_take(&v, "test"), KD_ERR_RESOURCE_EXHAUSTED);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  kd_session *none = NULL;
+  KDT_FAILS(kd_session_create(&o, &none), KD_ERR_RESOURCE_EXHAUSTED, "sessions are open");
+  cr_assert_null(none);
+  kd_serial_give(taken[--n]);
+  kd_session *b = kdt_host_session(); /* the one serial left */
+  kd_tensor tb = vec(b, 4);
+  cr_assert_neq(ta.bits, tb.bits);
+  KDT_FAILS(kd_tensor_release(b, ta), KD_ERR_WRONG_SESSION, "another session");
+  KDT_FAILS(kd_tensor_release(a, tb), KD_ERR_WRONG_SESSION, "another session");
+  kd_session_destroy(a); /* its serial is free again */
+  KDT_OK(kd_serial_take(&v, "test"));
+  taken[n++] = v;
+  for (uint32_t i = 0; i < n; ++i) kd_serial_give(taken[i]);
+  kd_session_destroy(b);
+}
+
+/* A slot that has used every generation is retired: a handle kept from its
+ * first use never names a later object. */
+Test(host_tensor, a_slot_is_retired_before_its_generation_wraps) {
+  kd_handle_table t;
+  kd_handle_table_init(&t, 7);
+  int objs[2];
+  uint64_t first, h;
+  KDT_OK(kd_handle_alloc(&t, KD_HANDLE_TENSOR, &objs[0], &first, "test"));
+  kd_handle_free(&t, first);
+  for (uint32_t i = 0; i < (1u << 20); ++i) { /* more than the 2^20 - 1 generations */
+    KDT_OK(kd_handle_alloc(&t, KD_HANDLE_TENSOR, &objs[1], &h, "test"));
+    cr_assert_neq(h, first, "reuse %u gave back the first handle", i);
+    kd_handle_free(&t, h);
+  }
+  void *obj;
+  KDT_FAILS(kd_handle_get(&t, first, KD_HANDLE_TENSOR, &obj, "test", "first"), KD_ERR_RELEASED, "released");
+  cr_assert_eq(t.count, 2, "the worn-out slot was retired and a second one made");
+  kd_handle_table_fini(&t);
 }
 
 Test(host_tensor, views_are_bounds_checked_and_classified) {
