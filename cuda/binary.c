@@ -32,6 +32,9 @@ kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t si
   if (producer_version < 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument producer_version %d is negative", op,
                    producer_version);
+  if (arch && strlen(arch) >= KD_BINARY_ARCH_MAX)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument arch \"%.40s...\" is longer than %d characters", op,
+                   arch, KD_BINARY_ARCH_MAX - 1);
   void *copy = malloc(size);
   if (!copy) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for %zu bytes", op, size);
   memcpy(copy, data, size);

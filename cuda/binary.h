@@ -6,12 +6,14 @@
 
 #include "kdag/compile.h"
 
+#define KD_BINARY_ARCH_MAX 32 /* "sm_90a" and the like, with room to spare */
+
 struct kd_binary {
   kd_binary_kind kind;
   void *data;
   size_t size;
   char *log;
-  char arch[32];
+  char arch[KD_BINARY_ARCH_MAX]; /* the compile and link calls refuse a longer arch */
   int producer_version; /* major * 1000 + minor * 10 of the compiler, 0 unknown */
 };
 

@@ -157,10 +157,13 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
   if (!o || !o->arch || strncmp(o->arch, "sm_", 3) != 0 || !o->arch[3])
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch must be a real architecture such as "
                    "\"sm_90\" (got %s)", op, o && o->arch ? o->arch : "NULL");
+  if (strlen(o->arch) >= KD_BINARY_ARCH_MAX)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch \"%.40s...\" is longer than %d characters", op,
+                   o->arch, KD_BINARY_ARCH_MAX - 1);
   if (o->extra_flag_count && !o->extra_flags)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->extra_flags is NULL but its count is %zu",
                    op, o->extra_flag_count);
-  if (o->extra_flag_count + 2 > KD_MAX_LINK_OPTIONS)
+  if (o->extra_flag_count > KD_MAX_LINK_OPTIONS - 2) /* not the sum: it could wrap */
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %zu extra flags, at most %d", op,
                    o->extra_flag_count, KD_MAX_LINK_OPTIONS - 2);
   int any_lto = 0;
@@ -194,7 +197,7 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
                      in[i].producer_version / 1000, in[i].producer_version % 1000 / 10,
                      g_jl.major, g_jl.minor, g_jl.path);
 
-  char arch_opt[64];
+  char arch_opt[KD_BINARY_ARCH_MAX + 8]; /* "-arch=" and an arch checked above */
   snprintf(arch_opt, sizeof arch_opt, "-arch=%s", o->arch);
   const char *opts[KD_MAX_LINK_OPTIONS];
   uint32_t nopt = 0;

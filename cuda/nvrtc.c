@@ -163,6 +163,17 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
   if (!real && strncmp(o->arch, "compute_", 8) != 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: options->arch \"%s\" is neither sm_XX nor compute_XX", op, o->arch);
+  if (strlen(o->arch) >= KD_BINARY_ARCH_MAX)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch \"%.40s...\" is longer than %d characters", op,
+                   o->arch, KD_BINARY_ARCH_MAX - 1);
+  /* Each count alone first, so their sum cannot wrap. */
+  if (o->include_path_count > KD_MAX_OPTIONS || o->define_count > KD_MAX_OPTIONS ||
+      o->extra_flag_count > KD_MAX_OPTIONS)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->%s is above %d", op,
+                   o->include_path_count > KD_MAX_OPTIONS ? "include_path_count"
+                   : o->define_count > KD_MAX_OPTIONS      ? "define_count"
+                                                           : "extra_flag_count",
+                   KD_MAX_OPTIONS);
   size_t n_opts = 1 + (o->std ? 1 : 0) + o->include_path_count + o->define_count +
                   o->extra_flag_count + 2;
   if (n_opts > KD_MAX_OPTIONS)
@@ -187,14 +198,16 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
   char *opts[KD_MAX_OPTIONS];
   int n = 0;
   st = KD_OK;
+  /* Each option at its full length: a long -D or -I is passed whole, as
+   * the cache key hashed it. */
 #define KD_PUSH_FMT(...)                                              \
   do {                                                                \
-    char tmp[4096];                                                   \
-    snprintf(tmp, sizeof tmp, __VA_ARGS__);                           \
-    if (!(opts[n] = strdup(tmp))) {                                   \
+    int len_ = snprintf(NULL, 0, __VA_ARGS__);                        \
+    if (len_ < 0 || !(opts[n] = malloc((size_t)len_ + 1))) {          \
       st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for options", op); \
       goto done;                                                      \
     }                                                                 \
+    snprintf(opts[n], (size_t)len_ + 1, __VA_ARGS__);                 \
     ++n;                                                              \
   } while (0)
   KD_PUSH_FMT("-arch=%s", o->arch);

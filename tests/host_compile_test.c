@@ -81,6 +81,33 @@ Test(host_compile, bad_options_are_invalid_arguments) {
   KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "defines[0]");
   o.defines = NULL;
   KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "count is not 0");
+  o.define_count = SIZE_MAX; /* counts are checked one by one: their sum cannot wrap past the limit */
+  KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "define_count is above");
+  o.define_count = 0;
+  o.arch = "sm_90_an_architecture_name_far_too_long";
+  KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "longer than 31 characters");
+  kd_link_options lo = {.arch = "sm_90_an_architecture_name_far_too_long"};
+  kd_link_input in = {.kind = KD_BINARY_PTX, .data = "x", .size = 2};
+  KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &b), KD_ERR_INVALID_ARGUMENT, "longer than 31 characters");
+  KDT_FAILS(kd_binary_from_memory(KD_BINARY_CUBIN, "x", 1, "sm_90_an_architecture_name_far_too_long", 0, &b),
+            KD_ERR_INVALID_ARGUMENT, "argument arch");
+}
+
+/* A -D longer than any fixed buffer reaches NVRTC whole (it was cut at 4095
+ * characters, silently, while the cache key hashed all of it). */
+Test(host_compile, a_long_define_is_passed_whole) {
+  static char def[6000];
+  memset(def, 'A', sizeof def - 1);
+  memcpy(def, "KD_LONG=", 8);
+  def[sizeof def - 2] = 'Z'; /* the macro's value ends in Z only if nothing was cut */
+  const char *defs[] = {def};
+  kd_nvrtc_options o = {.arch = "compute_90", .defines = defs, .define_count = 1};
+  const char *src = "#define STR2(x) #x\n#define STR(x) STR2(x)\n"
+                    "static_assert(sizeof(STR(KD_LONG)) == 5991 + 1, \"KD_LONG was cut\");\n"
+                    "extern \"C\" __global__ void k(int *x) { x[0] = 1; }\n";
+  kd_binary *b = NULL;
+  KDT_OK(kd_nvrtc_compile(src, &o, &b));
+  kd_binary_free(b);
 }
 
 Test(host_compile, ptx_text_rules_follow_the_seed) {
