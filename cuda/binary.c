@@ -45,6 +45,7 @@ kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t si
 }
 
 #define KD_SHT_SYMTAB 2
+#define KD_SHT_STRTAB 3
 #define KD_SHT_NOBITS 8
 
 kd_status kd_binary_read_global(const kd_binary *b, const char *name, void *dst, size_t size) {
@@ -67,6 +68,9 @@ kd_status kd_binary_read_global(const kd_binary *b, const char *name, void *dst,
     uint32_t strndx = rd32(sh + 40);
     if (entsize < 24 || strndx >= shnum) continue;
     const unsigned char *strsh = p + shoff + (uint64_t)strndx * shentsize;
+    /* Only a string table has its bytes in the image (bounds-checked by
+     * kd_image_inspect); a NOBITS one could point anywhere. */
+    if (rd32(strsh + 4) != KD_SHT_STRTAB) continue;
     uint64_t stroff = rd64(strsh + 24), strlen_ = rd64(strsh + 32);
     for (uint64_t s = 0; s + entsize <= len; s += entsize) {
       const unsigned char *sym = p + off + s;

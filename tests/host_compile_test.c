@@ -193,6 +193,37 @@ Test(host_compile, truncated_and_crafted_images_are_not_read_past_their_end) {
   cr_assert_eq(f.sm_count + f.ptx_count, 0);
 }
 
+static uint32_t le32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t le64(const unsigned char *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+/* A CUBIN whose symbol table links to a NOBITS "string table" far outside
+ * the image: reading a global must not follow it. */
+Test(host_compile, a_symbol_table_without_its_strings_is_not_followed) {
+  unsigned char *img = malloc(kd_kernel_add_cubin_size);
+  cr_assert(img);
+  memcpy(img, kd_kernel_add_cubin, kd_kernel_add_cubin_size);
+  uint64_t shoff = le64(img + 40);
+  uint32_t shentsize = (uint32_t)img[58] | (uint32_t)img[59] << 8, shnum = (uint32_t)img[60] | (uint32_t)img[61] << 8;
+  int patched = 0;
+  for (uint32_t i = 0; i < shnum; ++i) {
+    unsigned char *sh = img + shoff + (uint64_t)i * shentsize;
+    if (le32(sh + 4) != 2) continue; /* SHT_SYMTAB */
+    unsigned char *str = img + shoff + (uint64_t)le32(sh + 40) * shentsize;
+    str[4] = 8, str[5] = str[6] = str[7] = 0; /* SHT_NOBITS */
+    memset(str + 24, 0, 16);
+    str[28] = 0x7f; /* offset 0x7f00000000 */
+    str[36] = 0x01; /* size 0x100000000 */
+    patched = 1;
+  }
+  cr_assert(patched, "the embedded CUBIN has a symbol table");
+  kd_binary *b;
+  KDT_OK(kd_binary_from_memory(KD_BINARY_CUBIN, img, kd_kernel_add_cubin_size, "sm_90", 0, &b));
+  int v[4];
+  KDT_FAILS(kd_binary_read_global(b, "anything", v, sizeof v), KD_ERR_NOT_FOUND, "no symbol anything");
+  kd_binary_free(b);
+  free(img);
+}
+
 Test(host_compile, long_entry_names_are_kept_whole) {
   char name[600];
   memset(name, 'k', sizeof name - 1);
