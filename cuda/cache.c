@@ -20,6 +20,9 @@
 
 #define KD_CACHE_FORMAT 1u
 #define KD_CACHE_HEADER 64u
+/* No entry is larger (a CUBIN of a GiB is no module kdag builds): a header
+ * claiming more is corrupt, so the entry is rebuilt, not allocated for. */
+#define KD_CACHE_ENTRY_MAX ((uint64_t)1 << 30)
 /* nvJitLink takes at most 62 extra flags in kd_nvjitlink_link (64 with -arch and -lto). */
 #define KD_MAX_RECIPE_LINK_FLAGS 62
 static const char kd_cache_magic[8] = {'K', 'D', 'A', 'G', 'C', 'U', 'B', '\0'};
@@ -281,7 +284,7 @@ static int disk_read_raw(const kd_module_cache *c, const unsigned char key[16], 
     goto done;
   uint64_t size = rd64(h + 16), sum = rd64(h + 24);
   if (memcmp(h + 32, key, 16) != 0) goto done;
-  if (size == 0 || (uint64_t)sb.st_size != KD_CACHE_HEADER + size) goto done;
+  if (size == 0 || size > KD_CACHE_ENTRY_MAX || (uint64_t)sb.st_size != KD_CACHE_HEADER + size) goto done;
   data = malloc(size);
   if (!data) {
     result = -2;
@@ -320,6 +323,7 @@ static int disk_read(const kd_module_cache *c, const unsigned char key[16], cons
  * Returns 0 on success, -1 on failure (the temporary file is removed). */
 static int disk_write_raw(const kd_module_cache *c, const unsigned char key[16], const kd_module_key *k,
                           const char *ext, const void *payload, size_t payload_size) {
+  if (payload_size > KD_CACHE_ENTRY_MAX) return -1; /* it could not be read back */
   char path[4200], tmp[4300];
   entry_path(c, k, ext, path, sizeof path);
   snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", c->dir, k->hex);

@@ -384,6 +384,22 @@ Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
   cr_assert_eq(build_in(dir, &r, NULL).origin, KD_BUILD_COMPILED);
   cr_assert_eq(build_in(dir, &r, NULL).origin, KD_BUILD_DISK);
 
+  /* A header claiming a payload of a TiB, with a (sparse) file to match:
+   * refused and rebuilt, never allocated for. */
+  fd = open(path, O_RDWR);
+  cr_assert_geq(fd, 0);
+  unsigned char huge[8] = {0, 0, 0, 0, 0, 1, 0, 0}; /* 2^40, little-endian */
+  cr_assert_eq(pwrite(fd, huge, 8, 16), 8);
+  close(fd);
+  if (truncate(path, 64 + ((off_t)1 << 40)) == 0) {
+    rep = build_in(dir, &r, NULL);
+    cr_assert_eq(rep.origin, KD_BUILD_COMPILED, "an absurd entry size is corrupt: rebuilt");
+    cr_assert_eq(rep.disk_entry_rejected, 1);
+    cr_assert_eq(build_in(dir, &r, NULL).origin, KD_BUILD_DISK);
+  } else {
+    fprintf(stderr, "host_dx: this filesystem holds no 1 TiB sparse file; the huge-entry case did not run\n");
+  }
+
   /* No temporary files are left behind. */
   char cmd[600];
   snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -q tmp", dir);
