@@ -168,6 +168,7 @@ Test(host_tensor, views_are_bounds_checked_and_classified) {
   KDT_OK(kd_tensor_create(s, &d, &m));
   kd_view v;
   KDT_OK(kd_view_whole(s, m, &v));
+  KDT_FAILS(kd_view_whole(NULL, m, &v), KD_ERR_INVALID_ARGUMENT, "kd_view_whole: kd_tensor_info: argument session");
   cr_assert(kd_view_is_compact(&v));
   KDT_OK(kd_view_check(s, &v));
   /* Columns 2..3: contiguous in column-major order. */
