@@ -95,15 +95,18 @@ static kd_status key_raw(const char *op, const kd_build_recipe *r, unsigned char
   for (size_t i = 0; i < r->input_count; ++i)
     if (!r->inputs[i].data || !r->inputs[i].size)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: recipe inputs[%zu] is NULL or empty", op, i);
+  /* The limit first, each count alone (their sum could wrap), before the
+   * loop below reads the arrays. */
+  if (r->host_variable_count >= KD_MAX_RECIPE_LINK_FLAGS || r->link_flag_count >= KD_MAX_RECIPE_LINK_FLAGS ||
+      r->host_variable_count + r->link_flag_count + 1 > KD_MAX_RECIPE_LINK_FLAGS)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %zu link flags and %zu host variables, at most %d together",
+                   op, r->link_flag_count, r->host_variable_count, KD_MAX_RECIPE_LINK_FLAGS - 1);
   for (size_t i = 0; i < r->host_variable_count; ++i) {
     const char *v = r->host_variables[i];
     if (!v || !*v || strchr(v, ','))
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: recipe host_variables[%zu] (%s) must be a non-empty "
                      "name without commas", op, i, v ? v : "NULL");
   }
-  if (r->host_variable_count + r->link_flag_count + 1 > KD_MAX_RECIPE_LINK_FLAGS)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %zu link flags and %zu host variables, at most %d together",
-                   op, r->link_flag_count, r->host_variable_count, KD_MAX_RECIPE_LINK_FLAGS - 1);
   /* The compiler and linker by file identity (path, size, mtime, a hash of
    * both ends), found once per process without loading either: a warm start
    * never dlopens NVRTC or nvJitLink. A different build is a different file. */
