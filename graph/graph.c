@@ -81,13 +81,16 @@ static int64_t binding_of(kd_graph *g, kd_tensor_obj *o, uint32_t slot) {
   return g->bindings[b].obj == o ? (int64_t)b : -1;
 }
 
-/* Makes by_slot[slot] addressable; new entries are empty. */
-static int reserve_slot(kd_graph *g, uint32_t slot) {
-  uint32_t old = g->by_slot_cap;
-  if (!KD_GROW(g->by_slot, g->by_slot_cap, slot + 1)) return 0;
-  memset(g->by_slot + old, 0, (size_t)(g->by_slot_cap - old) * sizeof *g->by_slot);
+/* Grows a uint32_t array to hold need entries, every new one 0. */
+static int grow_zeroed(uint32_t **arr, uint32_t *cap, uint32_t need) {
+  uint32_t old = *cap;
+  if (!KD_GROW(*arr, *cap, need)) return 0;
+  memset(*arr + old, 0, (size_t)(*cap - old) * sizeof **arr);
   return 1;
 }
+
+/* Makes by_slot[slot] addressable; new entries are empty. */
+static int reserve_slot(kd_graph *g, uint32_t slot) { return grow_zeroed(&g->by_slot, &g->by_slot_cap, slot + 1); }
 
 /* ---- one node's accesses, checked before anything changes ------------- */
 
@@ -731,7 +734,7 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
  * dfs cover every node), visiting only what from reaches. */
 static int reachable(kd_graph *g, uint32_t from, uint32_t to) {
   if (++g->visit_stamp == 0) { /* wrapped: no entry may look visited */
-    memset(g->visit, 0, (size_t)g->visit_seen * sizeof *g->visit);
+    memset(g->visit, 0, (size_t)g->visit_cap * sizeof *g->visit);
     g->visit_stamp = 1;
   }
   uint32_t stamp = g->visit_stamp, top = 0;
@@ -773,12 +776,9 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
   }
   if (!st && (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1) ||
               !KD_GROW(g->edge_next, g->edge_next_cap, g->edge_count + 1) ||
-              !KD_GROW(g->visit, g->visit_cap, g->node_count) || !KD_GROW(g->dfs, g->dfs_cap, g->node_count)))
+              !grow_zeroed(&g->visit, &g->visit_cap, g->node_count) || /* new room: no earlier stamp */
+              !KD_GROW(g->dfs, g->dfs_cap, g->node_count)))
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
-  if (!st && g->visit_cap > g->visit_seen) { /* new room: no stamp of an earlier search */
-    memset(g->visit + g->visit_seen, 0, (size_t)(g->visit_cap - g->visit_seen) * sizeof *g->visit);
-    g->visit_seen = g->visit_cap;
-  }
   if (!st && reachable(g, after, before))
     st = kd_fail(KD_ERR_CYCLE, "%s: edge '%s' (#%u) -> '%s' (#%u) would close a cycle: '%s' already runs after '%s'",
                  op, g->nodes[before].name, before, g->nodes[after].name, after, g->nodes[before].name,

@@ -150,7 +150,7 @@ struct kd_graph {
   uint32_t *edge_next;     /* per edge: the next older outgoing edge of its from + 1, 0 if none */
   uint32_t edge_next_cap;
   uint32_t *visit;         /* per node: the search stamp that last reached it */
-  uint32_t visit_cap, visit_seen, visit_stamp; /* visit[0 .. visit_seen) are initialized */
+  uint32_t visit_cap, visit_stamp; /* every entry below visit_cap is initialized */
   uint32_t *dfs;           /* the search's stack */
   uint32_t dfs_cap;
   kd_sink **sinks;
