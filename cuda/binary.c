@@ -16,6 +16,13 @@ int kd_ltoir_has_magic(const void *data, size_t size) {
   return data && size >= 4 && rd32(data) == KD_LTOIR_MAGIC;
 }
 
+kd_status kd_binary_arch_check(const char *op, const char *what, const char *arch) {
+  if (arch && strlen(arch) >= KD_BINARY_ARCH_MAX)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %s \"%.40s...\" is longer than %d characters", op, what, arch,
+                   KD_BINARY_ARCH_MAX - 1);
+  return KD_OK;
+}
+
 kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t size,
                                 const char *arch, int producer_version, kd_binary **out) {
   static const char *op = "kd_binary_from_memory";
@@ -32,9 +39,8 @@ kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t si
   if (producer_version < 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument producer_version %d is negative", op,
                    producer_version);
-  if (arch && strlen(arch) >= KD_BINARY_ARCH_MAX)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument arch \"%.40s...\" is longer than %d characters", op,
-                   arch, KD_BINARY_ARCH_MAX - 1);
+  kd_status st = kd_binary_arch_check(op, "argument arch", arch);
+  if (st) return st;
   void *copy = malloc(size);
   if (!copy) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for %zu bytes", op, size);
   memcpy(copy, data, size);

@@ -17,6 +17,11 @@ struct kd_binary {
   int producer_version; /* major * 1000 + minor * 10 of the compiler, 0 unknown */
 };
 
+/* KD_ERR_INVALID_ARGUMENT naming op and what (e.g. "options->arch") when
+ * arch does not fit a binary's arch field; KD_OK for NULL or one that does.
+ * The compile, link and wrap calls check it before anything is built. */
+kd_status kd_binary_arch_check(const char *op, const char *what, const char *arch);
+
 /* Takes ownership of data and log (malloc'd); NULL on allocation failure,
  * in which case both are freed. */
 kd_binary *kd_binary_wrap(kd_binary_kind kind, void *data, size_t size,

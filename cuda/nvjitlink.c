@@ -157,9 +157,8 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
   if (!o || !o->arch || strncmp(o->arch, "sm_", 3) != 0 || !o->arch[3])
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch must be a real architecture such as "
                    "\"sm_90\" (got %s)", op, o && o->arch ? o->arch : "NULL");
-  if (strlen(o->arch) >= KD_BINARY_ARCH_MAX)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch \"%.40s...\" is longer than %d characters", op,
-                   o->arch, KD_BINARY_ARCH_MAX - 1);
+  kd_status st = kd_binary_arch_check(op, "options->arch", o->arch);
+  if (st) return st;
   if (o->extra_flag_count && !o->extra_flags)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->extra_flags is NULL but its count is %zu",
                    op, o->extra_flag_count);
@@ -184,7 +183,7 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
   for (size_t i = 0; i < o->extra_flag_count; ++i)
     if (!o->extra_flags[i] || !*o->extra_flags[i])
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->extra_flags[%zu] is NULL or empty", op, i);
-  kd_status st = jl_load(op);
+  st = jl_load(op);
   if (st) return st;
   int mine = (int)(g_jl.major * 1000 + g_jl.minor * 10);
   for (size_t i = 0; i < n; ++i)

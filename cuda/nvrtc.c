@@ -163,9 +163,8 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
   if (!real && strncmp(o->arch, "compute_", 8) != 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: options->arch \"%s\" is neither sm_XX nor compute_XX", op, o->arch);
-  if (strlen(o->arch) >= KD_BINARY_ARCH_MAX)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch \"%.40s...\" is longer than %d characters", op,
-                   o->arch, KD_BINARY_ARCH_MAX - 1);
+  kd_status st = kd_binary_arch_check(op, "options->arch", o->arch);
+  if (st) return st;
   /* Each count alone first, so their sum cannot wrap. */
   if (o->include_path_count > KD_MAX_OPTIONS || o->define_count > KD_MAX_OPTIONS ||
       o->extra_flag_count > KD_MAX_OPTIONS)
@@ -191,7 +190,7 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->header_%s[%zu] is NULL%s", op,
                      option_ok(o->header_names[i]) ? "sources" : "names", i,
                      option_ok(o->header_names[i]) ? "" : " or empty");
-  kd_status st = nvrtc_load(op);
+  st = nvrtc_load(op);
   if (st) return st;
 
   /* Owned option strings, freed at the end. */
