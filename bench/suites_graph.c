@@ -59,64 +59,73 @@ static kd_view quarter(kd_tensor t, uint32_t k) {
   return v;
 }
 
-static kb_status build_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
-  (void)state;
+/* Declares n nodes into graph: KD_OK, or the failure (kd_last_error). */
+typedef kd_status (*declare_fn)(graph_suite *g, kd_graph *graph, int64_t n, void *ctx);
+
+/* Each iteration declares N nodes into a fresh graph; only declaring is timed. */
+static kb_status timed_declare(kb_run *run, uint64_t iterations, kb_timing *out, declare_fn fn, void *ctx) {
   graph_suite *g = kb_run_suite_state(run);
   int64_t n = kb_run_axis(run, "N", 10000);
   out->host_ns = 0;
   out->gpu_ns = -1;
-  uint32_t x = 12345;
-  /* The arguments are built once and retargeted per node, as a caller
-   * declaring many nodes of one shape would: what is timed is kdag's work,
-   * not copying 200-byte view structs around. */
-  kd_garg acc[4];
-  for (int k = 0; k < 4; ++k) acc[k] = kd_g_access(k == 0 ? KD_OUT : KD_IN, quarter(g->t[0], 0));
   for (uint64_t it = 0; it < iterations; ++it) {
     kd_graph *graph;
     if (kd_graph_create(g->session, &graph)) return kb_run_fail(run, "kd_graph_create: %s", kd_last_error());
     uint64_t t0 = kb_now_ns();
-    for (int64_t i = 0; i < n; ++i) {
-      for (int k = 0; k < 4; ++k) {
-        x = x * 1664525u + 1013904223u;
-        acc[k].view.tensor = g->t[(x >> 8) % POOL];
-        acc[k].view.offset = (int64_t)((x >> 24) % 4) * (LEN / 4);
-      }
-      kd_status st = kd_graph_host(graph, "node", nothing, NULL, acc, 4, NULL);
-      if (st == KD_ERR_ALIASING) continue; /* the write hit a view read by the same node: also measured */
-      if (st) {
-        kd_graph_destroy(graph);
-        return kb_run_fail(run, "kd_graph_host: %s", kd_last_error());
-      }
-    }
+    kd_status st = fn(g, graph, n, ctx);
     out->host_ns += (double)(kb_now_ns() - t0);
     kd_graph_destroy(graph);
+    if (st) return kb_run_fail(run, "declaring: %s", kd_last_error());
   }
   return KB_OK;
 }
 
-/* N access-free host nodes, each after the one before by kd_graph_edge. */
-static kb_status chain_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
+typedef struct random_accesses {
+  uint32_t x;
+  kd_garg acc[4];
+} random_accesses;
+
+static kd_status declare_random(graph_suite *g, kd_graph *graph, int64_t n, void *ctx) {
+  random_accesses *r = ctx;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 4; ++k) {
+      r->x = r->x * 1664525u + 1013904223u;
+      r->acc[k].view.tensor = g->t[(r->x >> 8) % POOL];
+      r->acc[k].view.offset = (int64_t)((r->x >> 24) % 4) * (LEN / 4);
+    }
+    kd_status st = kd_graph_host(graph, "node", nothing, NULL, r->acc, 4, NULL);
+    if (st == KD_ERR_ALIASING) continue; /* the write hit a view read by the same node: also measured */
+    if (st) return st;
+  }
+  return KD_OK;
+}
+
+static kb_status build_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   (void)state;
   graph_suite *g = kb_run_suite_state(run);
-  int64_t n = kb_run_axis(run, "N", 10000);
-  out->host_ns = 0;
-  out->gpu_ns = -1;
-  for (uint64_t it = 0; it < iterations; ++it) {
-    kd_graph *graph;
-    if (kd_graph_create(g->session, &graph)) return kb_run_fail(run, "kd_graph_create: %s", kd_last_error());
-    uint64_t t0 = kb_now_ns();
-    for (int64_t i = 0; i < n; ++i) {
-      kd_node node;
-      if (kd_graph_host(graph, "node", nothing, NULL, NULL, 0, &node) ||
-          (i && kd_graph_edge(graph, node - 1, node))) {
-        kd_graph_destroy(graph);
-        return kb_run_fail(run, "declaring the chain: %s", kd_last_error());
-      }
-    }
-    out->host_ns += (double)(kb_now_ns() - t0);
-    kd_graph_destroy(graph);
+  /* The arguments are built once and retargeted per node, as a caller
+   * declaring many nodes of one shape would: what is timed is kdag's work,
+   * not copying 200-byte view structs around. */
+  random_accesses r = {.x = 12345};
+  for (int k = 0; k < 4; ++k) r.acc[k] = kd_g_access(k == 0 ? KD_OUT : KD_IN, quarter(g->t[0], 0));
+  return timed_declare(run, iterations, out, declare_random, &r);
+}
+
+/* N access-free host nodes, each after the one before by kd_graph_edge. */
+static kd_status declare_chain(graph_suite *g, kd_graph *graph, int64_t n, void *ctx) {
+  (void)g, (void)ctx;
+  for (int64_t i = 0; i < n; ++i) {
+    kd_node node;
+    kd_status st = kd_graph_host(graph, "node", nothing, NULL, NULL, 0, &node);
+    if (!st && i) st = kd_graph_edge(graph, node - 1, node);
+    if (st) return st;
   }
-  return KB_OK;
+  return KD_OK;
+}
+
+static kb_status chain_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
+  (void)state;
+  return timed_declare(run, iterations, out, declare_chain, NULL);
 }
 
 int kb_register_graph_suite(kb_harness *h) {
