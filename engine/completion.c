@@ -303,8 +303,6 @@ kd_status kd_completion_poll_ticket(kd_session *s, uint64_t seq, const char *op,
   return KD_OK;
 }
 
-
-
 void kd_completion_drain(kd_session *s) {
   while (s->retired_seq < s->next_seq) {
     s->counters.event_waits++;

@@ -24,8 +24,6 @@ int kd_grow(void **arr, uint32_t *cap, uint32_t need, size_t elem);
 /* Frees an array grown by kd_grow (NULL with cap 0 is fine). */
 void kd_grow_free(void *arr, uint32_t cap, size_t elem);
 
-/* The check that nearly always passes stays inline: a node added to a
- * graph checks six arrays. */
 /* A mapping of at least *bytes, *bytes set to its size (a multiple of the
  * page size): a kept one that fits, or a new one. elem: the size of what it
  * will hold, which picks among the kept ones (grow.c). NULL out of memory.
@@ -35,6 +33,8 @@ void *kd_grow_map(size_t *bytes, size_t elem);
  * reuse, or unmapped. */
 void kd_grow_unmap(void *p, size_t bytes, size_t elem);
 
+/* The check that nearly always passes stays inline: a node added to a
+ * graph checks several arrays. */
 #define KD_GROW(arr, cap, need) ((need) <= (cap) || kd_grow((void **)&(arr), &(cap), (need), sizeof *(arr)))
 #define KD_GROW_FREE(arr, cap) kd_grow_free((arr), (cap), sizeof *(arr))
 
