@@ -26,6 +26,15 @@ kb_status kb_gpu_check(kb_run *run, CUresult r, const char *call) {
   return kb_run_fail(run, "%s", msg);
 }
 
+kb_status kb_gpu_instantiate(kb_gpu *g, kb_run *run, CUgraph graph, int upload, CUgraphExec *exec) {
+  if (!upload) return kb_gpu_check(run, g->cu->cuGraphInstantiateWithFlags(exec, graph, 0), "cuGraphInstantiateWithFlags");
+  CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+  memset(&ip, 0, sizeof ip);
+  ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+  ip.hUploadStream = g->stream;
+  return kb_gpu_check(run, g->cu->cuGraphInstantiateWithParams(exec, graph, &ip), "cuGraphInstantiateWithParams");
+}
+
 static void close_gpu(void) {
   const kd_cu_table *cu = g_gpu.cu;
   if (!cu) return;

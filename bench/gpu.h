@@ -51,6 +51,10 @@ kb_status kb_gpu_check(kb_run *run, CUresult r, const char *call);
 /* Same, into a buffer (for suite hooks). */
 kb_status kb_gpu_check_msg(char *why, size_t cap, CUresult r, const char *call);
 
+/* Instantiates graph into *exec; with upload, as kdag's GRAPH executor
+ * does (CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD on g's stream). */
+kb_status kb_gpu_instantiate(kb_gpu *g, kb_run *run, CUgraph graph, int upload, CUgraphExec *exec);
+
 kb_status kb_gpu_batch_begin(kb_gpu *g, kb_run *run, uint64_t *t0_ns);
 kb_status kb_gpu_batch_end(kb_gpu *g, kb_run *run, uint64_t t0_ns, kb_timing *out);
 

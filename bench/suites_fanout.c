@@ -128,9 +128,7 @@ static kb_status graph_setup(kb_run *run, void **state) {
     if ((st = kb_gpu_check(run, cu->cuGraphAddKernelNode(&node, r->graph, NULL, 0, &kp), "cuGraphAddKernelNode")))
       goto fail;
   }
-  if ((st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&r->exec, r->graph, 0),
-                         "cuGraphInstantiateWithFlags")))
-    goto fail;
+  if ((st = kb_gpu_instantiate(s->g, run, r->graph, 0, &r->exec))) goto fail;
   *state = r;
   return KB_OK;
 fail:

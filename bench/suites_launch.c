@@ -156,16 +156,7 @@ static kb_status graph_setup(kb_run *run, void **state) {
   for (int i = 0; v->events && i < HAND_EVENTS; ++i)
     if ((st = kb_gpu_check(run, cu->cuEventCreate(&hg->events[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate")))
       goto fail;
-  if (v->upload) {
-    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
-    ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
-    ip.hUploadStream = s->g->stream;
-    st = kb_gpu_check(run, cu->cuGraphInstantiateWithParams(&hg->exec, hg->graph, &ip),
-                      "cuGraphInstantiateWithParams");
-  } else {
-    st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&hg->exec, hg->graph, 0), "cuGraphInstantiateWithFlags");
-  }
-  if (st) goto fail;
+  if ((st = kb_gpu_instantiate(s->g, run, hg->graph, v->upload, &hg->exec))) goto fail;
   return KB_OK;
 fail:
   graph_teardown(run, hg);

@@ -231,7 +231,7 @@ static kb_status hand_one(kb_run *run, hand_oneshot *o, int64_t n) {
     st = kb_gpu_check(run, cu->cuGraphAddKernelNode(&o->nodes[i], graph, i ? &o->nodes[i - 1] : NULL, i ? 1 : 0, &p),
                       "cuGraphAddKernelNode");
   t[1] = kb_now_ns();
-  if (!st) st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  if (!st) st = kb_gpu_instantiate(o->g, run, graph, 0, &exec);
   t[2] = kb_now_ns();
   if (!st) st = kb_gpu_check(run, cu->cuGraphLaunch(exec, o->g->stream), "cuGraphLaunch");
   if (!st) st = kb_gpu_check(run, cu->cuStreamSynchronize(o->g->stream), "cuStreamSynchronize");

@@ -115,15 +115,9 @@ static kb_status hand_setup(kb_run *run, void **state) {
     prev = node;
   }
   c->elems = elems;
-  if (kind->upload) {
-    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {0};
-    ip.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
-    ip.hUploadStream = s->g->stream;
-    st = kb_gpu_check(run, cu->cuGraphInstantiateWithParams(&c->exec, c->graph, &ip), "cuGraphInstantiateWithParams");
-  } else {
-    st = kb_gpu_check(run, cu->cuGraphInstantiateWithFlags(&c->exec, c->graph, 0), "cuGraphInstantiateWithFlags");
-  }
-  if (st || (st = kb_gpu_check(run, cu->cuStreamSynchronize(s->g->stream), "cuStreamSynchronize"))) goto fail;
+  if ((st = kb_gpu_instantiate(s->g, run, c->graph, kind->upload, &c->exec)) ||
+      (st = kb_gpu_check(run, cu->cuStreamSynchronize(s->g->stream), "cuStreamSynchronize")))
+    goto fail;
   *state = c;
   return KB_OK;
 fail:
