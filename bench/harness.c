@@ -356,7 +356,7 @@ typedef struct measured {
 static kb_status warm_up(kb_harness *h, kb_run *run, void *state, const kb_options *o, measured *m) {
   kb_status st;
   kb_timing t;
-  double primary;
+  double primary = 0; /* set by one_batch on KB_OK; gcc -O3 cannot see that */
   uint64_t cap = run->max_batch ? run->max_batch : o->max_batch;
   if (cap > o->max_batch) cap = o->max_batch;
   if (run->mode == KB_MODE_COLD) cap = 1;
@@ -398,7 +398,7 @@ static kb_status sample(kb_harness *h, kb_run *run, void *state, const kb_option
                         measured *m) {
   kb_status st;
   kb_timing t;
-  double primary;
+  double primary = 0; /* as in warm_up */
   uint64_t k = m->batch, t0 = clock_of(o);
   size_t first = m->s.n, next_check = m->s.n + 1;
   double measured_s = 0, elapsed_s = 0, noise = NAN;

@@ -189,7 +189,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
     }
     if (st) break;
     if (node->kind == KD_NODE_UPLOAD) {
-      void *snap;
+      void *snap = NULL; /* set by keep_buffer on KD_OK */
       st = keep_buffer(r, node->bytes, &snap, op);
       if (!st) {
         memcpy(snap, node->host, node->bytes); /* the caller's memory is read now */
@@ -198,7 +198,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
         t->bytes = node->bytes;
       }
     } else if (node->kind == KD_NODE_SINK) {
-      void *copy;
+      void *copy = NULL;
       st = keep_buffer(r, node->bytes, &copy, op);
       if (!st) {
         t->src = g->bindings[g->accesses[node->first_access].binding].obj->host;

@@ -72,8 +72,8 @@ kd_status kd_function_params(kd_session *s, kd_function f, size_t *count, size_t
   if (!count) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument count is NULL", op);
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
-  kd_module_obj *mod;
-  kd_cu_function *fn;
+  kd_module_obj *mod = NULL;
+  kd_cu_function *fn = NULL; /* set by kd_function_lookup on KD_OK */
   st = kd_function_lookup(s, f, &mod, &fn, op);
   if (!st && !fn->params_known)
     st = kd_fail(KD_ERR_DRIVER, "%s: the driver does not report parameters of kernel %s", op, fn->name);
