@@ -55,7 +55,6 @@ struct kd_gexec {
   uint32_t *users;         /* users[users_start[b] .. users_start[b + 1]) */
   uint32_t *dirty;         /* per node: the patch round that last marked it */
   uint32_t round;
-  uint64_t args_serial;
   uint32_t kernels;        /* kernel nodes, for counters.launches */
   uint64_t stamp;          /* kd_held_module_once's, while building */
   kd_held_set keep;        /* modules (once each), foreign resources and workspaces */
@@ -366,7 +365,6 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
   }
   st = index_users(g, x, op);
   if (st) goto done;
-  x->args_serial = g->args_serial;
   CUresult r = cu->cuGraphCreate(&x->graph, 0);
   if (r != CUDA_SUCCESS) {
     st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphCreate"));
@@ -394,7 +392,7 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     goto done;
   }
   s->counters.graph_instantiations++;
-  kd_graph_rebound_clear(g); /* built from the current bindings */
+  kd_graph_changes_clear(g); /* built from the current bindings and values */
 done:
   free(pred_start);
   free(pred);
@@ -453,8 +451,7 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
  * rebuilds it. */
 static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
   *patched = 0;
-  int args = x->args_serial != g->args_serial;
-  if (!g->rebound_count && !args) return KD_OK; /* the common relaunch: O(1), whatever the binding count */
+  if (!g->rebound_count && !g->reargs_count) return KD_OK; /* the common relaunch: O(1) */
   uint32_t round = ++x->round;
   kd_status st = KD_OK;
   for (uint32_t i = 0; !st && i < g->rebound_count; ++i) {
@@ -466,14 +463,14 @@ static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
       st = patch_node(g, x, n, op, patched);
     }
   }
-  for (uint32_t n = 0; !st && args && n < x->node_count; ++n)
-    if (g->nodes[n].args_serial > x->args_serial && x->dirty[n] != round) {
-      x->dirty[n] = round;
-      st = patch_node(g, x, n, op, patched);
-    }
-  if (st) return st; /* the list stays: the next try patches them all again */
-  kd_graph_rebound_clear(g);
-  x->args_serial = g->args_serial;
+  for (uint32_t i = 0; !st && i < g->reargs_count; ++i) {
+    uint32_t n = g->reargs[i];
+    if (x->dirty[n] == round) continue;
+    x->dirty[n] = round;
+    st = patch_node(g, x, n, op, patched);
+  }
+  if (st) return st; /* the lists stay: the next try patches them all again */
+  kd_graph_changes_clear(g);
   return KD_OK;
 }
 

@@ -5,6 +5,7 @@
 
 #include "cuda/status_internal.h"
 #include "graph/graph_impl.h"
+#include "graph/grow.h"
 
 kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value) {
   static const char *op = "kd_graph_set_arg";
@@ -30,13 +31,20 @@ kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg val
   } else if (value.kind == KD_ARG_BYTES && !value.v.bytes.data) {
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' argument %u: value bytes are NULL", op, n->name, index);
   }
+  /* Listed once until the executable graph catches up (room first: a
+   * failure leaves the argument as it was). */
+  if (!st && !n->args_queued && !KD_GROW(g->reargs, g->reargs_cap, g->reargs_count + 1))
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
   if (!st && value.kind == KD_ARG_BYTES) {
     /* The node owns its bytes: copy them in place (same size). */
     memcpy((void *)a->value.v.bytes.data, value.v.bytes.data, value.v.bytes.size);
   } else if (!st) {
     a->value = value;
   }
-  if (!st) n->args_serial = ++g->args_serial;
+  if (!st && !n->args_queued) {
+    g->reargs[g->reargs_count++] = node;
+    n->args_queued = 1;
+  }
   kd_session_leave(g->session);
   return st;
 }

@@ -59,6 +59,7 @@ void kd_graph_destroy(kd_graph *g) {
   KD_GROW_FREE(g->edges, g->edge_cap);
   KD_GROW_FREE(g->bindings, g->binding_cap);
   KD_GROW_FREE(g->rebound, g->rebound_cap);
+  KD_GROW_FREE(g->reargs, g->reargs_cap);
   KD_GROW_FREE(g->pred_mark, g->pred_cap);
   KD_GROW_FREE(g->out_head, g->out_cap);
   KD_GROW_FREE(g->edge_next, g->edge_next_cap);

@@ -78,7 +78,7 @@ typedef struct kd_gnode {
   uint32_t first_access, access_count;
   char *name;              /* in the graph's arena */
   void *user;              /* host function / foreign */
-  uint64_t args_serial;    /* kernel: the graph's args_serial when its scalars were last set */
+  int args_queued;         /* kernel: listed in the graph's reargs */
   union {
     struct { /* KD_NODE_KERNEL */
       kd_module_obj *module; /* the graph holds a reference */
@@ -157,16 +157,20 @@ struct kd_graph {
   uint32_t sink_count, sink_cap;
   kd_plan plan;
   kd_exec_mode exec_mode;
-  uint64_t args_serial;    /* bumped when a node's scalar arguments change */
   int unmarked;            /* a written binding's tensor may not be marked initialized yet */
-  uint32_t *rebound;       /* bindings rebound since the executable graph last caught up, once each */
+  /* What changed since the executable graph last caught up, each listed
+   * once, so a relaunch patches only those nodes whatever the graph's size. */
+  uint32_t *rebound;       /* bindings rebound */
   uint32_t rebound_count, rebound_cap;
+  uint32_t *reargs;        /* kernel nodes whose value arguments were set */
+  uint32_t reargs_count, reargs_cap;
 };
 
-/* The executable graph has caught up with every rebinding. */
-static inline void kd_graph_rebound_clear(kd_graph *g) {
+/* The executable graph has caught up with every rebinding and new value. */
+static inline void kd_graph_changes_clear(kd_graph *g) {
   for (uint32_t i = 0; i < g->rebound_count; ++i) g->bindings[g->rebound[i]].queued = 0;
-  g->rebound_count = 0;
+  for (uint32_t i = 0; i < g->reargs_count; ++i) g->nodes[g->reargs[i]].args_queued = 0;
+  g->rebound_count = g->reargs_count = 0;
 }
 
 /* engine/plan.c */

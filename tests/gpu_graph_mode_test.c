@@ -220,6 +220,76 @@ Test(gpu_graph_mode, rebinding_several_times_between_launches_patches_once_and_s
   kd_session_destroy(s);
 }
 
+/* New values queue up like rebindings (once per node): one set before the
+ * build is in what the executable graph is built from, several of one node
+ * patch that node once, and a value equal to what the node holds patches
+ * nothing. */
+Test(gpu_graph_mode, new_values_patch_their_node_once_and_stay_correct) {
+  kd_session *s = gpu_session_mode(KD_EXEC_EAGER, 0);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  enum { N = 256 };
+  float x[N], y[N], out[2][N];
+  kdt_fill_random(x, N, 31);
+  kdt_fill_random(y, N, 32);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {N}};
+  kd_tensor tx, ty, tz[2];
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &tx));
+  KDT_OK(kd_tensor_from_host(s, &d, y, sizeof y, &ty));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config cfg;
+  KDT_OK(kd_launch_config_flat(N, 256, 0, &cfg));
+  kd_node add[2];
+  kd_sink *sink[2];
+  float minus = -1.0f;
+  for (int i = 0; i < 2; ++i) {
+    KDT_OK(kd_tensor_create(s, &d, &tz[i]));
+    KDT_OK(kd_graph_fill(g, "z=-1", kd_whole(tz[i]), &minus, NULL));
+    kd_garg args[] = {kd_g_out(kd_whole(tz[i])), kd_g_in(kd_whole(tx)), kd_g_in(kd_whole(ty)),
+                      kd_g_value(kd_arg_i32(N))};
+    KDT_OK(kd_graph_kernel(g, "z=x+y", l.add, &cfg, args, 4, &add[i]));
+    KDT_OK(kd_graph_sink(g, "z", tz[i], out[i], sizeof out[i], &sink[i]));
+  }
+  int n[2] = {N, N}; /* the elements each kernel adds; the rest stay -1 */
+#define CHECK_BOTH()                                                                              \
+  do {                                                                                            \
+    KDT_OK(kd_graph_submit(g, NULL));                                                             \
+    for (int w = 0; w < 2; ++w) {                                                                 \
+      KDT_OK(kd_sink_wait(sink[w]));                                                              \
+      for (int i = 0; i < N; ++i)                                                                 \
+        cr_assert_eq(out[w][i], i < n[w] ? x[i] + y[i] : -1.0f, "z%d[%d] with n = %d", w, i, n[w]); \
+    }                                                                                             \
+  } while (0)
+  CHECK_BOTH(); /* EAGER */
+  KDT_OK(kd_graph_set_arg(g, add[0], 3, kd_arg_i32(128))); /* queued: no executable graph yet */
+  n[0] = 128;
+  KDT_OK(kd_graph_set_exec_mode(g, KD_EXEC_GRAPH));
+  CHECK_BOTH(); /* built with 128 */
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_instantiations, 1);
+  cr_assert_eq(k.graph_updates, 0, "a value set before the build needs no patch");
+  KDT_OK(kd_graph_set_arg(g, add[1], 3, kd_arg_i32(64)));
+  KDT_OK(kd_graph_set_arg(g, add[1], 3, kd_arg_i32(32)));
+  KDT_OK(kd_graph_set_arg(g, add[1], 3, kd_arg_i32(64))); /* three of one node, net 64 */
+  n[1] = 64;
+  CHECK_BOTH();
+  k = counters(s);
+  cr_assert_eq(k.graph_updates, 1, "three values of one node patch once (%llu)", (unsigned long long)k.graph_updates);
+  KDT_OK(kd_graph_set_arg(g, add[0], 3, kd_arg_i32(128))); /* what it holds already */
+  CHECK_BOTH();
+  k = counters(s);
+  cr_assert_eq(k.graph_updates, 1, "a value equal to the node's patches nothing");
+  cr_assert_eq(k.graph_instantiations, 1);
+  cr_assert_eq(k.graph_launches, 3);
+#undef CHECK_BOTH
+  kd_graph_destroy(g);
+  for (int i = 0; i < 2; ++i) KDT_OK(kd_tensor_release(s, tz[i]));
+  KDT_OK(kd_tensor_release(s, tx));
+  KDT_OK(kd_tensor_release(s, ty));
+  kd_session_destroy(s);
+}
+
 Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
   kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
