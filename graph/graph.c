@@ -185,27 +185,47 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
 #undef KD_AT_ARGS
 }
 
-/* Appends an edge in reserved room (edges, edge_next; out_head covers
- * both nodes) and links it into from's outgoing list. */
-static void push_edge(kd_graph *g, uint32_t from, uint32_t to, uint32_t binding, kd_hazard hz) {
-  uint32_t e = g->edge_count++;
-  g->edges[e] = (kd_gedge){from, to, binding, hz};
-  g->edge_next[e] = g->out_head[from];
-  g->out_head[from] = e + 1;
+/* Edges into the node being added scanned for a repeat; beyond this many,
+ * pred_mark is used (a scan would be quadratic in a node's edges). */
+#define KD_PRED_SCAN 16
+
+/* Adds the inferred edge from -> to (the node being added, whose edges are
+ * [first, edge_count)) unless it exists, in room reserved by ctx_commit. */
+static void add_edge(kd_graph *g, uint32_t first, uint32_t from, uint32_t to, uint32_t binding, kd_hazard hz) {
+  if (from == to) return;
+  uint32_t have = g->edge_count - first;
+  int repeat = 0;
+  if (have <= KD_PRED_SCAN) {
+    for (uint32_t e = first; e < g->edge_count && !repeat; ++e) repeat = g->edges[e].from == from;
+  } else {
+    repeat = g->pred_mark[from] == to + 1;
+  }
+  if (repeat) {
+    g->edges_dropped++;
+    return;
+  }
+  g->edges[g->edge_count++] = (kd_gedge){from, to, binding, hz};
+  if (have == KD_PRED_SCAN) { /* from here on pred_mark answers: mark them all */
+    for (uint32_t e = first; e < g->edge_count; ++e) g->pred_mark[g->edges[e].from] = to + 1;
+  } else if (have > KD_PRED_SCAN) {
+    g->pred_mark[from] = to + 1;
+  }
 }
 
-static kd_status add_edge(kd_graph *g, uint32_t from, uint32_t to, uint32_t binding, kd_hazard hz) {
-  if (from == to) return KD_OK;
-  if (g->pred_mark[from] == to + 1) {
-    g->edges_dropped++;
-    return KD_OK;
-  }
-  if (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1) ||
+/* Links edges [out_linked, edge_count) into their from's outgoing list, in
+ * order, so each list stays newest first, with room for one more edge.
+ * 0: out of memory, no edge linked. */
+static int link_out(kd_graph *g) {
+  if (!grow_zeroed(&g->out_head, &g->out_cap, g->node_count) || /* a new node has no edges yet */
       !KD_GROW(g->edge_next, g->edge_next_cap, g->edge_count + 1))
-    return kd_fail(KD_ERR_OUT_OF_MEMORY, "kdag graph: no memory for an edge");
-  g->pred_mark[from] = to + 1;
-  push_edge(g, from, to, binding, hz);
-  return KD_OK;
+    return 0;
+  for (uint32_t e = g->out_linked; e < g->edge_count; ++e) {
+    uint32_t from = g->edges[e].from;
+    g->edge_next[e] = g->out_head[from];
+    g->out_head[from] = e + 1;
+  }
+  g->out_linked = g->edge_count;
+  return 1;
 }
 
 /* Puts matches in insertion order, as the edges have always come out. Few
@@ -231,7 +251,8 @@ static void sort_by_access(kd_ival **e, uint32_t n) {
 /* Orders access a of node after the active accesses of its tensor that it
  * conflicts with, then updates the tensor's active sets; fp moves into
  * them. Cannot fail: the caller reserved edges, entries and scratch. */
-static void infer(kd_graph *g, uint32_t node, uint32_t a, kd_access mode, kd_footprint *fp, uint32_t bi) {
+static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint32_t a, kd_access mode, kd_footprint *fp,
+                  uint32_t bi) {
   kd_binding *b = &g->bindings[bi];
   if (!fp->count) return; /* touches nothing, so conflicts with nothing */
   const kd_run *r = kd_footprint_runs(fp);
@@ -249,7 +270,7 @@ static void infer(kd_graph *g, uint32_t node, uint32_t a, kd_access mode, kd_foo
       g->edges_dropped++; /* implied: prev -> covering read -> this write */
     } else if (conflict) {
       kd_hazard hz = (prev->mode & KD_OUT) ? ((mode & KD_IN) ? KD_HAZ_RAW : KD_HAZ_WAW) : KD_HAZ_WAR;
-      add_edge(g, prev->node, node, bi, hz);
+      add_edge(g, first_edge, prev->node, node, bi, hz);
     }
     if (prev->node == node) continue;
     if (mode == KD_IN && (prev->mode & KD_OUT) && kd_footprint_covers(fp, &pf)) prev->shadowed = 1;
@@ -298,15 +319,12 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
       !KD_GROW(g->accesses, g->access_cap, g->access_count + c->count) ||
       !KD_GROW(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
       !KD_GROW(g->edges, g->edge_cap, g->edge_count + extra_edges) ||
-      !KD_GROW(g->edge_next, g->edge_next_cap, g->edge_count + extra_edges) ||
       !KD_GROW(g->pred_mark, g->pred_cap, g->node_count + 1) ||
-      !KD_GROW(g->out_head, g->out_cap, g->node_count + 1) ||
       !KD_GROW(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
     ctx_free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
   }
   g->pred_mark[g->node_count] = 0;
-  g->out_head[g->node_count] = 0;
   /* Bindings: append new ones, reserve entries and index slots. */
   uint32_t bind[KD_NODE_MAX_ACCESSES];
   uint32_t first_new = g->binding_count;
@@ -343,7 +361,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   for (uint32_t j = first_new; j < g->binding_count; ++j) kd_tensor_ref(g->bindings[j].obj);
   for (uint32_t i = 0; i < c->count; ++i)
     if (bind[i] >= first_new) g->by_slot[c->acc[i].slot] = bind[i] + 1;
-  uint32_t node = g->node_count++;
+  uint32_t node = g->node_count++, first_edge = g->edge_count;
   proto->name = memcpy(kd_arena_take(&g->arena, name_len + 1), c->name, name_len + 1);
   proto->first_access = g->access_count;
   proto->access_count = c->count;
@@ -356,7 +374,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     *acc = (kd_gaccess){.node = node, .binding = bind[i], .mode = p->mode, .rank = p->view.rank};
     if (p->whole && !b->whole) b->whole = store_view(g, &p->view);
     acc->dims = p->whole ? b->whole : store_view(g, &p->view);
-    infer(g, node, a, p->mode, &p->fp, bind[i]);
+    infer(g, node, first_edge, a, p->mode, &p->fp, bind[i]);
     if (p->mode & KD_OUT) b->written = g->unmarked = 1;
   }
   c->count = 0; /* footprints now belong to the graph (or were empty) */
@@ -765,6 +783,10 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
                  before == after        ? "a node cannot follow itself"
                  : before >= g->node_count ? "argument before is no node of this graph"
                                            : "argument after is no node of this graph");
+  if (!st && (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1) || !link_out(g) ||
+              !grow_zeroed(&g->visit, &g->visit_cap, g->node_count) || /* new room: no earlier stamp */
+              !KD_GROW(g->dfs, g->dfs_cap, g->node_count)))
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
   /* An edge that exists already, declared or inferred, is not added again:
    * a CUDA graph node's dependencies must not repeat. */
   int duplicate = 0;
@@ -775,17 +797,16 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
     kd_session_leave(g->session);
     return KD_OK;
   }
-  if (!st && (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1) ||
-              !KD_GROW(g->edge_next, g->edge_next_cap, g->edge_count + 1) ||
-              !grow_zeroed(&g->visit, &g->visit_cap, g->node_count) || /* new room: no earlier stamp */
-              !KD_GROW(g->dfs, g->dfs_cap, g->node_count)))
-    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
   if (!st && reachable(g, after, before))
     st = kd_fail(KD_ERR_CYCLE, "%s: edge '%s' (#%u) -> '%s' (#%u) would close a cycle: '%s' already runs after '%s'",
                  op, g->nodes[before].name, before, g->nodes[after].name, after, g->nodes[before].name,
                  g->nodes[after].name);
   if (!st) {
-    push_edge(g, before, after, UINT32_MAX, KD_HAZ_EXPLICIT);
+    uint32_t e = g->edge_count++; /* in the room link_out made, linked at once */
+    g->edges[e] = (kd_gedge){before, after, UINT32_MAX, KD_HAZ_EXPLICIT};
+    g->edge_next[e] = g->out_head[before];
+    g->out_head[before] = e + 1;
+    g->out_linked = g->edge_count;
     g->plan.valid = 0;
   }
   kd_session_leave(g->session);

@@ -140,15 +140,22 @@ struct kd_graph {
   kd_ival **found;         /* scratch for one access's interval queries */
   uint32_t found_cap;
   kd_arena arena;          /* node names, access views */
-  uint32_t *pred_mark;     /* pred_mark[p] == n + 1: edge p -> n exists */
+  /* A node's inferred edges are appended while it is added: a repeat is
+   * found by scanning them while they are few, by pred_mark beyond. */
+  uint32_t *pred_mark;     /* pred_mark[p] == n + 1: edge p -> n exists (the node being added has
+                              more than KD_PRED_SCAN edges) */
   uint32_t pred_cap;
   /* Each node's outgoing edges as a list through the edge array, newest
    * first, so kd_graph_edge's duplicate and cycle checks visit only the
-   * edges they follow, not every edge of the graph. */
+   * edges they follow, not every edge of the graph. Linked on the first
+   * kd_graph_edge after edges were added, not while inferring: a graph
+   * without explicit edges never touches them, and inference does not pay
+   * a cache miss on a random earlier node's list head per edge. */
   uint32_t *out_head;      /* per node: its newest outgoing edge + 1, 0 if none */
   uint32_t out_cap;
   uint32_t *edge_next;     /* per edge: the next older outgoing edge of its from + 1, 0 if none */
   uint32_t edge_next_cap;
+  uint32_t out_linked;     /* edges [0, out_linked) are in the lists */
   uint32_t *visit;         /* per node: the search stamp that last reached it */
   uint32_t visit_cap, visit_stamp; /* every entry below visit_cap is initialized */
   uint32_t *dfs;           /* the search's stack */

@@ -234,6 +234,43 @@ Test(host_graph, a_repeated_edge_is_added_once) {
 
 static void no_op(void *user) { (void)user; }
 
+/* A write after R nodes that each read both tensors it writes: R edges,
+ * each once, for few readers (a node's edges scanned for a repeat) and for
+ * many (past the scan, pred_mark); explicit edges then see the inferred
+ * ones (linked into the outgoing lists on the first kd_graph_edge). */
+Test(host_graph, a_write_after_many_readers_gets_each_edge_once) {
+  kd_session *s = kdt_host_session();
+  int32_t init[8] = {0};
+  kd_tensor a = ivec(s, 8, init), b = ivec(s, 8, init);
+  static const uint32_t readers[] = {3, 16, 17, 40};
+  for (size_t k = 0; k < sizeof readers / sizeof *readers; ++k) {
+    uint32_t r = readers[k];
+    kd_graph *g;
+    KDT_OK(kd_graph_create(s, &g));
+    kd_garg reads[] = {kd_g_in(kd_whole(a)), kd_g_in(kd_whole(b))};
+    for (uint32_t i = 0; i < r; ++i) KDT_OK(kd_graph_host(g, "read a, b", no_op, NULL, reads, 2, NULL));
+    kd_garg writes[] = {kd_g_out(kd_whole(b)), kd_g_out(kd_whole(a))};
+    kd_node w;
+    KDT_OK(kd_graph_host(g, "write b, a", no_op, NULL, writes, 2, &w));
+    cr_assert_eq(stats(g).edges, r, "%u readers: one WAR edge from each (%u)", r, stats(g).edges);
+    cr_assert_eq(stats(g).edges_dropped, r, "%u readers: the second tensor's edges repeat the first's", r);
+    KDT_OK(kd_graph_edge(g, 0, w)); /* inferred already */
+    KDT_OK(kd_graph_edge(g, r - 1, w));
+    cr_assert_eq(stats(g).edges, r);
+    cr_assert_eq(stats(g).edges_dropped, r + 2);
+    KDT_FAILS(kd_graph_edge(g, w, r / 2), KD_ERR_CYCLE, "would close a cycle");
+    KDT_OK(kd_graph_host(g, "read a", no_op, NULL, reads, 1, NULL)); /* RAW w -> it */
+    KDT_OK(kd_graph_edge(g, w, w + 1));                                 /* inferred after the lists were linked */
+    cr_assert_eq(stats(g).edges, r + 1);
+    cr_assert_eq(stats(g).edges_dropped, r + 3);
+    KDT_OK(kd_graph_submit(g, NULL));
+    kd_graph_destroy(g);
+  }
+  KDT_OK(kd_tensor_release(s, a));
+  KDT_OK(kd_tensor_release(s, b));
+  kd_session_destroy(s);
+}
+
 /* kd_graph_edge against a reference: seeded random edges among 150 nodes,
  * each refused as a cycle exactly when its target already reaches its
  * source (breadth-first search over an adjacency matrix), added once
