@@ -190,13 +190,18 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
 #define KD_PRED_SCAN 16
 
 /* Adds the inferred edge from -> to (the node being added, whose edges are
- * [first, edge_count)) unless it exists, in room reserved by ctx_commit. */
-static void add_edge(kd_graph *g, uint32_t first, uint32_t from, uint32_t to, uint32_t binding, kd_hazard hz) {
+ * [first, edge_count)) unless it exists, in room reserved by ctx_commit.
+ * *seen has bit (p mod 64) set for each of those edges' p: a clear bit
+ * needs no scan. */
+static void add_edge(kd_graph *g, uint32_t first, uint64_t *seen, uint32_t from, uint32_t to, uint32_t binding,
+                     kd_hazard hz) {
   if (from == to) return;
   uint32_t have = g->edge_count - first;
+  uint64_t bit = 1ull << (from & 63);
   int repeat = 0;
   if (have <= KD_PRED_SCAN) {
-    for (uint32_t e = first; e < g->edge_count && !repeat; ++e) repeat = g->edges[e].from == from;
+    for (uint32_t e = first; (*seen & bit) && e < g->edge_count && !repeat; ++e) repeat = g->edges[e].from == from;
+    *seen |= bit;
   } else {
     repeat = g->pred_mark[from] == to + 1;
   }
@@ -251,8 +256,8 @@ static void sort_by_access(kd_ival **e, uint32_t n) {
 /* Orders access a of node after the active accesses of its tensor that it
  * conflicts with, then updates the tensor's active sets; fp moves into
  * them. Cannot fail: the caller reserved edges, entries and scratch. */
-static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint32_t a, kd_access mode, kd_footprint *fp,
-                  uint32_t bi) {
+static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *seen, uint32_t a, kd_access mode,
+                  kd_footprint *fp, uint32_t bi) {
   kd_binding *b = &g->bindings[bi];
   if (!fp->count) return; /* touches nothing, so conflicts with nothing */
   const kd_run *r = kd_footprint_runs(fp);
@@ -270,7 +275,7 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint32_t a, k
       g->edges_dropped++; /* implied: prev -> covering read -> this write */
     } else if (conflict) {
       kd_hazard hz = (prev->mode & KD_OUT) ? ((mode & KD_IN) ? KD_HAZ_RAW : KD_HAZ_WAW) : KD_HAZ_WAR;
-      add_edge(g, first_edge, prev->node, node, bi, hz);
+      add_edge(g, first_edge, seen, prev->node, node, bi, hz);
     }
     if (prev->node == node) continue;
     if (mode == KD_IN && (prev->mode & KD_OUT) && kd_footprint_covers(fp, &pf)) prev->shadowed = 1;
@@ -362,6 +367,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   for (uint32_t i = 0; i < c->count; ++i)
     if (bind[i] >= first_new) g->by_slot[c->acc[i].slot] = bind[i] + 1;
   uint32_t node = g->node_count++, first_edge = g->edge_count;
+  uint64_t seen = 0; /* add_edge's filter */
   proto->name = memcpy(kd_arena_take(&g->arena, name_len + 1), c->name, name_len + 1);
   proto->first_access = g->access_count;
   proto->access_count = c->count;
@@ -374,7 +380,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     *acc = (kd_gaccess){.node = node, .binding = bind[i], .mode = p->mode, .rank = p->view.rank};
     if (p->whole && !b->whole) b->whole = store_view(g, &p->view);
     acc->dims = p->whole ? b->whole : store_view(g, &p->view);
-    infer(g, node, first_edge, a, p->mode, &p->fp, bind[i]);
+    infer(g, node, first_edge, &seen, a, p->mode, &p->fp, bind[i]);
     if (p->mode & KD_OUT) b->written = g->unmarked = 1;
   }
   c->count = 0; /* footprints now belong to the graph (or were empty) */
