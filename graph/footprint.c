@@ -10,14 +10,12 @@ static int cmp_run(const void *x, const void *y) {
   return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
-kd_status kd_footprint_build(const kd_view *v, uint32_t max_runs, kd_footprint *out, const char *op) {
-  memset(out, 0, sizeof *out);
+kd_status kd_footprint_build(const kd_view *v, int64_t numel, uint32_t max_runs, kd_footprint *out,
+                             const char *op) {
+  /* Not memset: this runs for every access of every node. */
+  out->runs = NULL;
+  out->count = 0;
   out->exact = 1;
-  int64_t numel = 1, lo = v->offset, hi = v->offset;
-  for (int i = 0; i < v->rank; ++i) {
-    numel *= v->shape[i];
-    if (v->shape[i]) hi += (v->shape[i] - 1) * v->strides[i];
-  }
   if (numel == 0) return KD_OK; /* touches nothing */
   /* Leading dimensions that are contiguous form one run per outer index. */
   int inner = 0;
@@ -26,8 +24,10 @@ kd_status kd_footprint_build(const kd_view *v, uint32_t max_runs, kd_footprint *
   int64_t outer = numel / run;
   if (outer > (int64_t)max_runs || outer == 1) {
     /* One run, inline: the whole view (outer == 1, exact) or its interval. */
-    out->one.lo = lo;
-    out->one.hi = outer == 1 ? lo + run : hi + 1;
+    int64_t last = v->offset;
+    for (int i = 0; outer > 1 && i < v->rank; ++i) last += (v->shape[i] - 1) * v->strides[i]; /* no shape is 0 */
+    out->one.lo = v->offset;
+    out->one.hi = outer == 1 ? v->offset + run : last + 1;
     out->count = 1;
     out->exact = outer == 1;
     return KD_OK;

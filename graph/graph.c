@@ -169,7 +169,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   if ((mode & KD_IN) && !o->initialized && !(p->binding >= 0 && c->g->bindings[p->binding].written))
     return kd_fail(KD_ERR_UNINITIALIZED, KD_AT ": reads tensor 0x%llx, which no earlier node or upload writes",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
-  st = kd_footprint_build(&p->view, KD_GRAPH_EXACT_RUNS, &p->fp, op);
+  st = kd_footprint_build(&p->view, n, KD_GRAPH_EXACT_RUNS, &p->fp, op);
   if (st) return st;
   c->count++;
   /* Within one node, two accesses of one tensor that overlap, one writing,
