@@ -24,8 +24,9 @@ bundle() {
   cmake --build "$build" -j"$(nproc)"
   rm -rf "$build/carry-lib"
   mkdir -p "$build/carry-lib"
-  # glibc, libstdc++ and libgcc_s are newer there; everything else travels.
-  local skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libstdc\+\+|libgcc_s)'
+  # glibc, libstdc++ and libgcc_s are newer there; everything else travels,
+  # but for libkdag itself, which the binaries find in $build by their RPATH.
+  local skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libstdc\+\+|libgcc_s|libkdag\.so)'
   for bin in "$build"/tests/*_test "$build"/tests/*_test_asan "$build"/examples/* "$build"/bench/kdag-bench; do
     [ -f "$bin" ] && [ -x "$bin" ] || continue
     ldd "$bin" | awk '$3 ~ /^\// {print $1, $3}' | while read -r name path; do
@@ -42,6 +43,7 @@ bundle() {
   rm -f "$build"/tests/host_*_test_asan
   find "$build/kernels" -maxdepth 1 -name '*.c' -delete
   find "$build/tests" "$build/bench" "$build/examples" -maxdepth 1 -type f -perm -u+x -exec strip --strip-debug {} +
+  strip --strip-debug "$build"/libkdag.so.*.*.*  # keeps the dynamic symbols abi_exports reads
   # MathDx (git-ignored, from PyPI) travels trimmed and compressed: the
   # cuBLASDx, cuSOLVERDx and commonDx headers, CUTLASS, libmathdx and the
   # wheels' manifests (the cache key hashes them).
