@@ -364,7 +364,7 @@ int kd_view_is_compact(const kd_view *v) {
   return 1;
 }
 
-/* Elements of the view and the last element it touches. */
+/* Counts the view's elements (*elements), checking that its last element lies inside the tensor. */
 kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elements,
                          int64_t *elements) {
   if (v->rank < 0 || v->rank > KD_MAX_RANK)
