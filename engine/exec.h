@@ -86,7 +86,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
 kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held);
 /* Whether this submission of g runs in GRAPH mode. */
 int kd_exec_graph_wanted(kd_graph *g);
-void kd_exec_host_task(kd_host_task *t, kd_host_task **ready, uint32_t *n, uint32_t cap, void *ctx);
+void kd_exec_host_task(kd_host_task *t, kd_host_ready *q, void *ctx);
 
 void kd_host_run_unref(kd_host_run *r);
 /* Waits for every HOST submission of the session so far (they run in

@@ -21,7 +21,20 @@ kd_kview kd_access_kview(const kd_gaccess *a, uint64_t base, size_t esize) {
   return v;
 }
 
-static void finish(kd_host_run *r);
+static void finish(kd_host_run *r, kd_host_ready *q);
+
+/* Drops one count of a counter other threads drop too; 1 when it was the
+ * last. The fences make what this thread wrote before visible to the thread
+ * that sees zero (and then frees, or runs a successor that reads it): x86's
+ * locked instructions order that already, aarch64's plain exclusives do
+ * not. */
+static bool dec_to_zero(uint32_t *c) {
+  bool zero = false;
+  ck_pr_fence_release();
+  ck_pr_dec_32_zero(c, &zero);
+  if (zero) ck_pr_fence_acquire();
+  return zero;
+}
 
 kd_kdtype kd_kdtype_of(kd_dtype d) {
   switch (d) {
@@ -33,9 +46,7 @@ kd_kdtype kd_kdtype_of(kd_dtype d) {
 }
 
 void kd_host_run_unref(kd_host_run *r) {
-  bool zero = false;
-  ck_pr_dec_32_zero(&r->refs, &zero);
-  if (!zero) return;
+  if (!dec_to_zero(&r->refs)) return;
   for (uint32_t i = 0; i < r->buffer_count; ++i) free(r->buffers[i]);
   free(r->buffers);
   free(r->tasks);
@@ -48,7 +59,11 @@ void kd_host_run_unref(kd_host_run *r) {
   free(r);
 }
 
-int kd_host_run_done(kd_host_run *r) { return ck_pr_load_int(&r->done); }
+int kd_host_run_done(kd_host_run *r) {
+  int done = ck_pr_load_int(&r->done);
+  if (done) ck_pr_fence_acquire(); /* the run's writes before what the caller frees */
+  return done;
+}
 
 void kd_host_run_wait(kd_host_run *r) {
   pthread_mutex_lock(&r->mu);
@@ -85,26 +100,41 @@ static void run_task(kd_host_task *t) {
   }
 }
 
-static void start(kd_host_run *r) {
+/* Queues a run's roots: through q on a worker, else into the ring. */
+static void push_roots(kd_host_run *r, kd_host_ready *q) {
   /* The roots were listed up front: scanning indegree here would race
    * with workers already decrementing it and queue a task twice. */
-  for (uint32_t i = 0; i < r->root_count; ++i) kd_host_pool_push(r->pool, &r->tasks[r->roots[i]]);
-  if (!r->root_count) finish(r); /* an empty graph */
+  for (uint32_t i = 0; i < r->root_count; ++i) {
+    kd_host_task *t = &r->tasks[r->roots[i]];
+    if (q) kd_host_ready_push(q, t);
+    else kd_host_pool_push(r->pool, t);
+  }
 }
 
-/* Marks a run done and starts the submission queued behind it. */
-static void finish(kd_host_run *r) {
-  pthread_mutex_lock(&r->mu);
-  ck_pr_store_int(&r->done, 1);
-  kd_host_run *next = r->next;
-  r->next = NULL;
-  pthread_cond_broadcast(&r->cv);
-  pthread_mutex_unlock(&r->mu);
-  if (next) {
-    start(next);
-    kd_host_run_unref(next); /* the chain's reference */
+static void start(kd_host_run *r, kd_host_ready *q) {
+  if (r->root_count) push_roots(r, q);
+  else finish(r, q); /* an empty graph */
+}
+
+/* Marks a run done and starts the submission queued behind it, and so on
+ * through any empty ones: a loop, since a chain of empty submissions behind
+ * a long one would otherwise recurse once each on a worker's stack. */
+static void finish(kd_host_run *r, kd_host_ready *q) {
+  while (r) {
+    pthread_mutex_lock(&r->mu);
+    ck_pr_fence_release();
+    ck_pr_store_int(&r->done, 1);
+    kd_host_run *next = r->next;
+    r->next = NULL;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    kd_host_run_unref(r); /* the pool's reference */
+    r = NULL;
+    if (!next) break;
+    if (next->root_count) push_roots(next, q);
+    else r = next; /* empty: done at once; it holds the pool's reference too */
+    kd_host_run_unref(next); /* the chain's */
   }
-  kd_host_run_unref(r); /* the pool's reference */
 }
 
 void kd_host_session_wait(kd_session *s) {
@@ -112,22 +142,14 @@ void kd_host_session_wait(kd_session *s) {
 }
 
 /* Pool callback: run the task, release successors, finish the run. */
-void kd_exec_host_task(kd_host_task *t, kd_host_task **ready, uint32_t *n, uint32_t cap, void *ctx) {
-  kd_host_pool *pool = ctx;
+void kd_exec_host_task(kd_host_task *t, kd_host_ready *q, void *ctx) {
+  (void)ctx;
   kd_host_run *r = t->run;
   if (r->jitter) jitter();
   run_task(t);
-  *n = 0;
-  for (uint32_t k = r->succ_start[t->node]; k < r->succ_start[t->node + 1]; ++k) {
-    bool zero = false;
-    ck_pr_dec_32_zero(&r->indegree[r->succ[k]], &zero);
-    if (!zero) continue;
-    if (*n == cap) kd_host_pool_push(pool, &r->tasks[r->succ[k]]); /* batch full: queue directly */
-    else ready[(*n)++] = &r->tasks[r->succ[k]];
-  }
-  bool last = false;
-  ck_pr_dec_32_zero(&r->remaining, &last);
-  if (last) finish(r);
+  for (uint32_t k = r->succ_start[t->node]; k < r->succ_start[t->node + 1]; ++k)
+    if (dec_to_zero(&r->indegree[r->succ[k]])) kd_host_ready_push(q, &r->tasks[r->succ[k]]);
+  if (dec_to_zero(&r->remaining)) finish(r, q);
 }
 
 static kd_status keep_buffer(kd_host_run *r, size_t bytes, void **out, const char *op) {
@@ -240,7 +262,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
   }
   ck_pr_inc_32(&r->refs);
   s->last_run = r;
-  if (!queued) start(r);
+  if (!queued) start(r, NULL);
   *out = r;
   return KD_OK;
 }

@@ -10,12 +10,35 @@
 
 #define KD_POOL_RING (1u << 16)
 #define KD_POOL_MAX_THREADS 64
-#define KD_READY_CAP 64
 
 typedef struct worker_arg {
   kd_host_pool *pool;
   uint32_t index;
 } worker_arg;
+
+struct kd_host_ready {
+  kd_host_pool *pool;
+  kd_host_task **local;    /* made ready while the ring was full: run here next */
+  uint32_t n, cap;
+};
+
+void kd_host_ready_push(kd_host_ready *q, kd_host_task *t) {
+  if (ck_ring_enqueue_mpmc(&q->pool->ring, q->pool->buf, t)) {
+    sem_post(&q->pool->queued);
+    return;
+  }
+  if (q->n == q->cap) {
+    uint32_t cap = q->cap ? q->cap * 2 : 64;
+    kd_host_task **grown = realloc(q->local, cap * sizeof *grown);
+    if (!grown) { /* no memory either: the last resort is to wait for room */
+      kd_host_pool_push(q->pool, t);
+      return;
+    }
+    q->local = grown;
+    q->cap = cap;
+  }
+  q->local[q->n++] = t;
+}
 
 static void *worker(void *p) {
   worker_arg *w = p;
@@ -28,14 +51,11 @@ static void *worker(void *p) {
     if (core) hwloc_set_cpubind(pool->topo, core->cpuset, HWLOC_CPUBIND_THREAD);
   }
   free(w);
-  /* Tasks this worker made ready but could not queue (ring full) run here,
-   * depth first, so a full ring can never deadlock the pool. */
-  kd_host_task **local = NULL;
-  uint32_t local_n = 0, local_cap = 0;
+  kd_host_ready q = {.pool = pool};
   for (;;) {
     kd_host_task *t = NULL;
-    if (local_n) {
-      t = local[--local_n];
+    if (q.n) {
+      t = q.local[--q.n];
     } else {
       while (sem_wait(&pool->queued) != 0) {}
       if (ck_pr_load_int(&pool->stop)) break;
@@ -43,29 +63,9 @@ static void *worker(void *p) {
       while (!ck_ring_dequeue_mpmc(&pool->ring, pool->buf, &item)) sched_yield();
       t = item;
     }
-    kd_host_task *ready[KD_READY_CAP];
-    uint32_t n = 0;
-    pool->run(t, ready, &n, KD_READY_CAP, pool->ctx);
-    for (uint32_t i = 0; i < n; ++i) {
-      if (ck_ring_enqueue_mpmc(&pool->ring, pool->buf, ready[i])) {
-        sem_post(&pool->queued);
-        continue;
-      }
-      if (local_n == local_cap) {
-        uint32_t cap = local_cap ? local_cap * 2 : 64;
-        kd_host_task **grown = realloc(local, cap * sizeof *grown);
-        if (!grown) { /* no memory either: wait for room in the ring */
-          while (!ck_ring_enqueue_mpmc(&pool->ring, pool->buf, ready[i])) sched_yield();
-          sem_post(&pool->queued);
-          continue;
-        }
-        local = grown;
-        local_cap = cap;
-      }
-      local[local_n++] = ready[i];
-    }
+    pool->run(t, &q, pool->ctx);
   }
-  free(local);
+  free(q.local);
   return NULL;
 }
 

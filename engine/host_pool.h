@@ -13,8 +13,14 @@
 #include "kdag/status.h"
 
 typedef struct kd_host_task kd_host_task;
-/* Runs one task; returns tasks made ready (count in *n, at most cap). */
-typedef void (*kd_host_task_fn)(kd_host_task *t, kd_host_task **ready, uint32_t *n, uint32_t cap, void *ctx);
+/* A worker's hand-off for the tasks a running task makes ready: the ring,
+ * or, when it is full, the worker's own stack, run next, depth first. A
+ * worker never waits for room in the ring: if every worker did, none would
+ * make any. Valid during the kd_host_task_fn call that received it. */
+typedef struct kd_host_ready kd_host_ready;
+void kd_host_ready_push(kd_host_ready *q, kd_host_task *t);
+/* Runs one task on a worker; hands the tasks it makes ready to q. */
+typedef void (*kd_host_task_fn)(kd_host_task *t, kd_host_ready *q, void *ctx);
 
 typedef struct kd_host_pool {
   pthread_t *threads;
@@ -31,7 +37,8 @@ typedef struct kd_host_pool {
 
 kd_status kd_host_pool_start(kd_host_pool *p, kd_host_task_fn run, void *ctx, const char *op);
 void kd_host_pool_stop(kd_host_pool *p);
-/* Queues a ready task (from any thread). */
+/* Queues a ready task from a thread that is not a worker, waiting for room
+ * in the ring when it is full (the workers drain it: none of them waits). */
 void kd_host_pool_push(kd_host_pool *p, kd_host_task *t);
 
 #endif

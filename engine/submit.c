@@ -73,8 +73,9 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
       g->unmarked = 0;
     }
   }
-  /* A failed submission issues no ticket: on HOST nothing was queued, and
-   * seq would name the next submission. */
+  /* A failed submission issues no ticket (seq would name the next one). On
+   * HOST a failed kd_exec_host queued nothing, and the ring takes a run it
+   * accepted without failing (a full ring waits for its oldest run). */
   if (out) out->seq = st ? UINT64_MAX : seq;
   kd_session_leave(s);
   return st;
@@ -132,12 +133,15 @@ kd_status kd_sink_wait(kd_sink *sk) {
   }
   if (sk->run) {
     /* HOST: wait for this run alone, without the session lock, so the
-     * pool and other threads keep going. */
+     * pool and other threads keep going (the header asks callers not to
+     * destroy the graph or the session meanwhile). The lock is simply
+     * taken again: a HOST session has no context to make current and
+     * cannot fault. */
     kd_host_run *r = sk->run;
     ck_pr_inc_32(&r->refs);
     kd_session_leave(s);
     kd_host_run_wait(r);
-    kd_session_enter(s, op);
+    pthread_mutex_lock(&s->lock);
     /* r's own copy (each run has one, alive while r is): right even when
      * another thread submitted the graph again meanwhile, which leaves
      * that later submission pending for its own wait. */

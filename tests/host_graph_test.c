@@ -491,6 +491,46 @@ static void wait_gate(void *p) {
   }
 }
 
+/* Empty submissions queued behind a long one are finished by a loop on the
+ * worker that finishes the long one, not by one nested call each (300,000
+ * nested calls overflowed a worker's stack). */
+Test(host_graph, a_long_queue_of_empty_submissions_finishes_without_nesting, .timeout = 120) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  o.completion_ring_capacity = 1u << 20;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  int gate = 0;
+  kd_graph *slow, *empty;
+  KDT_OK(kd_graph_create(s, &slow));
+  KDT_OK(kd_graph_host(slow, "gate", wait_gate, &gate, NULL, 0, NULL));
+  KDT_OK(kd_graph_create(s, &empty));
+  KDT_OK(kd_graph_submit(slow, NULL));
+  enum { EMPTY = 300000 };
+  kd_ticket last = {0};
+  for (int i = 0; i < EMPTY; ++i) {
+    kd_status st = kd_graph_submit(empty, &last);
+    if (st) cr_assert_fail("submission %d: %s", i, kd_last_error());
+  }
+  int done = 0;
+  KDT_OK(kd_ticket_done(s, last, &done));
+  cr_assert_eq(done, 0, "queued behind the gated submission");
+  ck_pr_store_int(&gate, 1);
+  while (!done) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    KDT_OK(kd_ticket_done(s, last, &done));
+  }
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.inflight, 0, "every completion retired with the last (%llu in flight)",
+               (unsigned long long)k.inflight);
+  kd_graph_destroy(empty);
+  kd_graph_destroy(slow);
+  kd_session_destroy(s);
+}
+
 typedef struct sink_waiter {
   kd_graph *g;
   kd_sink *sink;

@@ -120,9 +120,13 @@ KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, voi
                                kd_sink **out);
 
 /* A host function node: fn(user) runs after every node it depends on and
- * before every node depending on it; its accesses only declare order. On a
- * CUDA session it runs as a stream-ordered host callback (cuLaunchHostFunc):
- * it must not call kdag or CUDA. */
+ * before every node depending on it; its accesses only declare order. It
+ * must not call kdag: on a HOST session it runs on a pool worker while an
+ * API call may hold the session's lock waiting for it, and on a CUDA
+ * session it runs as a stream-ordered host callback (cuLaunchHostFunc),
+ * which must not call CUDA either. user is passed as is on every
+ * submission: it must stay valid while the graph can be submitted. name is
+ * copied (as by every node-adding function). */
 typedef void (*kd_host_fn)(void *user);
 KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user,
                                const kd_garg *accesses, size_t count, kd_node *out);
@@ -131,7 +135,10 @@ KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, voi
  * stream, one span per declared access (bounded, valid only during the
  * call), and a workspace of the declared size that kdag allocates per
  * submission. resource (may be NULL) is released with release(resource)
- * only after the last submission using it has completed. CUDA only. */
+ * only after the last submission using it has completed. fn runs inside a
+ * kdag call (holding the session's lock, in GRAPH mode while capturing):
+ * it may enqueue work on the stream but must not call kdag. user must stay
+ * valid while the graph can be submitted. CUDA only. */
 typedef struct kd_foreign_call {
   void *stream;              /* CUstream; never keep it, never destroy it */
   const kd_span *spans;      /* one per access, in declaration order */
@@ -207,8 +214,10 @@ KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done);
 
 /* Waits for the sink of the latest submission that ran it, then copies the
- * data into the sink's host memory. Errors: KD_ERR_INVALID_ARGUMENT (never
- * submitted), KD_ERR_DEVICE_FAULT. */
+ * data into the sink's host memory. On a HOST session it waits without the
+ * session's lock, so other threads may submit meanwhile; no thread may
+ * destroy the sink's graph, or the session, while a wait on it runs.
+ * Errors: KD_ERR_INVALID_ARGUMENT (never submitted), KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_sink_wait(kd_sink *sink);
 
 #ifdef __cplusplus
