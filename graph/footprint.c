@@ -85,3 +85,28 @@ int kd_footprint_covers_runs(const kd_footprint *outer, const kd_footprint *inne
   }
   return 1;
 }
+
+int kd_view_distinct(const kd_view *v, int64_t numel, const kd_footprint *fp) {
+  if (numel <= 1) return 1;
+  if (fp->exact) {
+    const kd_run *r = kd_footprint_runs(fp);
+    int64_t covered = 0;
+    for (uint32_t i = 0; i < fp->count; ++i) covered += r[i].hi - r[i].lo;
+    return covered == numel;
+  }
+  /* The dimensions longer than 1, by stride (insertion sort: rank <= 8). */
+  int dim[KD_MAX_RANK], n = 0;
+  for (int i = 0; i < v->rank; ++i) {
+    if (v->shape[i] <= 1) continue;
+    int j = n++;
+    for (; j > 0 && v->strides[dim[j - 1]] > v->strides[i]; --j) dim[j] = dim[j - 1];
+    dim[j] = i;
+  }
+  int64_t extent = 1; /* elements spanned by the dimensions so far */
+  for (int k = 0; k < n; ++k) {
+    const int64_t stride = v->strides[dim[k]];
+    if (stride < extent) return 0;
+    extent += (v->shape[dim[k]] - 1) * stride; /* in bounds, so no overflow */
+  }
+  return 1;
+}

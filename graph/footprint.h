@@ -29,6 +29,13 @@ kd_status kd_footprint_build(const kd_view *v, int64_t numel, uint32_t max_runs,
                              const char *op);
 void kd_footprint_free(kd_footprint *f);
 
+/* 1 when the view (of numel elements, footprint fp) names each element at
+ * most once, as a write must: exact from the runs (they merge what the
+ * view revisits), else from its strides (sorted, each at least the extent
+ * of the dimensions below it), which can refuse a view that does not
+ * revisit but is never wrong in accepting one. */
+int kd_view_distinct(const kd_view *v, int64_t numel, const kd_footprint *fp);
+
 int kd_footprint_overlap_runs(const kd_footprint *a, const kd_footprint *b);
 int kd_footprint_covers_runs(const kd_footprint *outer, const kd_footprint *inner);
 

@@ -171,7 +171,11 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
   st = kd_footprint_build(&p->view, n, KD_GRAPH_EXACT_RUNS, &p->fp, op);
   if (st) return st;
-  c->count++;
+  c->count++; /* its footprint is freed with the node's from here */
+  if ((mode & KD_OUT) && !kd_view_distinct(&p->view, n, &p->fp))
+    return kd_fail(KD_ERR_ALIASING, KD_AT ": writes some elements of tensor 0x%llx more than once (a stride of 0, "
+                   "or strides that make the view overlap itself); only reads may revisit elements", KD_AT_ARGS,
+                   (unsigned long long)view->tensor.bits);
   /* Within one node, two accesses of one tensor that overlap, one writing,
    * would race inside the kernel. */
   for (uint32_t j = 0; j + 1 < c->count; ++j) {

@@ -321,6 +321,45 @@ Test(host_graph, explicit_edges_match_a_reference_reachability) {
 
 /* Only kd_whole's rank -1 means the whole tensor; any other negative rank
  * is a bad view. */
+/* A write must name each element once: a stride of 0, or strides that make
+ * a view overlap itself, race inside one kernel (and would give the GPU and
+ * HOST different answers). Reads may revisit (a broadcast); a view with
+ * unusual but disjoint strides writes. */
+Test(host_graph, a_write_through_a_view_that_revisits_elements_is_aliasing) {
+  kd_session *s = kdt_host_session();
+  int32_t init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  kd_tensor t = ivec(s, 8, init), u = ivec(s, 8, init);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_view zero_stride = {.tensor = t, .rank = 1, .offset = 2, .shape = {4}, .strides = {0}};
+  kd_view overlapping = {.tensor = t, .rank = 2, .offset = 0, .shape = {2, 2}, .strides = {1, 1}}; /* 0 1 1 2 */
+  KDT_FAILS(kd_graph_fill(g, "fill", zero_stride, (int32_t[]){9}, NULL), KD_ERR_ALIASING,
+            "writes some elements of tensor");
+  KDT_FAILS(kd_graph_copy(g, "copy", overlapping, kd_whole(u), NULL), KD_ERR_ALIASING, "more than once");
+  kd_garg inout[] = {kd_g_inout(zero_stride)};
+  KDT_FAILS(kd_graph_host(g, "host", no_op, NULL, inout, 1, NULL), KD_ERR_ALIASING, "argument 0");
+  cr_assert_eq(stats(g).nodes, 0, "refused nodes leave the graph as it was");
+  /* Elements 0 2 4 3 5 7: strides that are not sorted, but never meet. */
+  kd_view disjoint = {.tensor = t, .rank = 2, .offset = 0, .shape = {2, 3}, .strides = {3, 2}};
+  KDT_OK(kd_graph_fill(g, "fill disjoint", disjoint, (int32_t[]){0}, NULL));
+  /* Past 4096 runs the footprint is a bounding interval; the strides decide. */
+  kd_tensor big = ivec(s, 15000, NULL);
+  kd_view big_zero = {.tensor = big, .rank = 2, .offset = 0, .shape = {2, 5000}, .strides = {1, 0}};
+  kd_view big_apart = {.tensor = big, .rank = 2, .offset = 0, .shape = {2, 5000}, .strides = {1, 3}};
+  KDT_FAILS(kd_graph_fill(g, "fill big", big_zero, (int32_t[]){1}, NULL), KD_ERR_ALIASING, "more than once");
+  KDT_OK(kd_graph_fill(g, "fill big apart", big_apart, (int32_t[]){1}, NULL));
+  /* A broadcast read: u[i] = t[1] for i < 4. */
+  kd_view u4 = {.tensor = u, .rank = 1, .offset = 0, .shape = {4}, .strides = {1}};
+  kd_view t2 = {.tensor = t, .rank = 1, .offset = 1, .shape = {4}, .strides = {0}};
+  KDT_OK(kd_graph_copy(g, "broadcast", u4, t2, NULL));
+  int32_t got[8];
+  submit_and_sink(g, u, got, sizeof got);
+  for (int i = 0; i < 4; ++i) cr_assert_eq(got[i], 2, "u[%d] = t[1], untouched by the fill", i);
+  for (int i = 4; i < 8; ++i) cr_assert_eq(got[i], init[i]);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 Test(host_graph, a_negative_rank_other_than_whole_is_refused) {
   kd_session *s = kdt_host_session();
   kd_tensor a = ivec(s, 8, NULL);
@@ -723,6 +762,31 @@ Test(host_graph, independent_nodes_run_at_the_same_time) {
   cr_assert(done);
   cr_assert(m.met[0] && m.met[1], "the two independent host nodes never ran concurrently");
   kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+/* A ticket names the session that issued it: another session's, or one
+ * never issued, is refused rather than read as a submission of this one. */
+Test(host_graph, a_ticket_is_checked_against_its_session) {
+  kd_session *s = kdt_host_session(), *other = kdt_host_session();
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_host(g, "n", no_op, NULL, NULL, 0, NULL));
+  kd_ticket t;
+  KDT_OK(kd_graph_submit(g, &t));
+  int done = 0;
+  KDT_FAILS(kd_ticket_done(other, t, &done), KD_ERR_WRONG_SESSION, "argument ticket is of another session");
+  KDT_FAILS(kd_ticket_done(s, (kd_ticket){0}, &done), KD_ERR_INVALID_ARGUMENT, "never issued");
+  KDT_FAILS(kd_ticket_done(other, (kd_ticket){0}, &done), KD_ERR_INVALID_ARGUMENT, "never issued");
+  KDT_FAILS(kd_ticket_done(s, t, NULL), KD_ERR_INVALID_ARGUMENT, "argument done");
+  for (int i = 0; i < 10000 && !done; ++i) {
+    KDT_OK(kd_ticket_done(s, t, &done));
+    struct timespec ts = {0, 1000000};
+    if (!done) nanosleep(&ts, NULL);
+  }
+  cr_assert(done);
+  kd_graph_destroy(g);
+  kd_session_destroy(other);
   kd_session_destroy(s);
 }
 

@@ -187,8 +187,11 @@ typedef struct kd_graph_stats {
 } kd_graph_stats;
 KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
 
+/* A submission's ticket, a value: seq orders the session's submissions;
+ * session names the session that issued it (0: none was issued). */
 typedef struct kd_ticket {
   uint64_t seq;
+  uint32_t session;
 } kd_ticket;
 
 /* How a CUDA session runs this graph from the next submission on; starts as
@@ -210,7 +213,9 @@ KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 /* Non-blocking: 1 when the submission has completed, 0 if not yet. Polls
  * that submission's completion alone (one event query); when it is done,
  * it and every earlier submission retire, releasing what they held.
- * Errors: KD_ERR_INVALID_ARGUMENT (a ticket never issued), KD_ERR_DEVICE_FAULT. */
+ * Errors: KD_ERR_INVALID_ARGUMENT (a ticket never issued: zeroed, or from a
+ * failed submission), KD_ERR_WRONG_SESSION (another session's ticket),
+ * KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done);
 
 /* Waits for the sink of the latest submission that ran it, then copies the
