@@ -261,7 +261,7 @@ kd_status kd_launch_config_flat(uint64_t n, uint32_t block, uint32_t shared_byte
   if (block == 0 || block > 1024)
     return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: block %u must be in [1, 1024]", op, block);
   if (n == 0) return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: n is 0; there is nothing to launch", op);
-  uint64_t blocks = (n + block - 1) / block;
+  uint64_t blocks = n / block + (n % block != 0); /* n + block - 1 could wrap */
   if (blocks > 0x7fffffffull)
     return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: n = %llu needs %llu blocks of %u, more than 2^31-1",
                    op, (unsigned long long)n, (unsigned long long)blocks, block);

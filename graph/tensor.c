@@ -354,12 +354,12 @@ kd_status kd_view_whole(kd_session *s, kd_tensor t, kd_view *out) {
 }
 
 int kd_view_is_compact(const kd_view *v) {
-  if (!v) return 0;
+  if (!v || v->rank < 0 || v->rank > KD_MAX_RANK) return 0; /* kd_whole's -1 is not resolved here */
   int64_t expect = 1;
   for (int i = 0; i < v->rank; ++i) {
     /* Extent-1 dimensions place no constraint on their stride. */
     if (v->shape[i] != 1 && v->strides[i] != expect) return 0;
-    expect *= v->shape[i];
+    if (v->shape[i] < 0 || __builtin_mul_overflow(expect, v->shape[i], &expect)) return 0;
   }
   return 1;
 }
@@ -380,6 +380,11 @@ kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elemen
                          __builtin_add_overflow(last, step, &last))))
       return kd_fail(KD_ERR_OUT_OF_BOUNDS, "%s: view out of bounds: dimension %d overflows", op, i);
   }
+  /* An empty view touches nothing, but its offset is still an address a
+   * span is built from: at most one past the tensor's last element. */
+  if (!n && v->offset > tensor_elements)
+    return kd_fail(KD_ERR_OUT_OF_BOUNDS, "%s: view out of bounds: an empty view at offset %lld of a tensor of %lld",
+                   op, (long long)v->offset, (long long)tensor_elements);
   if (n && last >= tensor_elements)
     return kd_fail(KD_ERR_OUT_OF_BOUNDS,
                    "%s: view out of bounds: reaches element %lld of a tensor of %lld", op,

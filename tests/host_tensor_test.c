@@ -188,6 +188,21 @@ Test(host_tensor, views_are_bounds_checked_and_classified) {
   KDT_FAILS(kd_view_check(s, &wraps), KD_ERR_OUT_OF_BOUNDS, "overflows");
   kd_view neg = {.tensor = m, .rank = 1, .offset = -1, .shape = {2}, .strides = {1}};
   KDT_FAILS(kd_view_check(s, &neg), KD_ERR_INVALID_ARGUMENT, "negative");
+  /* An empty view touches nothing, but a span is built from its offset: at
+   * most one past the last element. */
+  kd_view empty_end = {.tensor = m, .rank = 1, .offset = 24, .shape = {0}, .strides = {1}};
+  KDT_OK(kd_view_check(s, &empty_end));
+  kd_view empty_far = {.tensor = m, .rank = 1, .offset = 1ll << 60, .shape = {0}, .strides = {1}};
+  KDT_FAILS(kd_view_check(s, &empty_far), KD_ERR_OUT_OF_BOUNDS, "an empty view at offset");
+  /* Classifying never reads past the view's dimensions, nor overflows. */
+  kd_view ranked = cols;
+  ranked.rank = KD_MAX_RANK + 1;
+  cr_assert_not(kd_view_is_compact(&ranked));
+  ranked.rank = -1; /* kd_whole's, unresolved */
+  cr_assert_not(kd_view_is_compact(&ranked));
+  cr_assert_not(kd_view_is_compact(NULL));
+  kd_view huge = {.tensor = m, .rank = 3, .offset = 0, .shape = {1ll << 40, 1ll << 40, 2}, .strides = {1, 1ll << 40, 0}};
+  cr_assert_not(kd_view_is_compact(&huge));
   kd_session_destroy(s);
 }
 

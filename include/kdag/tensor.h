@@ -127,7 +127,9 @@ KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *o
  * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
 KD_API kd_status kd_view_check(kd_session *session, const kd_view *view);
 
-/* 1 when the view's elements are one contiguous column-major block. */
+/* 1 when the view's elements are one contiguous column-major block; 0 for
+ * NULL, a rank outside [0, KD_MAX_RANK] (kd_whole's -1 too: resolve it with
+ * kd_view_whole) or a negative or overflowing shape. */
 KD_API int kd_view_is_compact(const kd_view *view);
 
 #ifdef __cplusplus
