@@ -42,6 +42,10 @@ void kd_graph_destroy(kd_graph *g) {
   if (!g) return;
   kd_session *s = g->session;
   pthread_mutex_lock(&s->lock);
+  /* Unloading a module or freeing a tensor the graph held last needs the
+   * session's context current on this thread, whatever the caller's is
+   * (a fault here only means the work faulted: destroying goes on). */
+  if (s->has_device) (void)kd_device_make_current(&s->dev, "kd_graph_destroy");
   for (uint32_t i = 0; i < g->node_count; ++i) free_node(s, &g->nodes[i]);
   /* GRAPH-mode launches in flight hold no tensor of their own: the
    * graph's references go once they have completed. Without room to defer
