@@ -178,10 +178,14 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
   if (n_opts > KD_MAX_OPTIONS)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %zu options, at most %d", op,
                    n_opts, KD_MAX_OPTIONS);
-  if ((o->include_path_count && !o->include_paths) || (o->define_count && !o->defines) ||
-      (o->extra_flag_count && !o->extra_flags) ||
-      (o->header_count && (!o->header_names || !o->header_sources)))
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: an option array is NULL but its count is not 0", op);
+  const char *null_array = o->include_path_count && !o->include_paths ? "include_paths"
+                           : o->define_count && !o->defines           ? "defines"
+                           : o->extra_flag_count && !o->extra_flags   ? "extra_flags"
+                           : o->header_count && !o->header_names      ? "header_names"
+                           : o->header_count && !o->header_sources    ? "header_sources"
+                                                                      : NULL;
+  if (null_array)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->%s is NULL but its count is not 0", op, null_array);
   if (o->header_count > KD_MAX_OPTIONS)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: %zu in-memory headers, at most %d", op,
                    o->header_count, KD_MAX_OPTIONS);

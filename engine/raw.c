@@ -105,7 +105,10 @@ kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size, kd_modu
 
 kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *b, kd_module *out) {
   static const char *op = "kd_raw_load_binary";
+  kd_status st = raw_check(raw, op); /* its own name, before the loader it hands over to */
+  if (st) return st;
   if (!b) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument binary is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   switch (b->kind) {
     case KD_BINARY_PTX: return kd_raw_load_ptx(raw, b->data, b->size, out);
     case KD_BINARY_CUBIN:

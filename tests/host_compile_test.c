@@ -80,7 +80,7 @@ Test(host_compile, bad_options_are_invalid_arguments) {
   o.define_count = 1;
   KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "defines[0]");
   o.defines = NULL;
-  KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "count is not 0");
+  KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "options->defines is NULL but its count is not 0");
   o.define_count = SIZE_MAX; /* counts are checked one by one: their sum cannot wrap past the limit */
   KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "define_count is above");
   o.define_count = 0;

@@ -9,7 +9,9 @@
  * Lifetimes (read these once):
  * - kd_raw *, kd_span and kd_span_mut are valid only inside the callback, on
  *   the thread running it. Afterwards every kdag call given them returns
- *   KD_ERR_SCOPE_ENDED. Raw CUdeviceptr values (kd_span_device_ptr) and the
+ *   KD_ERR_SCOPE_ENDED, until the session opens its next scope: a session
+ *   has one kd_raw, so a pointer kept from an earlier scope then acts on
+ *   the open one (spans stay refused). Never keep it. Raw CUdeviceptr values (kd_span_device_ptr) and the
  *   CUstream (kd_raw_stream) cannot be policed once copied out: never keep
  *   them past the callback, never destroy the stream.
  * - Everything a launch uses (module, tensors) is retained until an event
