@@ -388,18 +388,18 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
   if (!r) { call = "cusolverdxGetUniversalFATBINSize"; r = g_mdx.cusolverdxGetUniversalFATBINSize(desc, &nf); }
   if (!r) { call = "cusolverdxGetTraitStrSize(SYMBOL_NAME)"; r = g_mdx.cusolverdxGetTraitStrSize(desc, SDX_TRAIT_SYMBOL, &ns); }
   if (!r && (ns == 0 || ns > 128 || nl == 0 || nf == 0)) {
-    pthread_mutex_unlock(&g_mdx_lock);
     if (code) g_mdx.commondxDestroyCode(code);
     g_mdx.cusolverdxDestroyDescriptor(desc);
+    pthread_mutex_unlock(&g_mdx_lock); /* after the destroys: libmathdx calls are serialised */
     return kd_fail(KD_ERR_COMPILE_FAILED, "%s: libmathdx returned an empty function or a symbol "
                    "name of %zu bytes", op, ns);
   }
   if (!r) {
     blob = calloc(1, KD_SOLVER_BLOB_HEAD + nl + nf);
     if (!blob) {
-      pthread_mutex_unlock(&g_mdx_lock);
       g_mdx.commondxDestroyCode(code);
       g_mdx.cusolverdxDestroyDescriptor(desc);
+      pthread_mutex_unlock(&g_mdx_lock);
       return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for %zu bytes", op, nl + nf);
     }
   }

@@ -137,7 +137,8 @@ typedef struct kd_module_cache_stats {
   uint64_t entries;         /* in memory */
 } kd_module_cache_stats;
 
-/* Errors: KD_ERR_INVALID_ARGUMENT. */
+/* Copies the cache's counts into the caller's *out; callable from any
+ * thread, like every cache call. Errors: KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_module_cache_stats_get(kd_module_cache *cache, kd_module_cache_stats *out);
 
 #ifdef __cplusplus

@@ -109,7 +109,8 @@ typedef struct kd_link_input {
   int producer_version;
 } kd_link_input;
 
-/* A link input borrowing a binary (valid while the binary lives). */
+/* A link input borrowing a binary and name (neither copied: both must stay
+ * valid until the link call that takes the input returns). */
 KD_API kd_link_input kd_link_input_of(const kd_binary *binary, const char *name);
 
 typedef struct kd_link_options {

@@ -177,7 +177,9 @@ KD_API kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replaceme
 KD_API kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value);
 
 /* Writes the graph as Graphviz DOT: nodes, and edges labelled with the
- * hazard (RAW/WAR/WAW and the tensor) or "explicit". */
+ * hazard (RAW/WAR/WAW and the tensor) or "explicit". out is the caller's,
+ * written during the call and left open; a stream in error, before or
+ * after, is KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_graph_write_dot(kd_graph *g, FILE *out);
 
 typedef struct kd_graph_stats {

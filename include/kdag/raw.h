@@ -85,7 +85,10 @@ KD_API kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
 KD_API kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source,
                                       const kd_nvrtc_options *options, kd_module *out);
 
-/* Loads a binary produced by kd_nvrtc_compile (PTX, CUBIN or fatbin). */
+/* Loads a binary produced by kd_nvrtc_compile (PTX, CUBIN or fatbin); the
+ * binary is only read during the call (the caller keeps it). *out is owned.
+ * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_INVALID_ARGUMENT (NULL binary or out,
+ * LTO-IR or a library: link those first), and the loaders' errors. */
 KD_API kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
                                     kd_module *out);
 

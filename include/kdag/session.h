@@ -99,7 +99,7 @@ KD_API kd_status kd_session_create(const kd_session_options *options,
  * undefined: handles cannot be policed once their session is gone. */
 KD_API void kd_session_destroy(kd_session *session);
 
-/* The backend the session runs on (never AUTO). */
+/* The backend the session runs on (never AUTO for a session; AUTO for NULL). */
 KD_API kd_backend kd_session_backend(kd_session *session);
 
 /* Why the session runs where it does, e.g. "AUTO chose HOST: cuInit failed:
@@ -148,6 +148,7 @@ typedef struct kd_counters {
   uint64_t graph_launches;       /* GRAPH: executable graph launches */
 } kd_counters;
 
+/* Copies the counters into the caller's *out. Errors: KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_session_counters(kd_session *session, kd_counters *out);
 
 /* Retires every completion whose event has fired, oldest first, never

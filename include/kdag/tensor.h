@@ -105,7 +105,7 @@ KD_API kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
  * KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
 
-/* Describes a live tensor (all fields of *out filled). */
+/* Describes a live tensor: fills every field of the caller's *out. */
 KD_API kd_status kd_tensor_info(kd_session *session, kd_tensor tensor,
                                 kd_tensor_desc *out);
 
@@ -119,7 +119,7 @@ typedef struct kd_view {
   int64_t strides[KD_MAX_RANK];  /* elements; may be any non-negative value */
 } kd_view;
 
-/* The whole tensor as a compact view. */
+/* The whole tensor as a compact view, written to the caller's *out. */
 KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out);
 
 /* Checks that every element of the view lies inside its tensor.
