@@ -135,7 +135,7 @@ kd_status kd_sink_wait(kd_sink *sk) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: sink '%s' has no submission to wait for (submit the graph "
                    "first; each submission can be waited for once)", op, sk->graph->nodes[sk->node].name);
   }
-  if (sk->run) {
+  if (!s->has_device) {
     /* HOST: wait for this run alone, without the session lock, so the
      * pool and other threads keep going (the header asks callers not to
      * destroy the graph or the session meanwhile). The lock is simply
@@ -150,8 +150,12 @@ kd_status kd_sink_wait(kd_sink *sk) {
      * another thread submitted the graph again meanwhile, which leaves
      * that later submission pending for its own wait. */
     memcpy(sk->host, r->tasks[sk->node].dst, sk->bytes);
-    if (sk->run == r) sk->pending = 0;
-    kd_host_run_unref(r);
+    if (sk->run == r) { /* waited for: the sink lets go of the run, and its buffers go at the next reap */
+      sk->pending = 0;
+      sk->run = NULL;
+      kd_host_run_unref(r);
+    }
+    kd_host_run_unref(r); /* this wait's */
     s->counters.event_waits++;
     kd_completion_reap(s, op);
   } else {
