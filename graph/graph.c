@@ -225,6 +225,14 @@ static void add_edge(kd_graph *g, uint32_t first, uint64_t *seen, uint32_t from,
   }
 }
 
+/* Puts edge e, in room out_head and edge_next have, at the head of its
+ * from's outgoing list. */
+static void link_edge(kd_graph *g, uint32_t e) {
+  uint32_t from = g->edges[e].from;
+  g->edge_next[e] = g->out_head[from];
+  g->out_head[from] = e + 1;
+}
+
 /* Links edges [out_linked, edge_count) into their from's outgoing list, in
  * order, so each list stays newest first, with room for one more edge.
  * 0: out of memory, no edge linked. */
@@ -232,11 +240,7 @@ static int link_out(kd_graph *g) {
   if (!grow_zeroed(&g->out_head, &g->out_cap, g->node_count) || /* a new node has no edges yet */
       !KD_GROW(g->edge_next, g->edge_next_cap, g->edge_count + 1))
     return 0;
-  for (uint32_t e = g->out_linked; e < g->edge_count; ++e) {
-    uint32_t from = g->edges[e].from;
-    g->edge_next[e] = g->out_head[from];
-    g->out_head[from] = e + 1;
-  }
+  for (uint32_t e = g->out_linked; e < g->edge_count; ++e) link_edge(g, e);
   g->out_linked = g->edge_count;
   return 1;
 }
@@ -818,8 +822,7 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
   if (!st) {
     uint32_t e = g->edge_count++; /* in the room link_out made, linked at once */
     g->edges[e] = (kd_gedge){before, after, UINT32_MAX, KD_HAZ_EXPLICIT};
-    g->edge_next[e] = g->out_head[before];
-    g->out_head[before] = e + 1;
+    link_edge(g, e);
     g->out_linked = g->edge_count;
     g->plan.valid = 0;
   }
