@@ -203,9 +203,11 @@ static kd_status borrow(kd_raw *raw, const char *op, const kd_view *view, kd_ten
                                 "it into a device tensor first", op));
   int64_t offset = 0, elements = o->elements;
   if (view) {
-    st = kd_view_extent(op, view, o->elements, &elements);
+    kd_extent e;
+    st = kd_view_extent(op, view, o->elements, &e);
     if (st) return with_op(raw, st);
-    if (!kd_view_is_compact(view))
+    elements = e.elements;
+    if (!e.compact)
       return with_op(raw, kd_fail(KD_ERR_NOT_COMPACT,
                                   "%s: the view is strided; raw kernels take compact column-major "
                                   "views only: canonicalize it on the device first", op));

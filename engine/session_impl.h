@@ -11,6 +11,7 @@
 #include "cuda/module.h"
 #include "engine/host_pool.h"
 #include "graph/borrow.h"
+#include "graph/extent.h"
 #include "graph/handle.h"
 #include "kdag/raw.h"
 
@@ -176,8 +177,10 @@ kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op);
 void kd_tensor_unref_after_inflight(kd_session *s, kd_tensor_obj *o);
 
 /* tensor.c / module handles */
-kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,
-                           const char *what);
+static inline kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,
+                                         const char *what) {
+  return kd_handle_get(&s->handles, t.bits, KD_HANDLE_TENSOR, (void **)out, op, what);
+}
 kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
                         const int64_t *shape, kd_residency residency, kd_tensor *out);
 void kd_tensor_ref(kd_tensor_obj *o);
@@ -195,9 +198,6 @@ void kd_sink_free(kd_session *s, struct kd_sink *sk);
 kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_module *out);
 kd_status kd_function_lookup(kd_session *s, kd_function f, kd_module_obj **mod,
                              kd_cu_function **fn, const char *op);
-/* Counts a view's elements and checks it stays inside its tensor. */
-kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elements,
-                         int64_t *elements);
 /* Frees whatever the caller never released (session teardown). */
 void kd_tensor_destroy_all(kd_session *s);
 void kd_module_destroy_all(kd_session *s);

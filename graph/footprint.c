@@ -10,26 +10,30 @@ static int cmp_run(const void *x, const void *y) {
   return a->lo < b->lo ? -1 : a->lo > b->lo;
 }
 
-kd_status kd_footprint_build(const kd_view *v, int64_t numel, uint32_t max_runs, kd_footprint *out,
+kd_status kd_footprint_build(const kd_view *v, const kd_extent *e, uint32_t max_runs, kd_footprint *out,
                              const char *op) {
   /* Not memset: this runs for every access of every node. */
   out->runs = NULL;
   out->count = 0;
   out->exact = 1;
-  if (numel == 0) return KD_OK; /* touches nothing */
-  /* Leading dimensions that are contiguous form one run per outer index. */
+  if (e->elements == 0) return KD_OK; /* touches nothing */
+  if (e->compact) { /* one run, the common case: no walk over the dimensions */
+    out->one.lo = v->offset;
+    out->one.hi = v->offset + e->elements;
+    out->count = 1;
+    return KD_OK;
+  }
+  /* Leading dimensions that are contiguous form one run per outer index
+   * (more than one: the view is not compact). */
   int inner = 0;
   int64_t run = 1;
   while (inner < v->rank && (v->shape[inner] == 1 || v->strides[inner] == run)) run *= v->shape[inner++];
-  int64_t outer = numel / run;
-  if (outer > (int64_t)max_runs || outer == 1) {
-    /* One run, inline: the whole view (outer == 1, exact) or its interval. */
-    int64_t last = v->offset;
-    for (int i = 0; outer > 1 && i < v->rank; ++i) last += (v->shape[i] - 1) * v->strides[i]; /* no shape is 0 */
+  int64_t outer = e->elements / run;
+  if (outer > (int64_t)max_runs) { /* too many runs: the view's interval, inexact */
     out->one.lo = v->offset;
-    out->one.hi = outer == 1 ? v->offset + run : last + 1;
+    out->one.hi = e->last + 1;
     out->count = 1;
-    out->exact = outer == 1;
+    out->exact = 0;
     return KD_OK;
   }
   out->runs = malloc((size_t)outer * sizeof *out->runs);

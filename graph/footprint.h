@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "kdag/tensor.h"
+#include "graph/extent.h"
 
 typedef struct kd_run {
   int64_t lo, hi; /* elements [lo, hi) */
@@ -21,11 +21,11 @@ typedef struct kd_footprint {
 
 static inline const kd_run *kd_footprint_runs(const kd_footprint *f) { return f->runs ? f->runs : &f->one; }
 
-/* Builds the footprint of a resolved, in-bounds view of numel elements
- * (kd_view_extent's count, so its checks run once). Views of more than
+/* Builds the footprint of a resolved, in-bounds view from what
+ * kd_view_extent found (so its checks run once). Views of more than
  * max_runs runs get their bounding interval (exact = 0).
  * Errors: KD_ERR_OUT_OF_MEMORY. */
-kd_status kd_footprint_build(const kd_view *v, int64_t numel, uint32_t max_runs, kd_footprint *out,
+kd_status kd_footprint_build(const kd_view *v, const kd_extent *e, uint32_t max_runs, kd_footprint *out,
                              const char *op);
 void kd_footprint_free(kd_footprint *f);
 

@@ -103,7 +103,9 @@ typedef struct pending {
   kd_tensor_obj *obj;
   kd_access mode;
   int whole;         /* the view is kd_whole: its numbers are shared per binding */
-  kd_view view;
+  const kd_view *view; /* resolved: the caller's (valid until the node is added or refused;
+                          not copied, this runs for every access), or whole_view */
+  kd_view whole_view; /* kd_whole resolved; set only for such accesses */
   kd_footprint fp;
   uint32_t slot;     /* obj's handle slot */
   size_t arg;        /* argument position, for messages */
@@ -148,23 +150,27 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   p->obj = o;
   p->mode = mode;
   p->arg = arg;
-  p->whole = 0;
-  p->view = *view;
-  if (view->rank == -1) { /* kd_whole; any other negative rank is refused by kd_view_extent */
-    p->whole = 1;
-    p->view.rank = o->rank;
-    p->view.offset = 0;
+  p->whole = view->rank == -1; /* kd_whole; any other negative rank is refused by kd_view_extent */
+  p->view = view;
+  kd_extent e;
+  if (p->whole) { /* the tensor's own numbers: compact and in bounds */
+    kd_view *w = &p->whole_view;
+    w->tensor = view->tensor;
+    w->rank = o->rank;
+    w->offset = 0;
     int64_t stride = 1;
     for (int i = 0; i < o->rank; ++i) {
-      p->view.shape[i] = o->shape[i];
-      p->view.strides[i] = stride;
+      w->shape[i] = o->shape[i];
+      w->strides[i] = stride;
       stride *= o->shape[i];
     }
+    p->view = w;
+    e = (kd_extent){.elements = o->elements, .last = o->elements ? o->elements - 1 : 0, .compact = 1};
+  } else {
+    st = kd_view_extent(op, view, o->elements, &e);
+    if (st) return kd_fail_context(st, "node '%s' (#%u), argument %zu", c->name, c->index, arg);
   }
-  int64_t n;
-  st = kd_view_extent(op, &p->view, o->elements, &n);
-  if (st) return kd_fail_context(st, "node '%s' (#%u), argument %zu", c->name, c->index, arg);
-  if (compact && !kd_view_is_compact(&p->view))
+  if (compact && !e.compact)
     return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; user kernels take compact "
                    "views only: canonicalize it with kd_graph_copy first", KD_AT_ARGS,
                    (unsigned long long)view->tensor.bits);
@@ -173,10 +179,10 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   if ((mode & KD_IN) && !o->initialized && !(p->binding >= 0 && c->g->bindings[p->binding].written))
     return kd_fail(KD_ERR_UNINITIALIZED, KD_AT ": reads tensor 0x%llx, which no earlier node or upload writes",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
-  st = kd_footprint_build(&p->view, n, KD_GRAPH_EXACT_RUNS, &p->fp, op);
+  st = kd_footprint_build(p->view, &e, KD_GRAPH_EXACT_RUNS, &p->fp, op);
   if (st) return st;
   c->count++; /* its footprint is freed with the node's from here */
-  if ((mode & KD_OUT) && !kd_view_distinct(&p->view, n, &p->fp))
+  if ((mode & KD_OUT) && !e.compact && !kd_view_distinct(p->view, e.elements, &p->fp))
     return kd_fail(KD_ERR_ALIASING, KD_AT ": writes some elements of tensor 0x%llx more than once (a stride of 0, "
                    "or strides that make the view overlap itself); only reads may revisit elements", KD_AT_ARGS,
                    (unsigned long long)view->tensor.bits);
@@ -245,26 +251,6 @@ static int link_out(kd_graph *g) {
   return 1;
 }
 
-/* Puts matches in insertion order, as the edges have always come out. Few
- * as a rule: insertion sort, qsort beyond. */
-static int by_access(const void *x, const void *y) {
-  uint32_t a = (*(kd_ival *const *)x)->access, b = (*(kd_ival *const *)y)->access;
-  return a < b ? -1 : a > b;
-}
-
-static void sort_by_access(kd_ival **e, uint32_t n) {
-  if (n > 16) {
-    qsort(e, n, sizeof *e, by_access);
-    return;
-  }
-  for (uint32_t i = 1; i < n; ++i) {
-    kd_ival *v = e[i];
-    uint32_t j = i;
-    for (; j && e[j - 1]->access > v->access; --j) e[j] = e[j - 1];
-    e[j] = v;
-  }
-}
-
 /* Orders access a of node after the active accesses of its tensor that it
  * conflicts with, then updates the tensor's active sets; fp moves into
  * them. Cannot fail: the caller reserved edges, entries and scratch. */
@@ -276,13 +262,15 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
   int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
   /* A read conflicts only with writes; a write with both. Entries whose
    * intervals miss [lo, hi) cannot overlap, cover or be covered. */
+  /* The matches come out per set by element, not in insertion order: a
+   * node's edges are a set (add_edge keeps the first of repeats, and with
+   * it that one's hazard for the DOT label), so their order carries no
+   * meaning and sorting them would be wasted work. */
   uint32_t n = kd_ivset_find(&b->writes, lo, hi, g->found);
   if (mode & KD_OUT) n += kd_ivset_find(&b->reads, lo, hi, g->found + n);
-  sort_by_access(g->found, n);
   for (uint32_t k = 0; k < n; ++k) {
     kd_ival *prev = g->found[k];
-    kd_footprint pf = kd_ival_footprint(prev);
-    int conflict = ((prev->mode | mode) & KD_OUT) && kd_footprint_overlap(&pf, fp);
+    int conflict = ((prev->mode | mode) & KD_OUT) && kd_ival_overlaps(prev, fp);
     if (conflict && prev->shadowed && mode == KD_OUT) {
       g->edges_dropped++; /* implied: prev -> covering read -> this write */
     } else if (conflict) {
@@ -290,10 +278,10 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
       add_edge(g, first_edge, seen, prev->node, node, bi, hz);
     }
     if (prev->node == node) continue;
-    if (mode == KD_IN && (prev->mode & KD_OUT) && kd_footprint_covers(fp, &pf)) prev->shadowed = 1;
+    if (mode == KD_IN && (prev->mode & KD_OUT) && kd_ival_covered(prev, fp)) prev->shadowed = 1;
     /* A write that covers an earlier access orders it before everything
      * that later conflicts with either: retire it. */
-    if ((mode & KD_OUT) && kd_footprint_covers(fp, &pf))
+    if ((mode & KD_OUT) && kd_ival_covered(prev, fp))
       kd_ivset_retire((prev->mode & KD_OUT) ? &b->writes : &b->reads, prev);
   }
   kd_ivset_sweep(&b->writes);
@@ -329,7 +317,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     uint32_t active = b ? b->reads.count + b->writes.count : 0;
     extra_edges += active;
     if (active > most_active) most_active = active;
-    if (!p->whole || !b || !b->whole) arena += view_bytes(p->view.rank);
+    if (!p->whole || !b || !b->whole) arena += view_bytes(p->view->rank);
   }
   const char *oom = "kdag graph: no memory to add a node";
   if (!KD_GROW(g->nodes, g->node_cap, g->node_count + 1) ||
@@ -389,9 +377,9 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     kd_binding *b = &g->bindings[bind[i]];
     uint32_t a = g->access_count++;
     kd_gaccess *acc = &g->accesses[a];
-    *acc = (kd_gaccess){.node = node, .binding = bind[i], .mode = p->mode, .rank = p->view.rank};
-    if (p->whole && !b->whole) b->whole = store_view(g, &p->view);
-    acc->dims = p->whole ? b->whole : store_view(g, &p->view);
+    *acc = (kd_gaccess){.node = node, .binding = bind[i], .mode = p->mode, .rank = p->view->rank};
+    if (p->whole && !b->whole) b->whole = store_view(g, p->view);
+    acc->dims = p->whole ? b->whole : store_view(g, p->view);
     infer(g, node, first_edge, &seen, a, p->mode, &p->fp, bind[i]);
     if (p->mode & KD_OUT) b->written = g->unmarked = 1;
   }
@@ -459,7 +447,7 @@ static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
     if (a[i].obj->dtype != t)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument %zu is %s, argument 0 is %s", c->op,
                      c->name, a[i].arg, kd_dtype_name(a[i].obj->dtype), kd_dtype_name(t));
-    if (op != KD_BI_SUM && !same_shape(&a[0].view, &a[i].view))
+    if (op != KD_BI_SUM && !same_shape(a[0].view, a[i].view))
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument %zu has another shape than argument 0",
                      c->op, c->name, a[i].arg);
   }
@@ -472,7 +460,7 @@ static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
                    c->op, c->name, kd_dtype_name(t));
   if (op == KD_BI_SUM) {
     int64_t n = 1;
-    for (int i = 0; i < a[0].view.rank; ++i) n *= a[0].view.shape[i];
+    for (int i = 0; i < a[0].view->rank; ++i) n *= a[0].view->shape[i];
     if (n != 1)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument 0 (out) must hold one element, it holds %lld",
                      c->op, c->name, (long long)n);

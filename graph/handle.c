@@ -51,8 +51,9 @@ kd_status kd_handle_alloc(kd_handle_table *t, kd_handle_kind kind, void *obj,
   s->obj = obj;
   s->kind = (uint8_t)kind;
   s->next_free = 0;
+  s->live = pack(t->serial, kind, s->gen, index);
   t->live++;
-  *out = pack(t->serial, kind, s->gen, index);
+  *out = s->live;
   return KD_OK;
 }
 
@@ -60,8 +61,8 @@ static const char *kind_name(uint32_t k) {
   return k == KD_HANDLE_TENSOR ? "tensor" : k == KD_HANDLE_MODULE ? "module" : "unknown";
 }
 
-kd_status kd_handle_get(const kd_handle_table *t, uint64_t h, kd_handle_kind kind,
-                        void **obj, const char *op, const char *what) {
+kd_status kd_handle_get_checked(const kd_handle_table *t, uint64_t h, kd_handle_kind kind,
+                                void **obj, const char *op, const char *what) {
   uint32_t serial = (uint32_t)(h >> 48);
   uint32_t hkind = (uint32_t)(h >> 44) & 0xf;
   uint32_t gen = (uint32_t)(h >> KD_H_INDEX_BITS) & KD_H_GEN_MASK;
@@ -93,6 +94,7 @@ void kd_handle_free(kd_handle_table *t, uint64_t h) {
   uint32_t index = ((uint32_t)h & KD_H_INDEX_MASK) - 1;
   kd_handle_slot *s = &t->slots[index];
   s->obj = NULL;
+  s->live = 0;
   t->live--;
   /* A slot that has used every generation is retired, not reused: a new
    * generation would repeat an old one, and a kept copy of that old handle

@@ -20,6 +20,7 @@ typedef enum kd_handle_kind {
 
 typedef struct kd_handle_slot {
   void *obj;          /* NULL when free */
+  uint64_t live;      /* the handle naming obj; 0 when free (one compare resolves a handle) */
   uint32_t gen;
   uint32_t next_free; /* index + 1 of the next free slot; 0 ends the list */
   uint8_t kind;
@@ -40,11 +41,24 @@ void kd_handle_table_fini(kd_handle_table *t);
 kd_status kd_handle_alloc(kd_handle_table *t, kd_handle_kind kind, void *obj,
                           uint64_t *out, const char *op);
 
+/* kd_handle_get's checks one by one, each failure with its own message. */
+kd_status kd_handle_get_checked(const kd_handle_table *t, uint64_t handle, kd_handle_kind kind,
+                                void **obj, const char *op, const char *what);
+
 /* Resolves a handle of the given kind. what names the argument ("tensor",
  * "args[2].tensor") for the message. Errors: KD_ERR_INVALID_ARGUMENT (0 or
- * not a handle of that kind), KD_ERR_WRONG_SESSION, KD_ERR_RELEASED. */
-kd_status kd_handle_get(const kd_handle_table *t, uint64_t handle, kd_handle_kind kind,
-                        void **obj, const char *op, const char *what);
+ * not a handle of that kind), KD_ERR_WRONG_SESSION, KD_ERR_RELEASED.
+ * Inline: every access of every graph node resolves one. A live handle is
+ * its slot's live value, whose bits hold the session, kind and generation. */
+static inline kd_status kd_handle_get(const kd_handle_table *t, uint64_t handle, kd_handle_kind kind,
+                                      void **obj, const char *op, const char *what) {
+  uint32_t index = ((uint32_t)handle & ((1u << 24) - 1)) - 1; /* wraps for index 0: no slot */
+  if (index < t->count && t->slots[index].live == handle && ((handle >> 44) & 0xf) == (uint64_t)kind) {
+    *obj = t->slots[index].obj;
+    return KD_OK;
+  }
+  return kd_handle_get_checked(t, handle, kind, obj, op, what);
+}
 
 /* The slot index a handle names (meaningful once kd_handle_get accepted it). */
 static inline uint32_t kd_handle_index(uint64_t handle) { return ((uint32_t)handle & ((1u << 24) - 1)) - 1; }

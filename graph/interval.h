@@ -41,6 +41,25 @@ static inline kd_footprint kd_ival_footprint(const kd_ival *e) {
   return f;
 }
 
+/* kd_footprint_overlap and kd_footprint_covers against an entry, without
+ * building its footprint when both are one run (the common case). */
+static inline int kd_ival_overlaps(const kd_ival *e, const kd_footprint *fp) {
+  if (e->count == 1 && fp->count == 1) { /* one run each: [e->lo, e->hi) is it */
+    const kd_run *r = kd_footprint_runs(fp);
+    return e->lo < r->hi && r->lo < e->hi;
+  }
+  kd_footprint f = kd_ival_footprint(e);
+  return kd_footprint_overlap(&f, fp);
+}
+static inline int kd_ival_covered(const kd_ival *e, const kd_footprint *outer) {
+  if (e->count == 1 && outer->count == 1) {
+    const kd_run *r = kd_footprint_runs(outer);
+    return outer->exact && r->lo <= e->lo && e->hi <= r->hi;
+  }
+  kd_footprint f = kd_ival_footprint(e);
+  return kd_footprint_covers(outer, &f);
+}
+
 void kd_ivset_init(kd_ivset *s);
 void kd_ivset_free(kd_ivset *s);
 /* Room for more entries without allocating: 0 out of memory. */

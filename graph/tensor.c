@@ -21,11 +21,6 @@ const char *kd_dtype_name(kd_dtype d) {
   return (unsigned)d < KD_DTYPE_COUNT_ ? g_dtypes[d].name : "invalid";
 }
 
-kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,
-                           const char *what) {
-  return kd_handle_get(&s->handles, t.bits, KD_HANDLE_TENSOR, (void **)out, op, what);
-}
-
 void kd_tensor_ref(kd_tensor_obj *o) { ck_pr_inc_32(&o->refs); }
 
 void kd_tensor_unref(kd_session *s, kd_tensor_obj *o) {
@@ -364,17 +359,20 @@ int kd_view_is_compact(const kd_view *v) {
   return 1;
 }
 
-/* Counts the view's elements (*elements), checking that its last element lies inside the tensor. */
-kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elements,
-                         int64_t *elements) {
+/* Counts the view's elements, checking that its last element lies inside the tensor. */
+kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elements, kd_extent *out) {
   if (v->rank < 0 || v->rank > KD_MAX_RANK)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view rank %d is outside [0, %d]", op, v->rank, KD_MAX_RANK);
   if (v->offset < 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view offset %lld is negative", op, (long long)v->offset);
   int64_t n = 1, last = v->offset, step;
+  int compact = 1;
   for (int i = 0; i < v->rank; ++i) {
     if (v->shape[i] < 0 || v->strides[i] < 0)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view shape[%d] or strides[%d] is negative", op, i, i);
+    /* Compact: each stride is the product of the shapes below it (n so far),
+     * except where the extent is 1 and the stride is never used. */
+    compact &= v->shape[i] == 1 || v->strides[i] == n;
     if (__builtin_mul_overflow(n, v->shape[i], &n) ||
         (v->shape[i] && (__builtin_mul_overflow(v->shape[i] - 1, v->strides[i], &step) ||
                          __builtin_add_overflow(last, step, &last))))
@@ -389,7 +387,9 @@ kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elemen
     return kd_fail(KD_ERR_OUT_OF_BOUNDS,
                    "%s: view out of bounds: reaches element %lld of a tensor of %lld", op,
                    (long long)last, (long long)tensor_elements);
-  *elements = n;
+  out->elements = n;
+  out->last = n ? last : v->offset;
+  out->compact = compact;
   return KD_OK;
 }
 
@@ -399,9 +399,9 @@ kd_status kd_view_check(kd_session *s, const kd_view *v) {
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   kd_tensor_obj *o;
-  int64_t n;
+  kd_extent e;
   st = kd_tensor_lookup(s, v->tensor, &o, op, "view->tensor");
-  if (!st) st = kd_view_extent(op, v, o->elements, &n);
+  if (!st) st = kd_view_extent(op, v, o->elements, &e);
   kd_session_leave(s);
   return st;
 }
