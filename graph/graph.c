@@ -9,6 +9,8 @@
 
 #define KD_NODE_MAX_ACCESSES 64
 
+_Static_assert(KD_GRAPH_EXACT_RUNS <= KD_IVAL_MAX_RUNS, "an exact footprint's runs must fit an interval entry");
+
 kd_status kd_graph_create(kd_session *s, kd_graph **out) {
   static const char *op = "kd_graph_create";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
@@ -251,10 +253,10 @@ static int link_out(kd_graph *g) {
   return 1;
 }
 
-/* Orders access a of node after the active accesses of its tensor that it
+/* Orders an access of node after the active accesses of its tensor that it
  * conflicts with, then updates the tensor's active sets; fp moves into
  * them. Cannot fail: the caller reserved edges, entries and scratch. */
-static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *seen, uint32_t a, kd_access mode,
+static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *seen, kd_access mode,
                   kd_footprint *fp, uint32_t bi) {
   kd_binding *b = &g->bindings[bi];
   if (!fp->count) return; /* touches nothing, so conflicts with nothing */
@@ -286,7 +288,7 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
   }
   kd_ivset_sweep(&b->writes);
   kd_ivset_sweep(&b->reads);
-  kd_ivset_insert((mode & KD_OUT) ? &b->writes : &b->reads, a, node, (uint8_t)mode, fp);
+  kd_ivset_insert((mode & KD_OUT) ? &b->writes : &b->reads, node, (uint8_t)mode, fp);
 }
 
 /* A view's numbers in the arena: offset, shape[rank], strides[rank]. */
@@ -380,7 +382,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     *acc = (kd_gaccess){.node = node, .binding = bind[i], .mode = p->mode, .rank = p->view->rank};
     if (p->whole && !b->whole) b->whole = store_view(g, p->view);
     acc->dims = p->whole ? b->whole : store_view(g, p->view);
-    infer(g, node, first_edge, &seen, a, p->mode, &p->fp, bind[i]);
+    infer(g, node, first_edge, &seen, p->mode, &p->fp, bind[i]);
     if (p->mode & KD_OUT) b->written = g->unmarked = 1;
   }
   c->count = 0; /* footprints now belong to the graph (or were empty) */

@@ -43,14 +43,19 @@ uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out) {
   uint32_t n = 0;
   /* An entry that ends after lo starts after lo - max_len. */
   uint32_t first = s->count <= KD_IVSET_SCAN ? 0 : after(s, lo - s->max_len);
-  for (uint32_t i = first; i < s->count && s->at[i].lo < hi; ++i)
-    if (s->at[i].hi > lo) out[n++] = &s->at[i];
+  kd_ival *at = s->at; /* out cannot alias the set: no reload per entry */
+  /* Written always, counted when it matches: whether an entry that starts
+   * before hi also ends after lo is data the branch predictor cannot learn. */
+  for (uint32_t i = first, count = s->count; i < count && at[i].lo < hi; ++i) {
+    out[n] = &at[i];
+    n += at[i].hi > lo;
+  }
   return n;
 }
 
 void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
   uint32_t i = (uint32_t)(e - s->at);
-  free(e->runs);
+  if (e->runs) free(e->runs); /* most are one run, inline */
   e->runs = NULL;
   e->retired = 1;
   if (i < s->first_retired) s->first_retired = i;
@@ -72,12 +77,12 @@ void kd_ivset_sweep_retired(kd_ivset *s) {
   }
 }
 
-void kd_ivset_insert(kd_ivset *s, uint32_t access, uint32_t node, uint8_t mode, kd_footprint *fp) {
+void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp) {
   const kd_run *r = kd_footprint_runs(fp);
-  kd_ival e = {.lo = r[0].lo, .hi = r[fp->count - 1].hi, .access = access, .node = node, .runs = fp->runs,
-               .count = fp->count, .exact = (uint8_t)fp->exact, .mode = mode};
+  kd_ival e = {.lo = r[0].lo, .hi = r[fp->count - 1].hi, .runs = fp->runs, .node = node,
+               .count = (uint16_t)fp->count, .mode = mode, .exact = fp->exact != 0};
   memset(fp, 0, sizeof *fp);
-  uint32_t at = s->count; /* access is the largest: last among equal lo */
+  uint32_t at = s->count; /* last among equal lo */
   if (at <= KD_IVSET_SCAN) {
     while (at && s->at[at - 1].lo > e.lo) {
       s->at[at] = s->at[at - 1];

@@ -15,19 +15,23 @@
 
 typedef struct kd_ival {
   int64_t lo, hi;          /* the footprint's bounding interval [lo, hi), not empty */
-  uint32_t access;         /* the graph's access index: insertion order, and the tie in lo */
-  uint32_t node;
   kd_run *runs;            /* the footprint: owned; NULL for the one run [lo, hi) */
-  uint32_t count;
-  uint8_t exact;           /* as kd_footprint.exact */
+  uint32_t node;
+  uint16_t count;          /* runs: at most KD_IVAL_MAX_RUNS */
   uint8_t mode;            /* kd_access */
-  uint8_t shadowed;        /* a write that a later read of another node covers:
+  uint8_t exact : 1;       /* as kd_footprint.exact */
+  uint8_t shadowed : 1;    /* a write that a later read of another node covers:
                               later writes are ordered after it through that read */
-  uint8_t retired;         /* removed at the next kd_ivset_sweep */
+  uint8_t retired : 1;     /* removed at the next kd_ivset_sweep */
 } kd_ival;
+_Static_assert(sizeof(kd_ival) <= 32, "an interval entry grew past 32 bytes");
+
+/* 32 bytes: two entries a cache line, and what a query scans and an insert
+ * moves. */
+#define KD_IVAL_MAX_RUNS UINT16_MAX
 
 typedef struct kd_ivset {
-  kd_ival *at;             /* sorted by (lo, access) */
+  kd_ival *at;             /* sorted by lo; equal lo in insertion order */
   uint32_t count, cap;
   uint32_t first_retired;  /* lowest retired index; count when none */
   int64_t max_len;         /* no entry is longer */
@@ -77,8 +81,9 @@ void kd_ivset_sweep_retired(kd_ivset *s);
 static inline void kd_ivset_sweep(kd_ivset *s) {
   if (s->first_retired < s->count) kd_ivset_sweep_retired(s); /* most accesses retire nothing */
 }
-/* After a sweep, adds an entry in reserved room (cannot fail); access must be the largest
- * so far, the footprint not empty. The footprint moves in. */
-void kd_ivset_insert(kd_ivset *s, uint32_t access, uint32_t node, uint8_t mode, kd_footprint *fp);
+/* After a sweep, adds an entry in reserved room (cannot fail), after every
+ * entry of equal lo; the footprint (not empty, at most KD_IVAL_MAX_RUNS
+ * runs) moves in. */
+void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp);
 
 #endif
