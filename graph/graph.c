@@ -273,9 +273,10 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
   for (uint32_t k = 0; k < n; ++k) {
     kd_ival *prev = g->found[k];
     int conflict = ((prev->mode | mode) & KD_OUT) && kd_ival_overlaps(prev, fp);
-    if (conflict && prev->shadowed && mode == KD_OUT) {
-      g->edges_dropped++; /* implied: prev -> covering read -> this write */
-    } else if (conflict) {
+    /* implied: prev -> covering read -> this write (no branch: data) */
+    int implied = conflict & prev->shadowed & (mode == KD_OUT);
+    g->edges_dropped += (uint32_t)implied;
+    if (conflict & !implied) {
       kd_hazard hz = (prev->mode & KD_OUT) ? ((mode & KD_IN) ? KD_HAZ_RAW : KD_HAZ_WAW) : KD_HAZ_WAR;
       add_edge(g, first_edge, seen, prev->node, node, bi, hz);
     }

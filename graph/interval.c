@@ -64,13 +64,20 @@ void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
 void kd_ivset_sweep_retired(kd_ivset *s) {
   int longest_gone = 0;
   uint32_t keep = s->first_retired;
+  /* Every entry is copied and kept ones counted: which are retired is data
+   * a branch would mispredict on (a copy onto itself is exact overlap). */
   for (uint32_t i = s->first_retired; i < s->count; ++i) {
-    if (s->at[i].retired) longest_gone |= s->at[i].hi - s->at[i].lo == s->max_len;
-    else s->at[keep++] = s->at[i];
+    const kd_ival *e = &s->at[i];
+    int gone = e->retired;
+    longest_gone |= gone & (e->hi - e->lo == s->max_len);
+    s->at[keep] = *e;
+    keep += !gone;
   }
   s->count = keep;
   s->first_retired = keep;
-  if (longest_gone) { /* tighten the bound, or every later query looks too far back */
+  /* Tighten the bound, or every later query looks too far back; a set a
+   * query scans whole does not use it (a loose bound stays a bound). */
+  if (longest_gone && s->count > KD_IVSET_SCAN) {
     s->max_len = 0;
     for (uint32_t i = 0; i < s->count; ++i)
       if (s->at[i].hi - s->at[i].lo > s->max_len) s->max_len = s->at[i].hi - s->at[i].lo;
