@@ -73,6 +73,7 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
   KD_CU(d, op, cuDeviceGetAttribute, (&d->max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->dev));
   KD_CU(d, op, cuDeviceGetAttribute, (&d->max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev));
   KD_CU(d, op, cuDeviceGetPCIBusId, (info->pci_bus_id, (int)sizeof info->pci_bus_id, d->dev));
+  KD_CU(d, op, cuDeviceTotalMem, (&info->memory_bytes, d->dev));
   int pools = 0;
   KD_CU(d, op, cuDeviceGetAttribute, (&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, d->dev));
   if (!pools)

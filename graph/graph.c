@@ -663,6 +663,10 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
     st = kd_fail(KD_ERR_NO_HOST_IMPL, "%s: node '%s': a foreign-library node has no host implementation; "
                  "this session's backend is HOST", op, name);
   if (!st && !fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument fn is NULL", op, name);
+  /* Refused now, not at a submission's allocation: no device holds it. */
+  if (!st && workspace_bytes > g->session->dev.info.memory_bytes)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument workspace_bytes is %zu, more than the device's "
+                 "%zu bytes of memory", op, name, workspace_bytes, g->session->dev.info.memory_bytes);
   if (!st && count > KD_FOREIGN_MAX_ACCESSES)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': %zu accesses, at most %d", op, name, count,
                  KD_FOREIGN_MAX_ACCESSES);

@@ -311,6 +311,17 @@ Test(gpu_graph, foreign_cublas_node_keeps_workspace_and_resource_until_done) {
   kd_garg spin_args[] = {kd_g_value(kd_arg_u64(150ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
   KDT_OK(kd_graph_kernel(g, "spin", l.spin, &one, spin_args, 2, NULL));
   kd_garg acc[] = {kd_g_inout(kd_whole(ty)), kd_g_in(kd_whole(tx))};
+  /* A workspace no device holds is refused when added, and the graph and
+   * the caller's resource are as they were. */
+  kd_device_info info;
+  KDT_OK(kd_session_device_info(s, &info));
+  cr_assert_gt(info.memory_bytes, (size_t)1 << 30, "cuDeviceTotalMem: %zu", info.memory_bytes);
+  KDT_FAILS(kd_graph_foreign(g, "huge", saxpy_node, &b, acc, 2, info.memory_bytes + 1, &b, release_blas, NULL),
+            KD_ERR_INVALID_ARGUMENT, "workspace_bytes");
+  cr_assert_eq(ck_pr_load_int(&b.released), 0, "a refused node leaves the resource with the caller");
+  kd_graph_stats gs;
+  KDT_OK(kd_graph_stats_get(g, &gs));
+  cr_assert_eq(gs.nodes, 1, "only the spin node: the refused one left no trace (%u nodes)", gs.nodes);
   KDT_OK(kd_graph_foreign(g, "cublasSaxpy", saxpy_node, &b, acc, 2, 1 << 20, &b, release_blas, NULL));
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "y", ty, out, sizeof out, &sink));

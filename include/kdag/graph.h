@@ -138,7 +138,10 @@ KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, voi
  * only after the last submission using it has completed. fn runs inside a
  * kdag call (holding the session's lock, in GRAPH mode while capturing):
  * it may enqueue work on the stream but must not call kdag. user must stay
- * valid while the graph can be submitted. CUDA only. */
+ * valid while the graph can be submitted. CUDA only. Errors, beyond those
+ * of every node: KD_ERR_NO_HOST_IMPL on a HOST session; KD_ERR_INVALID_ARGUMENT
+ * for a NULL fn, more than KD_FOREIGN_MAX_ACCESSES accesses, or a
+ * workspace_bytes larger than the device's memory. */
 typedef struct kd_foreign_call {
   void *stream;              /* CUstream; never keep it, never destroy it */
   const kd_span *spans;      /* one per access, in declaration order */

@@ -116,6 +116,7 @@ typedef struct kd_device_info {
   int numa_node;               /* NUMA node of the GPU per hwloc, -1 unknown */
   char pci_bus_id[32];
   char placement[256];         /* how pinned staging memory is placed, and why */
+  size_t memory_bytes;         /* the device's memory (cuDeviceTotalMem) */
 } kd_device_info;
 
 /* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_WRONG_BACKEND on a HOST session. */
