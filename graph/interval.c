@@ -24,8 +24,7 @@ int kd_ivset_grow(kd_ivset *s, uint32_t more) {
   return 1;
 }
 
-/* The first index whose entry starts after x. */
-static uint32_t after(const kd_ivset *s, int64_t x) {
+uint32_t kd_ivset_after(const kd_ivset *s, int64_t x) {
   uint32_t lo = 0, hi = s->count;
   if (hi <= KD_IVSET_SCAN) { /* a few compares, no mispredicted halving */
     while (lo < hi && s->at[lo].lo <= x) ++lo;
@@ -37,20 +36,6 @@ static uint32_t after(const kd_ivset *s, int64_t x) {
     else hi = mid;
   }
   return lo;
-}
-
-uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out) {
-  uint32_t n = 0;
-  /* An entry that ends after lo starts after lo - max_len. */
-  uint32_t first = s->count <= KD_IVSET_SCAN ? 0 : after(s, lo - s->max_len);
-  kd_ival *at = s->at; /* out cannot alias the set: no reload per entry */
-  /* Written always, counted when it matches: whether an entry that starts
-   * before hi also ends after lo is data the branch predictor cannot learn. */
-  for (uint32_t i = first, count = s->count; i < count && at[i].lo < hi; ++i) {
-    out[n] = &at[i];
-    n += at[i].hi > lo;
-  }
-  return n;
 }
 
 void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
@@ -96,7 +81,7 @@ void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp)
       --at;
     }
   } else {
-    at = after(s, e.lo);
+    at = kd_ivset_after(s, e.lo);
     memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
   }
   s->at[at] = e;

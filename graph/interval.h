@@ -71,9 +71,25 @@ int kd_ivset_grow(kd_ivset *s, uint32_t more);
 static inline int kd_ivset_reserve(kd_ivset *s, uint32_t more) {
   return s->count + more <= s->cap || kd_ivset_grow(s, more);
 }
+/* The first index whose entry starts after x. */
+uint32_t kd_ivset_after(const kd_ivset *s, int64_t x);
 /* Appends to out the entries whose interval meets [lo, hi), in order of lo;
- * returns how many. The pointers stay valid until the next insert or sweep. */
-uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out);
+ * returns how many. out needs room for every entry of the set (it is
+ * written past the matches). The pointers stay valid until the next insert
+ * or sweep. Inline: every access queries one or two sets. */
+static inline uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out) {
+  uint32_t n = 0;
+  /* An entry that ends after lo starts after lo - max_len. */
+  uint32_t first = s->count <= KD_IVSET_SCAN ? 0 : kd_ivset_after(s, lo - s->max_len);
+  kd_ival *at = s->at; /* out cannot alias the set: no reload per entry */
+  /* Written always, counted when it matches: whether an entry that starts
+   * before hi also ends after lo is data the branch predictor cannot learn. */
+  for (uint32_t i = first, count = s->count; i < count && at[i].lo < hi; ++i) {
+    out[n] = &at[i];
+    n += at[i].hi > lo;
+  }
+  return n;
+}
 /* Frees the entry's runs and marks it for the next sweep. */
 void kd_ivset_retire(kd_ivset *s, kd_ival *e);
 /* Drops the retired entries. */

@@ -360,7 +360,7 @@ int kd_view_is_compact(const kd_view *v) {
 }
 
 /* Counts the view's elements, checking that its last element lies inside the tensor. */
-kd_status kd_view_extent(const char *op, const kd_view *v, int64_t tensor_elements, kd_extent *out) {
+kd_status kd_view_extent_checked(const char *op, const kd_view *v, int64_t tensor_elements, kd_extent *out) {
   if (v->rank < 0 || v->rank > KD_MAX_RANK)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view rank %d is outside [0, %d]", op, v->rank, KD_MAX_RANK);
   if (v->offset < 0)

@@ -186,6 +186,15 @@ Test(host_tensor, views_are_bounds_checked_and_classified) {
   KDT_FAILS(kd_view_check(s, &past), KD_ERR_OUT_OF_BOUNDS, "out of bounds");
   kd_view wraps = {.tensor = m, .rank = 1, .offset = 0, .shape = {3}, .strides = {1ll << 62}};
   KDT_FAILS(kd_view_check(s, &wraps), KD_ERR_OUT_OF_BOUNDS, "overflows");
+  /* Rank 1 has a quick path: its edges answer as the full check does. */
+  kd_view last = {.tensor = m, .rank = 1, .offset = 20, .shape = {2}, .strides = {3}};
+  KDT_OK(kd_view_check(s, &last)); /* reaches element 23 of 24 */
+  last.strides[0] = 4;
+  KDT_FAILS(kd_view_check(s, &last), KD_ERR_OUT_OF_BOUNDS, "reaches element 24 of a tensor of 24");
+  kd_view back = {.tensor = m, .rank = 1, .offset = 3, .shape = {2}, .strides = {-1}};
+  KDT_FAILS(kd_view_check(s, &back), KD_ERR_INVALID_ARGUMENT, "strides[0] is negative");
+  kd_view big = {.tensor = m, .rank = 1, .offset = 0, .shape = {1ll << 40}, .strides = {0}};
+  KDT_OK(kd_view_check(s, &big)); /* a broadcast read: every index names element 0 */
   kd_view neg = {.tensor = m, .rank = 1, .offset = -1, .shape = {2}, .strides = {1}};
   KDT_FAILS(kd_view_check(s, &neg), KD_ERR_INVALID_ARGUMENT, "negative");
   /* An empty view touches nothing, but a span is built from its offset: at
