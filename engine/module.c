@@ -87,9 +87,8 @@ kd_status kd_function_params(kd_session *s, kd_function f, size_t *count, size_t
 
 kd_status kd_module_release(kd_session *s, kd_module m) {
   static const char *op = "kd_module_release";
-  kd_status st = kd_session_enter(s, op);
-  if (st == KD_ERR_DEVICE_FAULT) pthread_mutex_lock(&s->lock); /* releasing stays possible */
-  else if (st) return st;
+  kd_status st = kd_session_enter_release(s, op); /* releasing stays possible after a fault */
+  if (st) return st;
   kd_module_obj *o;
   st = kd_module_lookup(s, m, &o, op, "module");
   if (!st && o->user_refs == 0)

@@ -173,11 +173,15 @@ void kd_session_destroy(kd_session *s) {
   kd_serial_give(serial); /* no handle of this session is valid any more */
 }
 
-kd_status kd_session_enter(kd_session *s, const char *op) {
+/* refuse_fault 0: the release calls, which stay possible after a device
+ * fault and then succeed without a word (kd_last_error keeps the message of
+ * the last call that failed). */
+static kd_status enter(kd_session *s, const char *op, int refuse_fault) {
   if (!s) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument session is NULL", op);
   pthread_mutex_lock(&s->lock);
   if (!s->fault && s->has_device && kd_device_fault_get(&s->dev, s->fault_msg, sizeof s->fault_msg))
     s->fault = KD_ERR_DEVICE_FAULT; /* another session of this device faulted */
+  if (s->fault && !refuse_fault) return KD_OK; /* locked; the context is past use */
   if (s->fault) {
     kd_status st = kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op,
                            s->fault_msg);
@@ -193,6 +197,10 @@ kd_status kd_session_enter(kd_session *s, const char *op) {
   }
   return KD_OK;
 }
+
+kd_status kd_session_enter(kd_session *s, const char *op) { return enter(s, op, 1); }
+
+kd_status kd_session_enter_release(kd_session *s, const char *op) { return enter(s, op, 0); }
 
 void kd_session_leave(kd_session *s) { pthread_mutex_unlock(&s->lock); }
 

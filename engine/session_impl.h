@@ -140,6 +140,9 @@ struct kd_session {
 /* Locks the session, checks it is healthy, makes its context current.
  * Every public entry point starts with it and ends with kd_session_leave. */
 kd_status kd_session_enter(kd_session *s, const char *op);
+/* kd_session_enter for the release calls: after a device fault it takes
+ * the lock and returns KD_OK, writing no message. */
+kd_status kd_session_enter_release(kd_session *s, const char *op);
 void kd_session_leave(kd_session *s);
 /* Records a device fault (if st is one) so later calls fail with it. */
 kd_status kd_session_note(kd_session *s, kd_status st);

@@ -286,9 +286,8 @@ static void release_user_hold(kd_session *s, kd_tensor_obj *o) {
 
 kd_status kd_tensor_release(kd_session *s, kd_tensor t) {
   static const char *op = "kd_tensor_release";
-  kd_status st = kd_session_enter(s, op);
-  if (st && st != KD_ERR_DEVICE_FAULT) return st;
-  if (st == KD_ERR_DEVICE_FAULT) pthread_mutex_lock(&s->lock); /* releasing stays possible */
+  kd_status st = kd_session_enter_release(s, op); /* releasing stays possible after a fault */
+  if (st) return st;
   kd_tensor_obj *o;
   st = kd_tensor_lookup(s, t, &o, op, "tensor");
   if (!st && --o->user_refs == 0) release_user_hold(s, o);

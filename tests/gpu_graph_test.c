@@ -366,6 +366,11 @@ Test(gpu_graph, debug_nodes_name_the_node_that_faulted) {
   KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_DEVICE_FAULT, "node 'node6' (#6)");
   int32_t host[16];
   KDT_FAILS(kd_tensor_download(s, t, host, sizeof host), KD_ERR_DEVICE_FAULT, "device fault");
+  /* Releasing stays possible, and succeeds without a word: the message is
+   * still that of the last call that failed. */
+  KDT_FAILS(kd_tensor_release(s, (kd_tensor){0}), KD_ERR_INVALID_ARGUMENT, "kd_tensor_release: argument tensor");
+  KDT_OK(kd_tensor_release(s, t));
+  cr_assert(strstr(kd_last_error(), "kd_tensor_release: argument tensor"), "%s", kd_last_error());
   kd_graph_destroy(g);
   kd_session_destroy(s);
 }
