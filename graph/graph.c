@@ -105,8 +105,10 @@ typedef struct pending {
   kd_tensor_obj *obj;
   kd_access mode;
   int whole;         /* the view is kd_whole: its numbers are shared per binding */
-  const kd_view *view; /* resolved: the caller's (valid until the node is added or refused;
-                          not copied, this runs for every access), or whole_view */
+  const kd_view *view; /* resolved: the caller's, not copied (this runs for every
+                          access), so it must live until the node is added or
+                          refused; or whole_view, for every kd_whole access (a
+                          caller may pass a kd_whole of its own frame) */
   kd_view whole_view; /* kd_whole resolved; set only for such accesses */
   kd_footprint fp;
   uint32_t slot;     /* obj's handle slot */
@@ -557,7 +559,7 @@ static kd_status transfer_node(node_ctx *c, kd_gnode *proto, kd_node_kind kind, 
   proto->kind = kind;
   proto->host = host;
   proto->bytes = bytes;
-  kd_view whole = kd_whole(t);
+  kd_view whole = kd_whole(t); /* of this frame: ctx_access keeps its own copy of a kd_whole */
   if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument host is NULL", c->op, c->name);
   kd_status st = ctx_access(c, 0, kind == KD_NODE_UPLOAD ? KD_OUT : KD_IN, &whole, 1, 0);
   if (!st && bytes != c->acc[0].obj->bytes)

@@ -46,6 +46,13 @@ void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
   if (i < s->first_retired) s->first_retired = i;
 }
 
+/* max_len from the live entries (a set with no retired entry). */
+static void tighten(kd_ivset *s) {
+  s->max_len = 0;
+  for (uint32_t i = 0; i < s->count; ++i)
+    if (s->at[i].hi - s->at[i].lo > s->max_len) s->max_len = s->at[i].hi - s->at[i].lo;
+}
+
 void kd_ivset_sweep_retired(kd_ivset *s) {
   int longest_gone = 0;
   uint32_t keep = s->first_retired;
@@ -60,13 +67,11 @@ void kd_ivset_sweep_retired(kd_ivset *s) {
   }
   s->count = keep;
   s->first_retired = keep;
-  /* Tighten the bound, or every later query looks too far back; a set a
-   * query scans whole does not use it (a loose bound stays a bound). */
-  if (longest_gone && s->count > KD_IVSET_SCAN) {
-    s->max_len = 0;
-    for (uint32_t i = 0; i < s->count; ++i)
-      if (s->at[i].hi - s->at[i].lo > s->max_len) s->max_len = s->at[i].hi - s->at[i].lo;
-  }
+  /* Tighten the bound, or every later query looks too far back. A set a
+   * query scans whole does not use it: there a loose bound stays (a bound
+   * all the same), and kd_ivset_insert tightens it when the set grows past
+   * a scan again. */
+  if (longest_gone && s->count > KD_IVSET_SCAN) tighten(s);
 }
 
 void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp) {
@@ -88,4 +93,7 @@ void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp)
   s->count++;
   s->first_retired = s->count;
   if (e.hi - e.lo > s->max_len) s->max_len = e.hi - e.lo;
+  /* Queries stop scanning it whole and start using the bound, which
+   * retirements left loose while the set was small. */
+  if (s->count == KD_IVSET_SCAN + 1) tighten(s);
 }

@@ -13,6 +13,8 @@
 
 #include "graph/footprint.h"
 
+/* 32 bytes: two entries a cache line; that is what a query scans and an
+ * insert moves. */
 typedef struct kd_ival {
   int64_t lo, hi;          /* the footprint's bounding interval [lo, hi), not empty */
   kd_run *runs;            /* the footprint: owned; NULL for the one run [lo, hi) */
@@ -26,15 +28,15 @@ typedef struct kd_ival {
 } kd_ival;
 _Static_assert(sizeof(kd_ival) <= 32, "an interval entry grew past 32 bytes");
 
-/* 32 bytes: two entries a cache line, and what a query scans and an insert
- * moves. */
+/* An entry's run count is 16 bits. */
 #define KD_IVAL_MAX_RUNS UINT16_MAX
 
 typedef struct kd_ivset {
   kd_ival *at;             /* sorted by lo; equal lo in insertion order */
   uint32_t count, cap;
   uint32_t first_retired;  /* lowest retired index; count when none */
-  int64_t max_len;         /* no entry is longer */
+  int64_t max_len;         /* no entry is longer; tight while the set has more than
+                              KD_IVSET_SCAN entries (smaller sets are scanned whole) */
 } kd_ivset;
 
 #define KD_IVSET_SCAN 16   /* sets this small are searched by a scan */

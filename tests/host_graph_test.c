@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "graph/grow.h"
+#include "graph/interval.h"
 #include "kdag_test.h"
 #include "kernels/host.h"
 
@@ -927,4 +928,30 @@ Test(host_graph, a_freed_large_array_is_kept_for_the_next_graph) {
   for (uint32_t i = 0; i < was_cap; ++i) cr_assert_eq(b[i], ~(uint64_t)i, "b[%u] kept through the move", i);
   KD_GROW_FREE(b, bcap);
   KD_GROW_FREE(c, ccap);
+}
+
+/* A set's length bound may go loose while the set is small (queries scan
+ * it whole), but is tight again once it grows past a scan: else one long
+ * entry retired long ago would send every later query back over the whole
+ * set. */
+Test(host_graph, an_interval_set_bound_is_tight_once_it_grows_past_a_scan) {
+  kd_ivset s;
+  kd_ivset_init(&s);
+  cr_assert(kd_ivset_reserve(&s, 1));
+  kd_footprint whole = {.one = {0, 1000000}, .count = 1, .exact = 1};
+  kd_ivset_insert(&s, 0, KD_IN, &whole);
+  kd_ival *found[64];
+  cr_assert_eq(kd_ivset_find(&s, 0, 10, found), 1);
+  kd_ivset_retire(&s, found[0]);
+  kd_ivset_sweep(&s);
+  cr_assert_eq(s.count, 0);
+  for (int64_t i = 0; i < 40; ++i) {
+    cr_assert(kd_ivset_reserve(&s, 1));
+    kd_footprint chunk = {.one = {i * 10, i * 10 + 10}, .count = 1, .exact = 1};
+    kd_ivset_insert(&s, (uint32_t)i + 1, KD_IN, &chunk);
+  }
+  cr_assert_eq(s.max_len, 10, "the retired entry's length still bounds queries: %lld", (long long)s.max_len);
+  cr_assert_eq(kd_ivset_find(&s, 395, 400, found), 1);
+  cr_assert_eq(found[0]->node, 40);
+  kd_ivset_free(&s);
 }

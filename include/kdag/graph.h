@@ -180,7 +180,8 @@ KD_API kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replaceme
 KD_API kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value);
 
 /* Writes the graph as Graphviz DOT: nodes, and edges labelled with the
- * hazard (RAW/WAR/WAW and the tensor) or "explicit". out is the caller's,
+ * hazard (RAW/WAR/WAW and the tensor) or "explicit"; two nodes ordered by
+ * several conflicts get one edge, labelled with one of them. out is the caller's,
  * written during the call and left open; a stream in error, before or
  * after, is KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_graph_write_dot(kd_graph *g, FILE *out);

@@ -104,7 +104,8 @@ KD_API kd_status kd_function_params(kd_session *session, kd_function fn,
                                     size_t *count, size_t *sizes, size_t cap);
 
 /* Drops the caller's reference; in-flight launches keep the module loaded
- * until they complete. */
+ * until they complete. After a device fault it still succeeds, as
+ * kd_tensor_release does. */
 KD_API kd_status kd_module_release(kd_session *session, kd_module module);
 
 /* The session's module cache (the seed's Session::resource): returns the

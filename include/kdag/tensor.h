@@ -101,6 +101,8 @@ KD_API kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
 
 /* Drops a reference. The last one invalidates the handle at once; the memory
  * is returned to the pool when in-flight work using it has completed.
+ * After a device fault it still succeeds (without writing the fault into
+ * kd_last_error), so a faulted session can be taken apart.
  * Errors: KD_ERR_RELEASED (double release), KD_ERR_WRONG_SESSION,
  * KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
