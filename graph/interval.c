@@ -26,10 +26,6 @@ int kd_ivset_grow(kd_ivset *s, uint32_t more) {
 
 uint32_t kd_ivset_after(const kd_ivset *s, int64_t x) {
   uint32_t lo = 0, hi = s->count;
-  if (hi <= KD_IVSET_SCAN) { /* a few compares, no mispredicted halving */
-    while (lo < hi && s->at[lo].lo <= x) ++lo;
-    return lo;
-  }
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
     if (s->at[mid].lo <= x) lo = mid + 1;
@@ -79,17 +75,22 @@ void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp)
   kd_ival e = {.lo = r[0].lo, .hi = r[fp->count - 1].hi, .runs = fp->runs, .node = node,
                .count = (uint16_t)fp->count, .mode = mode, .exact = fp->exact != 0};
   memset(fp, 0, sizeof *fp);
-  uint32_t at = s->count; /* last among equal lo */
-  if (at <= KD_IVSET_SCAN) {
-    while (at && s->at[at - 1].lo > e.lo) {
-      s->at[at] = s->at[at - 1];
-      --at;
+  uint32_t at = s->count;
+  if (at < KD_IVSET_SCAN) { /* a small set is kept in any order: append */
+    s->at[at] = e;
+  } else if (at == KD_IVSET_SCAN) { /* growing past a scan: sort it, once */
+    s->at[at] = e;
+    for (uint32_t i = 1; i <= at; ++i) {
+      kd_ival v = s->at[i];
+      uint32_t j = i;
+      for (; j && s->at[j - 1].lo > v.lo; --j) s->at[j] = s->at[j - 1];
+      s->at[j] = v;
     }
   } else {
     at = kd_ivset_after(s, e.lo);
     memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
+    s->at[at] = e;
   }
-  s->at[at] = e;
   s->count++;
   s->first_retired = s->count;
   if (e.hi - e.lo > s->max_len) s->max_len = e.hi - e.lo;

@@ -955,3 +955,27 @@ Test(host_graph, an_interval_set_bound_is_tight_once_it_grows_past_a_scan) {
   cr_assert_eq(found[0]->node, 40);
   kd_ivset_free(&s);
 }
+
+/* A small set keeps its entries in insertion order and is sorted when it
+ * grows past a scan; queries find the same entries either way. */
+Test(host_graph, an_interval_set_answers_alike_unsorted_and_sorted) {
+  kd_ivset s;
+  kd_ivset_init(&s);
+  kd_ival *found[64];
+  for (int64_t i = 0; i < KD_IVSET_SCAN; ++i) { /* descending starts: as unsorted as it gets */
+    cr_assert(kd_ivset_reserve(&s, 1));
+    kd_footprint f = {.one = {(KD_IVSET_SCAN - i) * 10, (KD_IVSET_SCAN - i) * 10 + 10}, .count = 1, .exact = 1};
+    kd_ivset_insert(&s, (uint32_t)i, KD_IN, &f);
+  }
+  cr_assert_eq(s.at[0].lo, KD_IVSET_SCAN * 10, "appended, not sorted");
+  cr_assert_eq(kd_ivset_find(&s, 35, 45, found), 2); /* [30, 40) and [40, 50) */
+  cr_assert_eq(kd_ivset_find(&s, 0, 10, found), 0);
+  cr_assert(kd_ivset_reserve(&s, 1));
+  kd_footprint last = {.one = {5, 6}, .count = 1, .exact = 1};
+  kd_ivset_insert(&s, 99, KD_IN, &last);
+  for (uint32_t i = 1; i < s.count; ++i) cr_assert_leq(s.at[i - 1].lo, s.at[i].lo, "sorted past a scan at %u", i);
+  cr_assert_eq(kd_ivset_find(&s, 35, 45, found), 2);
+  cr_assert_eq(kd_ivset_find(&s, 0, 10, found), 1);
+  cr_assert_eq(found[0]->node, 99);
+  kd_ivset_free(&s);
+}
