@@ -279,8 +279,12 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
     int implied = conflict & prev->shadowed & (mode == KD_OUT);
     g->edges_dropped += (uint32_t)implied;
     if (conflict & !implied) {
-      kd_hazard hz = (prev->mode & KD_OUT) ? ((mode & KD_IN) ? KD_HAZ_RAW : KD_HAZ_WAW) : KD_HAZ_WAR;
-      add_edge(g, first_edge, seen, prev->node, node, bi, hz);
+      /* [earlier access][this one], looked up rather than branched on */
+      static const uint8_t hazard_of[4][4] = {
+          [KD_IN] = {[KD_OUT] = KD_HAZ_WAR, [KD_INOUT] = KD_HAZ_WAR},
+          [KD_OUT] = {[KD_IN] = KD_HAZ_RAW, [KD_OUT] = KD_HAZ_WAW, [KD_INOUT] = KD_HAZ_RAW},
+          [KD_INOUT] = {[KD_IN] = KD_HAZ_RAW, [KD_OUT] = KD_HAZ_WAW, [KD_INOUT] = KD_HAZ_RAW}};
+      add_edge(g, first_edge, seen, prev->node, node, bi, (kd_hazard)hazard_of[prev->mode & 3][mode & 3]);
     }
     if (prev->node == node) continue;
     if (mode == KD_IN && (prev->mode & KD_OUT) && kd_ival_covered(prev, fp)) prev->shadowed = 1;

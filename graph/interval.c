@@ -25,13 +25,17 @@ int kd_ivset_grow(kd_ivset *s, uint32_t more) {
 }
 
 uint32_t kd_ivset_after(const kd_ivset *s, int64_t x) {
-  uint32_t lo = 0, hi = s->count;
-  while (lo < hi) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    if (s->at[mid].lo <= x) lo = mid + 1;
-    else hi = mid;
+  /* Halving without a branch on the data (a conditional move): the answer
+   * stays in [b - at, b - at + n]. */
+  const kd_ival *at = s->at, *b = at;
+  uint32_t n = s->count;
+  if (!n) return 0;
+  while (n > 1) {
+    uint32_t half = n / 2;
+    b = b[half].lo <= x ? b + half : b;
+    n -= half;
   }
-  return lo;
+  return (uint32_t)(b - at) + (b->lo <= x);
 }
 
 void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
@@ -39,7 +43,7 @@ void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
   if (e->runs) free(e->runs); /* most are one run, inline */
   e->runs = NULL;
   e->retired = 1;
-  if (i < s->first_retired) s->first_retired = i;
+  s->first_retired = i < s->first_retired ? i : s->first_retired;
 }
 
 /* max_len from the live entries (a set with no retired entry). */
