@@ -76,29 +76,38 @@ void kd_ivset_sweep_retired(kd_ivset *s) {
 
 void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp) {
   const kd_run *r = kd_footprint_runs(fp);
-  kd_ival e = {.lo = r[0].lo, .hi = r[fp->count - 1].hi, .runs = fp->runs, .node = node,
-               .count = (uint16_t)fp->count, .mode = mode, .exact = fp->exact != 0};
-  memset(fp, 0, sizeof *fp);
+  int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
   uint32_t at = s->count;
-  if (at < KD_IVSET_SCAN) { /* a small set is kept in any order: append */
-    s->at[at] = e;
-  } else if (at == KD_IVSET_SCAN) { /* growing past a scan: sort it, once */
-    s->at[at] = e;
-    for (uint32_t i = 1; i <= at; ++i) {
+  if (at > KD_IVSET_SCAN) { /* sorted: make room after every entry of equal lo */
+    at = kd_ivset_after(s, lo);
+    memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
+  } /* else a small set is kept in any order: append */
+  /* Written in place, field by field: an entry built on the stack and
+   * copied in is read back whole right after its narrow fields were
+   * stored, which stalls store-to-load forwarding (it did, measurably). */
+  kd_ival *e = &s->at[at];
+  e->lo = lo;
+  e->hi = hi;
+  e->runs = fp->runs;
+  e->node = node;
+  e->count = (uint16_t)fp->count;
+  e->mode = mode;
+  e->exact = fp->exact != 0;
+  e->shadowed = 0;
+  e->retired = 0;
+  memset(fp, 0, sizeof *fp);
+  s->count++;
+  s->first_retired = s->count;
+  if (hi - lo > s->max_len) s->max_len = hi - lo;
+  if (s->count == KD_IVSET_SCAN + 1) { /* growing past a scan: sort it, once */
+    for (uint32_t i = 1; i < s->count; ++i) {
       kd_ival v = s->at[i];
       uint32_t j = i;
       for (; j && s->at[j - 1].lo > v.lo; --j) s->at[j] = s->at[j - 1];
       s->at[j] = v;
     }
-  } else {
-    at = kd_ivset_after(s, e.lo);
-    memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
-    s->at[at] = e;
+    /* Queries stop scanning it whole and start using the bound, which
+     * retirements left loose while the set was small. */
+    tighten(s);
   }
-  s->count++;
-  s->first_retired = s->count;
-  if (e.hi - e.lo > s->max_len) s->max_len = e.hi - e.lo;
-  /* Queries stop scanning it whole and start using the bound, which
-   * retirements left loose while the set was small. */
-  if (s->count == KD_IVSET_SCAN + 1) tighten(s);
 }
