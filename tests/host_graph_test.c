@@ -979,3 +979,49 @@ Test(host_graph, an_interval_set_answers_alike_unsorted_and_sorted) {
   cr_assert_eq(found[0]->node, 99);
   kd_ivset_free(&s);
 }
+
+/* Random inserts, retirements and sweeps that take a set back and forth
+ * across the scan threshold: every query finds exactly the live entries a
+ * brute-force pass over a shadow list finds. */
+Test(host_graph, interval_set_queries_match_brute_force_across_the_threshold) {
+  enum { CAP = 64 };
+  kd_ivset s;
+  kd_ivset_init(&s);
+  int64_t shadow_lo[4096], shadow_hi[4096];
+  int shadow_live[4096] = {0};
+  uint32_t inserted = 0, x = 7, crossings = 0;
+  kd_ival *found[CAP + 1];
+  for (int step = 0; step < 4000 && inserted < 4096; ++step) {
+    int small = s.count <= KD_IVSET_SCAN;
+    x = x * 1664525u + 1013904223u;
+    if (s.count < CAP && ((x >> 28) < 9 || s.count < 4)) { /* insert, biased to grow */
+      int64_t lo = (x >> 8) % 1000, len = 1 + (int64_t)((x >> 4) % 64);
+      cr_assert(kd_ivset_reserve(&s, 1));
+      kd_footprint f = {.one = {lo, lo + len}, .count = 1, .exact = 1};
+      kd_ivset_insert(&s, inserted, KD_IN, &f);
+      shadow_lo[inserted] = lo, shadow_hi[inserted] = lo + len, shadow_live[inserted] = 1;
+      inserted++;
+    } else { /* retire what meets a random interval, then sweep */
+      int64_t lo = (x >> 8) % 1000, hi = lo + 1 + (int64_t)((x >> 4) % 200);
+      uint32_t n = kd_ivset_find(&s, lo, hi, found);
+      for (uint32_t k = 0; k < n; ++k) {
+        shadow_live[found[k]->node] = 0;
+        kd_ivset_retire(&s, found[k]);
+      }
+      kd_ivset_sweep(&s);
+    }
+    crossings += small != (s.count <= KD_IVSET_SCAN);
+    x = x * 1664525u + 1013904223u;
+    int64_t qlo = (x >> 8) % 1100, qhi = qlo + 1 + (int64_t)((x >> 4) % 150);
+    uint32_t n = kd_ivset_find(&s, qlo, qhi, found), want = 0;
+    for (uint32_t i = 0; i < inserted; ++i) want += shadow_live[i] && shadow_lo[i] < qhi && qlo < shadow_hi[i];
+    cr_assert_eq(n, want, "step %d: query [%lld, %lld) found %u of %u (set of %u)", step, (long long)qlo,
+                 (long long)qhi, n, want, s.count);
+    for (uint32_t k = 0; k < n; ++k) {
+      uint32_t id = found[k]->node;
+      cr_assert(shadow_live[id] && shadow_lo[id] < qhi && qlo < shadow_hi[id], "step %d: entry %u", step, id);
+    }
+  }
+  cr_assert_geq(crossings, 20, "the set crossed the scan threshold %u times", crossings);
+  kd_ivset_free(&s);
+}
