@@ -80,7 +80,8 @@ void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp)
   uint32_t at = s->count;
   if (at > KD_IVSET_SCAN) { /* sorted: make room after every entry of equal lo */
     at = kd_ivset_after(s, lo);
-    memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
+    if (at < s->count) /* no 0-byte move at the end: see grow_zeroed in graph.c */
+      memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
   } /* else a small set is kept in any order: append */
   /* Written in place, field by field: an entry built on the stack and
    * copied in is read back whole right after its narrow fields were
