@@ -270,10 +270,11 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
   int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
   /* A read conflicts only with writes; a write with both. Entries whose
    * intervals miss [lo, hi) cannot overlap, cover or be covered. */
-  /* The matches come out per set by element, not in insertion order: a
-   * node's edges are a set (add_edge keeps the first of repeats, and with
-   * it that one's hazard for the DOT label), so their order carries no
-   * meaning and sorting them would be wasted work. */
+  /* The matches come out in each set's own order (insertion order in a
+   * small set, by element in a large one), writes first: a node's edges
+   * are a set (add_edge keeps the first of repeats, and with it that one's
+   * hazard for the DOT label), so their order carries no meaning and
+   * sorting them would be wasted work. */
   uint32_t n = kd_ivset_find(&b->writes, lo, hi, g->found);
   if (mode & KD_OUT) n += kd_ivset_find(&b->reads, lo, hi, g->found + n);
   for (uint32_t k = 0; k < n; ++k) {

@@ -1,4 +1,4 @@
-/* Sets of active accesses: sorted arrays of element intervals. */
+/* Sets of active accesses: arrays of element intervals, sorted once large. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,10 +8,14 @@
 #   tools/bench-ab.sh OLD_REV NEW_REV [ROUNDS] [kdag-bench selection...]
 #   tools/bench-ab.sh b7d5ebb HEAD 6 --suite graph --case declare
 #
-# Worktrees, builds and results go under $KDAG_AB_DIR (default
-# /tmp/kdag-ab). CPU suites run anywhere; a GPU suite needs the device
-# machine, where the two build trees would have to travel (tools/gpu-lane.sh
-# carries one).
+# Revisions are commits: uncommitted changes are not measured (commit them
+# on a branch first). The two sides take turns going first, so neither
+# always runs on a machine the other has warmed. Worktrees, builds, results
+# and each run's log go under $KDAG_AB_DIR (default /tmp/kdag-ab); this
+# checkout's MathDx (third_party/mathdx) is linked into both worktrees. CPU
+# suites run anywhere; a GPU suite needs the device machine, where the two
+# build trees would have to travel (tools/gpu-lane.sh carries one). Both
+# revisions need kdag-bench's --json and --compare (from 69f1449 on).
 set -euo pipefail
 usage="usage: $0 OLD_REV NEW_REV [ROUNDS] [kdag-bench selection...]"
 old=${1:?$usage}
@@ -30,6 +34,7 @@ build() { # REV NAME: a detached worktree of REV at $dir/NAME, kdag-bench built 
   local src="$dir/$2"
   git -C "$here" worktree remove --force "$src" 2>/dev/null || rm -rf "$src"
   git -C "$here" worktree add --detach "$src" "$1" >/dev/null
+  if [ -d "$here/third_party/mathdx" ]; then mkdir -p "$src/third_party" && ln -s "$here/third_party/mathdx" "$src/third_party/mathdx"; fi
   cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DKDAG_BUILD_TESTS=OFF >/dev/null
   cmake --build "$src/build" -j"$(nproc)" --target kdag-bench >/dev/null
   echo "$2: $(git -C "$src" log --oneline -1)"
@@ -37,10 +42,16 @@ build() { # REV NAME: a detached worktree of REV at $dir/NAME, kdag-bench built 
 build "$old" old
 build "$new" new
 
+run() { # SIDE ROUND
+  if ! "$dir/$1/build/bench/kdag-bench" --json "$dir/$1-$2.json" "${selection[@]}" >"$dir/$1-$2.md" 2>"$dir/$1-$2.log"; then
+    echo "round $2: kdag-bench ($1) failed; its log: $dir/$1-$2.log" >&2
+    tail -5 "$dir/$1-$2.log" >&2
+    exit 1
+  fi
+}
+selection=("$@")
 for r in $(seq "$rounds"); do
-  for side in old new; do
-    "$dir/$side/build/bench/kdag-bench" --quiet --json "$dir/$side-$r.json" "$@" >/dev/null
-  done
-  "$dir/new/build/bench/kdag-bench" --compare "$dir/old-$r.json" "$dir/new-$r.json" |
-    grep '^| [a-z]' | grep -v '^| suite ' | sed "s/^/round $r /"
+  if [ $((r % 2)) = 1 ]; then run old "$r"; run new "$r"; else run new "$r"; run old "$r"; fi
+  "$dir/new/build/bench/kdag-bench" --compare "$dir/old-$r.json" "$dir/new-$r.json" >"$dir/compare-$r.md"
+  { grep '^| [a-z]' "$dir/compare-$r.md" | grep -v '^| suite ' || echo "| (no rows in common) |"; } | sed "s/^/round $r /"
 done
