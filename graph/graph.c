@@ -92,7 +92,7 @@ static int64_t binding_of(kd_graph *g, kd_tensor_obj *o, uint32_t slot) {
 static int grow_zeroed(uint32_t **arr, uint32_t *cap, uint32_t need) {
   if (need <= *cap) return 1;
   uint32_t old = *cap;
-  if (!KD_GROW(*arr, *cap, need)) return 0;
+  if (!kd_grow((void **)arr, cap, need, sizeof **arr)) return 0; /* KD_GROW's own check is the one above */
   /* Only when it grew: glibc's memset of 0 bytes still issues a masked
    * store at the array's end, which past the last touched page costs a
    * microcode assist (perf put half of kd_graph_edge's time there). */
