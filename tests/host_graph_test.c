@@ -940,19 +940,20 @@ Test(host_graph, an_interval_set_bound_is_tight_once_it_grows_past_a_scan) {
   cr_assert(kd_ivset_reserve(&s, 1));
   kd_footprint whole = {.one = {0, 1000000}, .count = 1, .exact = 1};
   kd_ivset_insert(&s, 0, KD_IN, &whole);
-  kd_ival *found[64];
+  kd_ival *found[KD_IVSET_SCAN + 8]; /* room for every entry of the set */
   cr_assert_eq(kd_ivset_find(&s, 0, 10, found), 1);
   kd_ivset_retire(&s, found[0]);
   kd_ivset_sweep(&s);
   cr_assert_eq(s.count, 0);
-  for (int64_t i = 0; i < 40; ++i) {
+  enum { CHUNKS = KD_IVSET_SCAN + 8 }; /* past a scan */
+  for (int64_t i = 0; i < CHUNKS; ++i) {
     cr_assert(kd_ivset_reserve(&s, 1));
     kd_footprint chunk = {.one = {i * 10, i * 10 + 10}, .count = 1, .exact = 1};
     kd_ivset_insert(&s, (uint32_t)i + 1, KD_IN, &chunk);
   }
   cr_assert_eq(s.max_len, 10, "the retired entry's length still bounds queries: %lld", (long long)s.max_len);
-  cr_assert_eq(kd_ivset_find(&s, 395, 400, found), 1);
-  cr_assert_eq(found[0]->node, 40);
+  cr_assert_eq(kd_ivset_find(&s, CHUNKS * 10 - 5, CHUNKS * 10, found), 1);
+  cr_assert_eq(found[0]->node, CHUNKS);
   kd_ivset_free(&s);
 }
 
@@ -961,7 +962,7 @@ Test(host_graph, an_interval_set_bound_is_tight_once_it_grows_past_a_scan) {
 Test(host_graph, an_interval_set_answers_alike_unsorted_and_sorted) {
   kd_ivset s;
   kd_ivset_init(&s);
-  kd_ival *found[64];
+  kd_ival *found[KD_IVSET_SCAN + 8]; /* room for every entry of the set */
   for (int64_t i = 0; i < KD_IVSET_SCAN; ++i) { /* descending starts: as unsorted as it gets */
     cr_assert(kd_ivset_reserve(&s, 1));
     kd_footprint f = {.one = {(KD_IVSET_SCAN - i) * 10, (KD_IVSET_SCAN - i) * 10 + 10}, .count = 1, .exact = 1};
@@ -984,7 +985,7 @@ Test(host_graph, an_interval_set_answers_alike_unsorted_and_sorted) {
  * across the scan threshold: every query finds exactly the live entries a
  * brute-force pass over a shadow list finds. */
 Test(host_graph, interval_set_queries_match_brute_force_across_the_threshold) {
-  enum { CAP = 64 };
+  enum { CAP = 2 * KD_IVSET_SCAN };
   kd_ivset s;
   kd_ivset_init(&s);
   int64_t shadow_lo[4096], shadow_hi[4096];
@@ -994,7 +995,8 @@ Test(host_graph, interval_set_queries_match_brute_force_across_the_threshold) {
   for (int step = 0; step < 4000 && inserted < 4096; ++step) {
     int small = s.count <= KD_IVSET_SCAN;
     x = x * 1664525u + 1013904223u;
-    if (s.count < CAP && ((x >> 28) < 9 || s.count < 4)) { /* insert, biased to grow */
+    /* insert, biased to grow below the threshold and to shrink above it */
+    if (s.count < CAP && ((x >> 28) < (s.count <= KD_IVSET_SCAN ? 12u : 5u) || s.count < 4)) {
       int64_t lo = (x >> 8) % 1000, len = 1 + (int64_t)((x >> 4) % 64);
       cr_assert(kd_ivset_reserve(&s, 1));
       kd_footprint f = {.one = {lo, lo + len}, .count = 1, .exact = 1};
