@@ -274,10 +274,12 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
    * small set, by element in a large one), writes first: a node's edges
    * are a set (add_edge keeps the first of repeats, and with it that one's
    * hazard for the DOT label), so their order carries no meaning and
-   * sorting them would be wasted work. */
+   * sorting them would be wasted work. They are visited last first: a
+   * retirement from a small set moves its last entry into the retired
+   * one's place, which only matches already visited can have been. */
   uint32_t n = kd_ivset_find(&b->writes, lo, hi, g->found);
   if (mode & KD_OUT) n += kd_ivset_find(&b->reads, lo, hi, g->found + n);
-  for (uint32_t k = 0; k < n; ++k) {
+  for (uint32_t k = n; k-- > 0;) {
     kd_ival *prev = g->found[k];
     int conflict = ((prev->mode | mode) & KD_OUT) && kd_ival_overlaps(prev, fp);
     /* implied: prev -> covering read -> this write (no branch: data) */

@@ -111,7 +111,10 @@ static inline uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_iva
   }
   return n;
 }
-/* Frees the entry's runs and marks it for the next sweep. */
+/* Frees the entry's runs and removes it: from a small set at once, by
+ * moving the last entry into its place (so retire a query's matches last
+ * first: pointers to entries before e stay valid); from a large one, which
+ * must stay sorted, by marking it for the next sweep. */
 void kd_ivset_retire(kd_ivset *s, kd_ival *e);
 /* Drops the retired entries. */
 void kd_ivset_sweep_retired(kd_ivset *s);
