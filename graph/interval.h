@@ -30,7 +30,7 @@ typedef struct kd_ival {
   uint8_t exact : 1;       /* as kd_footprint.exact */
   uint8_t shadowed : 1;    /* a write that a later read of another node covers:
                               later writes are ordered after it through that read */
-  uint8_t retired : 1;     /* removed at the next kd_ivset_sweep */
+  uint8_t retired : 1;     /* in a sorted set: removed at the next kd_ivset_sweep */
 } kd_ival;
 _Static_assert(sizeof(kd_ival) <= 32, "an interval entry grew past 32 bytes");
 
