@@ -134,6 +134,12 @@ static void ctx_free(node_ctx *c) {
   c->count = 0;
 }
 
+/* A lower layer's failure, with the node, argument and tensor it hit. */
+static kd_status in_access(const node_ctx *c, size_t arg, const kd_view *view, kd_status st) {
+  return kd_fail_context(st, "node '%s' (#%u), argument %zu, tensor 0x%llx", c->name, c->index, arg,
+                         (unsigned long long)view->tensor.bits);
+}
+
 /* Resolves and checks one tensor access. compact: user kernels need compact views. */
 static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_view *view, int compact,
                             int any_residency) {
@@ -149,7 +155,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   kd_session *s = c->g->session;
   kd_tensor_obj *o;
   kd_status st = kd_tensor_lookup(s, view->tensor, &o, op, "tensor");
-  if (st) return kd_fail_context(st, "node '%s' (#%u), argument %zu", c->name, c->index, arg);
+  if (st) return in_access(c, arg, view, st);
   if (!any_residency && o->residency != KD_RESIDENCY_DEVICE)
     return kd_fail(KD_ERR_NOT_RESIDENT, KD_AT ": tensor 0x%llx lives in host memory, not in the session's device memory",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
@@ -176,7 +182,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
     e = (kd_extent){.elements = o->elements, .last = o->elements ? o->elements - 1 : 0, .compact = 1};
   } else {
     st = kd_view_extent(op, view, o->elements, &e);
-    if (st) return kd_fail_context(st, "node '%s' (#%u), argument %zu", c->name, c->index, arg);
+    if (st) return in_access(c, arg, view, st);
   }
   if (compact && !e.compact)
     return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; user kernels take compact "
@@ -188,7 +194,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
     return kd_fail(KD_ERR_UNINITIALIZED, KD_AT ": reads tensor 0x%llx, which no earlier node or upload writes",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
   st = kd_footprint_build(p->view, &e, KD_GRAPH_EXACT_RUNS, &p->fp, op);
-  if (st) return st;
+  if (st) return in_access(c, arg, view, st);
   c->count++; /* its footprint is freed with the node's from here */
   if ((mode & KD_OUT) && !e.compact && !kd_view_distinct(p->view, e.elements, &p->fp))
     return kd_fail(KD_ERR_ALIASING, KD_AT ": writes some elements of tensor 0x%llx more than once (a stride of 0, "
@@ -318,6 +324,12 @@ static const int64_t *store_view(kd_graph *g, const kd_view *v) {
   return d;
 }
 
+static kd_status no_memory(node_ctx *c) {
+  ctx_free(c);
+  return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: node '%s' (#%u): no memory to add it; the graph is as it was", c->op,
+                 c->name, c->index);
+}
+
 /* Adds the node: everything that can fail for want of memory is reserved
  * first, so a rejected node leaves the graph as it was. */
 static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
@@ -335,15 +347,13 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     if (active > most_active) most_active = active;
     if (!p->whole || !b || !b->whole) arena += view_bytes(p->view->rank);
   }
-  const char *oom = "kdag graph: no memory to add a node";
   if (!KD_GROW(g->nodes, g->node_cap, g->node_count + 1) ||
       !KD_GROW(g->accesses, g->access_cap, g->access_count + c->count) ||
       !KD_GROW(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
       !KD_GROW(g->edges, g->edge_cap, g->edge_count + extra_edges) ||
       !KD_GROW(g->pred_mark, g->pred_cap, g->node_count + 1) ||
       !KD_GROW(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
-    ctx_free(c);
-    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
+    return no_memory(c);
   }
   g->pred_mark[g->node_count] = 0;
   /* Bindings: append new ones, reserve entries and index slots. */
@@ -375,8 +385,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
       kd_ivset_free(&g->bindings[j].writes);
     }
     g->binding_count = first_new;
-    ctx_free(c);
-    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s", oom);
+    return no_memory(c);
   }
   /* From here nothing fails. */
   for (uint32_t j = first_new; j < g->binding_count; ++j) kd_tensor_ref(g->bindings[j].obj);

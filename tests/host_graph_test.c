@@ -32,15 +32,32 @@ static void submit_and_sink(kd_graph *g, kd_tensor t, void *out, size_t bytes) {
   KDT_OK(kd_sink_wait(sink));
 }
 
-static int has_edge_text(kd_graph *g, const char *needle) {
+/* The graph as DOT text (nodes, edges and their hazards): malloc'd. */
+static char *dot_text(kd_graph *g) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
+  cr_assert(f);
   KDT_OK(kd_graph_write_dot(g, f));
   fclose(f);
+  return buf;
+}
+
+static int has_edge_text(kd_graph *g, const char *needle) {
+  char *buf = dot_text(g);
   int found = strstr(buf, needle) != NULL;
   free(buf);
   return found;
+}
+
+/* The last error names the node, the argument and the tensor. */
+static void names_node_argument_tensor(const char *node, int arg, kd_tensor t) {
+  char want[3][64];
+  snprintf(want[0], sizeof want[0], "node '%s'", node);
+  snprintf(want[1], sizeof want[1], "argument %d", arg);
+  snprintf(want[2], sizeof want[2], "tensor 0x%llx", (unsigned long long)t.bits);
+  for (int i = 0; i < 3; ++i)
+    cr_assert(strstr(kd_last_error(), want[i]), "message lacks \"%s\": %s", want[i], kd_last_error());
 }
 
 Test(host_graph, add_time_checks_have_their_own_codes) {
@@ -55,20 +72,33 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   kd_node n;
   KDT_OK(kd_graph_copy(g, "first", kd_whole(b), kd_whole(a), &n));
   kd_graph_stats before = stats(g);
+  char *dot_before = dot_text(g);
   kd_view lo = {.tensor = a, .rank = 1, .offset = 0, .shape = {5}, .strides = {1}};
   kd_view hi = {.tensor = a, .rank = 1, .offset = 3, .shape = {5}, .strides = {1}};
   KDT_FAILS(kd_graph_copy(g, "alias", hi, lo, &n), KD_ERR_ALIASING, "node 'alias'");
   cr_assert(strstr(kd_last_error(), "overlaps argument 0"), "%s", kd_last_error());
+  names_node_argument_tensor("alias", 1, a);
   KDT_FAILS(kd_graph_copy(g, "foreign", kd_whole(b), kd_whole(foreign), &n), KD_ERR_WRONG_SESSION, "argument 1");
+  names_node_argument_tensor("foreign", 1, foreign);
   kd_tensor dead = ivec(s, 8, ones);
   KDT_OK(kd_tensor_release(s, dead));
   KDT_FAILS(kd_graph_copy(g, "dead", kd_whole(b), kd_whole(dead), &n), KD_ERR_RELEASED, "node 'dead'");
+  names_node_argument_tensor("dead", 1, dead);
   KDT_FAILS(kd_graph_copy(g, "host", kd_whole(b), kd_whole(host), &n), KD_ERR_NOT_RESIDENT, "host memory");
+  names_node_argument_tensor("host", 1, host);
   kd_view past = {.tensor = a, .rank = 1, .offset = 4, .shape = {5}, .strides = {1}};
   KDT_FAILS(kd_graph_copy(g, "bounds", kd_whole(b), past, &n), KD_ERR_OUT_OF_BOUNDS, "argument 1");
+  names_node_argument_tensor("bounds", 1, a);
   kd_tensor never = ivec(s, 8, NULL);
   KDT_FAILS(kd_graph_copy(g, "uninit", kd_whole(a), kd_whole(never), &n), KD_ERR_UNINITIALIZED, "node 'uninit'");
-  cr_assert(strstr(kd_last_error(), "argument 1"), "%s", kd_last_error());
+  names_node_argument_tensor("uninit", 1, never);
+  /* A rejection after new tensors resolved: a later one must not find
+   * them bound to the graph (nothing was bound). */
+  kd_tensor fresh = ivec(s, 8, ones), fresh2 = ivec(s, 8, NULL);
+  KDT_FAILS(kd_graph_copy(g, "late", kd_whole(fresh2), past, &n), KD_ERR_OUT_OF_BOUNDS, "node 'late'");
+  kd_view strided = {.tensor = fresh, .rank = 1, .offset = 0, .shape = {4}, .strides = {2}};
+  kd_view over = {.tensor = fresh, .rank = 1, .offset = 1, .shape = {4}, .strides = {1}};
+  KDT_FAILS(kd_graph_copy(g, "strided alias", over, strided, &n), KD_ERR_ALIASING, "node 'strided alias'");
   kd_view half = {.tensor = b, .rank = 1, .offset = 0, .shape = {4}, .strides = {1}};
   KDT_FAILS(kd_graph_copy(g, "shape", half, kd_whole(a), &n), KD_ERR_INVALID_ARGUMENT, "another shape");
   KDT_FAILS(kd_graph_axpy(g, "int axpy", kd_whole(b), kd_whole(a), 2.0, &n), KD_ERR_INVALID_ARGUMENT, "f32 or f64");
@@ -77,11 +107,27 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   KDT_FAILS(kd_graph_kernel(g, "user", fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL, "no host implementation");
   KDT_FAILS(kd_graph_foreign(g, "blas", NULL, NULL, NULL, 0, 0, NULL, NULL, &n), KD_ERR_NO_HOST_IMPL, "HOST");
   KDT_FAILS(kd_graph_fill(g, "", kd_whole(b), ones, &n), KD_ERR_INVALID_ARGUMENT, "name");
-  /* Every rejected node left the graph exactly as it was. */
+  /* Every rejected node left the graph exactly as it was: its counts,
+   * its nodes and edges with their hazards, and what it infers next (a
+   * binding or interval entry left behind would add or change an edge). */
   kd_graph_stats after = stats(g);
   cr_assert_eq(after.nodes, before.nodes);
   cr_assert_eq(after.edges, before.edges);
   cr_assert_eq(after.accesses, before.accesses);
+  cr_assert_eq(after.edges_dropped, before.edges_dropped);
+  char *dot_after = dot_text(g);
+  cr_assert_str_eq(dot_after, dot_before);
+  KDT_OK(kd_graph_copy(g, "next", kd_whole(a), kd_whole(fresh), &n));
+  KDT_OK(kd_graph_copy(g, "last", kd_whole(fresh2), kd_whole(b), &n));
+  kd_graph *ref;
+  KDT_OK(kd_graph_create(s, &ref));
+  KDT_OK(kd_graph_copy(ref, "first", kd_whole(b), kd_whole(a), &n));
+  KDT_OK(kd_graph_copy(ref, "next", kd_whole(a), kd_whole(fresh), &n));
+  KDT_OK(kd_graph_copy(ref, "last", kd_whole(fresh2), kd_whole(b), &n));
+  char *dot_g = dot_text(g), *dot_ref = dot_text(ref);
+  cr_assert_str_eq(dot_g, dot_ref);
+  free(dot_before), free(dot_after), free(dot_g), free(dot_ref);
+  kd_graph_destroy(ref);
   kd_graph_destroy(g);
   kd_session_destroy(other);
   kd_session_destroy(s);

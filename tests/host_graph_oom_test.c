@@ -1,0 +1,172 @@
+/* Host lane: a node refused for want of memory leaves the graph exactly as
+ * it was. The library's malloc, calloc and realloc are wrapped at link
+ * time (-Wl,--wrap, see CMakeLists.txt) so that one chosen call fails;
+ * every allocation a node's addition makes is failed in turn. */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "kdag_test.h"
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t count, size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t count, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+
+/* The call to fail, counted from arming; -1: none. */
+static atomic_long fail_at = -1, calls;
+
+static int fails(void) {
+  long at = atomic_load(&fail_at);
+  return at >= 0 && atomic_fetch_add(&calls, 1) == at;
+}
+
+void *__wrap_malloc(size_t n) { return fails() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t count, size_t n) { return fails() ? NULL : __real_calloc(count, n); }
+void *__wrap_realloc(void *p, size_t n) { return fails() ? NULL : __real_realloc(p, n); }
+
+static void arm(long at) {
+  atomic_store(&calls, 0);
+  atomic_store(&fail_at, at);
+}
+
+/* Allocations made since arming; disarms. */
+static long disarm(void) {
+  atomic_store(&fail_at, -1);
+  return atomic_load(&calls);
+}
+
+static char *dot_text(kd_graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert(f);
+  KDT_OK(kd_graph_write_dot(g, f));
+  fclose(f);
+  return buf;
+}
+
+enum { TENSORS = 6, LEN = 64, NODES = 120 };
+
+static void nothing(void *user) { (void)user; }
+
+/* Node i of a fixed program over tensors t: reads of t[0] pile up (it is
+ * never written, so its read set grows past a scan and is sorted), strided
+ * views need footprints of their own, tensors enter the graph one by one,
+ * and quarter-view writes retire some earlier accesses and not others. */
+static kd_status add_node(kd_graph *g, const kd_tensor *t, int i) {
+  char name[32];
+  snprintf(name, sizeof name, "n%d", i);
+  int64_t q = (i / 3) % 4 * (LEN / 4);
+  kd_tensor dst = t[1 + (i < 5 * TENSORS ? i / 5 % (TENSORS - 1) : i % (TENSORS - 1))];
+  kd_view quarter = {.tensor = dst, .rank = 1, .offset = q, .shape = {LEN / 4}, .strides = {1}};
+  kd_view src = {.tensor = t[0], .rank = 1, .offset = (i * 7) % (LEN / 2), .shape = {LEN / 4}, .strides = {1}};
+  kd_view even = {.tensor = dst, .rank = 1, .offset = i % 2, .shape = {LEN / 2}, .strides = {2}};
+  kd_view half = {.tensor = t[0], .rank = 1, .offset = i % 2 * (LEN / 2), .shape = {LEN / 2}, .strides = {1}};
+  switch (i % 3) {
+  case 0: return kd_graph_copy(g, name, quarter, src, NULL);
+  case 1: return kd_graph_add(g, name, even, half, half, NULL);
+  default: {
+    kd_garg acc[] = {kd_g_access(KD_INOUT, quarter), kd_g_access(KD_IN, src)};
+    return kd_graph_host(g, name, nothing, NULL, acc, 2, NULL);
+  }
+  }
+}
+
+Test(host_graph_oom, a_node_refused_for_want_of_memory_leaves_the_graph_as_it_was) {
+  kd_session *s = kdt_host_session();
+  kd_tensor t[TENSORS];
+  int32_t init[LEN] = {0};
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {LEN}};
+  for (int i = 0; i < TENSORS; ++i) KDT_OK(kd_tensor_from_host(s, &d, init, sizeof init, &t[i]));
+  kd_graph *ref, *g;
+  KDT_OK(kd_graph_create(s, &ref));
+  for (int i = 0; i < NODES; ++i) KDT_OK(add_node(ref, t, i));
+  KDT_OK(kd_graph_create(s, &g));
+  long injected = 0;
+  for (int i = 0; i < NODES; ++i) {
+    kd_graph_stats before;
+    KDT_OK(kd_graph_stats_get(g, &before));
+    char *dot_before = dot_text(g);
+    for (long k = 0;; ++k) {
+      arm(k);
+      kd_status st = add_node(g, t, i);
+      long made = disarm();
+      if (made <= k) { /* nothing left to fail: the node is in */
+        KDT_OK(st);
+        break;
+      }
+      injected++;
+      if (st == KD_OK) break; /* it did without that allocation: the last comparison checks the result */
+      cr_assert_eq(st, KD_ERR_OUT_OF_MEMORY, "node %d, allocation %ld: %s: %s", i, k, kd_status_name(st),
+                   kd_last_error());
+      char want[32];
+      snprintf(want, sizeof want, "node 'n%d'", i);
+      cr_assert(strstr(kd_last_error(), want), "node %d, allocation %ld: %s", i, k, kd_last_error());
+      kd_graph_stats after;
+      KDT_OK(kd_graph_stats_get(g, &after));
+      cr_assert(after.nodes == before.nodes && after.edges == before.edges && after.accesses == before.accesses &&
+                    after.edges_dropped == before.edges_dropped,
+                "node %d, allocation %ld: the counts changed", i, k);
+      char *dot_after = dot_text(g);
+      cr_assert_str_eq(dot_after, dot_before, "node %d, allocation %ld: the graph changed", i, k);
+      free(dot_after);
+    }
+    free(dot_before);
+  }
+  cr_assert_gt(injected, NODES / 4, "only %ld allocations were failed", injected);
+  /* Every later node inferred what it would have without the failures. */
+  char *dot_g = dot_text(g), *dot_ref = dot_text(ref);
+  cr_assert_str_eq(dot_g, dot_ref);
+  free(dot_g), free(dot_ref);
+  kd_graph_destroy(g);
+  kd_graph_destroy(ref);
+  kd_session_destroy(s);
+}
+
+/* The same for explicit edges: kd_graph_edge grows its lists, search
+ * stamps and stack. */
+Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_was) {
+  kd_session *s = kdt_host_session();
+  kd_tensor t[TENSORS];
+  int32_t init[LEN] = {0};
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {LEN}};
+  for (int i = 0; i < TENSORS; ++i) KDT_OK(kd_tensor_from_host(s, &d, init, sizeof init, &t[i]));
+  kd_graph *ref, *g;
+  KDT_OK(kd_graph_create(s, &ref));
+  KDT_OK(kd_graph_create(s, &g));
+  for (int i = 0; i < NODES; ++i) {
+    KDT_OK(add_node(ref, t, i));
+    KDT_OK(add_node(g, t, i));
+  }
+  long injected = 0;
+  for (int i = 0; i + 7 < NODES; i += 2) { /* forward edges: never a cycle */
+    KDT_OK(kd_graph_edge(ref, (kd_node)i, (kd_node)(i + 7)));
+    char *dot_before = dot_text(g);
+    for (long k = 0;; ++k) {
+      arm(k);
+      kd_status st = kd_graph_edge(g, (kd_node)i, (kd_node)(i + 7));
+      long made = disarm();
+      if (made <= k || st == KD_OK) {
+        KDT_OK(st);
+        break;
+      }
+      injected++;
+      cr_assert_eq(st, KD_ERR_OUT_OF_MEMORY, "edge %d, allocation %ld: %s", i, k, kd_last_error());
+      cr_assert(strstr(kd_last_error(), "kd_graph_edge"), "%s", kd_last_error());
+      char *dot_after = dot_text(g);
+      cr_assert_str_eq(dot_after, dot_before, "edge %d, allocation %ld: the graph changed", i, k);
+      free(dot_after);
+    }
+    free(dot_before);
+  }
+  cr_assert_gt(injected, 2, "only %ld allocations were failed", injected);
+  KDT_FAILS(kd_graph_edge(g, (kd_node)(NODES - 1), 0), KD_ERR_CYCLE, "cycle");
+  char *dot_g = dot_text(g), *dot_ref = dot_text(ref);
+  cr_assert_str_eq(dot_g, dot_ref);
+  free(dot_g), free(dot_ref);
+  kd_graph_destroy(g);
+  kd_graph_destroy(ref);
+  kd_session_destroy(s);
+}
