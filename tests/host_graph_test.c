@@ -3,6 +3,7 @@
 #include <ck_pr.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include "graph/grow.h"
@@ -837,12 +838,30 @@ Test(host_graph, a_ticket_is_checked_against_its_session) {
   kd_session_destroy(s);
 }
 
+/* A host node that holds its submission in flight until the gate opens. */
+static int gate_open;
+static void gate(void *user) {
+  (void)user;
+  while (!ck_pr_load_int(&gate_open)) sched_yield();
+}
+static void *open_gate_later(void *ms) {
+  struct timespec ts = {0, *(long *)ms * 1000000L};
+  nanosleep(&ts, NULL);
+  ck_pr_store_int(&gate_open, 1);
+  return NULL;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 Test(host_graph, a_full_completion_ring_waits_for_the_oldest_and_counts_it) {
   kd_session_options o;
   kd_session_options_init(&o);
   o.backend = KD_BACKEND_HOST;
   o.completion_ring_capacity = 2;
-  o.flags = KD_SESSION_HOST_JITTER; /* keep submissions in flight */
   kd_session *s;
   KDT_OK(kd_session_create(&o, &s));
   int32_t v[64];
@@ -850,6 +869,8 @@ Test(host_graph, a_full_completion_ring_waits_for_the_oldest_and_counts_it) {
   kd_tensor a = ivec(s, 64, v), b = ivec(s, 64, NULL);
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
+  kd_garg in_a = kd_g_in(kd_whole(a));
+  KDT_OK(kd_graph_host(g, "gate", gate, NULL, &in_a, 1, NULL));
   for (int i = 0; i < 8; ++i) {
     KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
     KDT_OK(kd_graph_copy(g, "a=b", kd_whole(a), kd_whole(b), NULL));
@@ -857,13 +878,33 @@ Test(host_graph, a_full_completion_ring_waits_for_the_oldest_and_counts_it) {
   int32_t got[64];
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
-  for (int i = 0; i < 10; ++i) KDT_OK(kd_graph_submit(g, NULL));
-  int32_t mid[64];
-  KDT_OK(kd_tensor_download(s, b, mid, sizeof mid)); /* waits for all ten */
+  ck_pr_store_int(&gate_open, 0);
   kd_counters k;
+  /* Two submissions fill the ring; neither can complete. */
+  for (int i = 0; i < 2; ++i) {
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_session_counters(s, &k));
+    cr_assert_eq(k.inflight, (uint64_t)i + 1);
+    cr_assert_eq(k.ring_full_waits, 0);
+  }
+  /* The third waits for the oldest, which completes once the gate opens. */
+  long delay_ms = 100;
+  pthread_t opener;
+  cr_assert_eq(pthread_create(&opener, NULL, open_gate_later, &delay_ms), 0);
+  double t0 = now_ms();
+  KDT_OK(kd_graph_submit(g, NULL));
+  double waited = now_ms() - t0;
+  pthread_join(opener, NULL);
   KDT_OK(kd_session_counters(s, &k));
-  cr_assert_leq(k.inflight, 2, "never more than the ring's capacity in flight");
-  cr_assert_gt(k.ring_full_waits, 0, "a full ring waits for its oldest entry and counts it");
+  cr_assert_geq(k.ring_full_waits, 1, "a full ring waits for its oldest entry and counts it");
+  cr_assert_geq(waited, (double)delay_ms / 2, "the submit returned after %.1f ms: it did not wait", waited);
+  cr_assert_leq(k.inflight, 2);
+  for (int i = 3; i < 10; ++i) {
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_session_counters(s, &k));
+    cr_assert_leq(k.inflight, 2, "submission %d: %llu in flight, more than the ring holds", i,
+                  (unsigned long long)k.inflight);
+  }
   KDT_OK(kd_sink_wait(sink));
   /* Each submission doubles a eight times: after ten, a = i * 2^80 = 0 mod 2^32. */
   for (int i = 0; i < 64; ++i) cr_assert_eq(got[i], 0, "a[%d] = %d", i, got[i]);

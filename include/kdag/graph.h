@@ -25,7 +25,11 @@
  * HOST session runs each node's host implementation on a thread pool,
  * independent nodes in parallel. Every submission keeps what it touches
  * alive until its completion; the caller may release every handle at once.
- * The host waits only in kd_sink_wait.
+ * The host waits only in kd_sink_wait, and in two defined cases: a
+ * submission that finds the completion ring full waits for the oldest
+ * submission in flight (kd_session_options.completion_ring_capacity;
+ * counted in kd_counters.ring_full_waits), and a call that finds no memory
+ * to defer a release waits for the work in flight instead.
  *
  * Ownership: the graph is owned by the caller (kd_graph_destroy, before its
  * session is destroyed) and holds a reference on every tensor and module it
@@ -80,7 +84,8 @@ static inline kd_garg kd_g_value(kd_arg a) { kd_garg g; g.is_tensor = 0; g.acces
 
 /* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out owned. */
 KD_API kd_status kd_graph_create(kd_session *session, kd_graph **out);
-/* Waits for nothing: in-flight submissions keep what they use. NULL ignored. */
+/* Waits for nothing (unless no memory is left to defer its releases, see
+ * above): in-flight submissions keep what they use. NULL ignored. */
 KD_API void kd_graph_destroy(kd_graph *graph);
 
 /* A user kernel. Tensor arguments must be compact, device-resident views
@@ -211,7 +216,9 @@ typedef struct kd_ticket {
 KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
 
 /* Plans (once) and enqueues the whole graph. out (may be NULL) gets the
- * submission's ticket; on failure, one that kd_ticket_done refuses.
+ * submission's ticket; on failure, one that kd_ticket_done refuses. With
+ * completion_ring_capacity submissions in flight already, it first waits
+ * for the oldest (counted in ring_full_waits).
  * Errors: KD_ERR_DEVICE_FAULT and enqueue failures; nothing already
  * submitted is lost. */
 KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
