@@ -121,6 +121,9 @@ template <typename T> __device__ __forceinline__ void scale(const kd_kview &y, d
 // Deterministic one-block sum; see the launch rules above.
 template <typename T> __device__ __forceinline__ void sum(const kd_kview &out, const kd_kview &x) {
   __shared__ T s[KD_KSUM_THREADS];
+  // Only kdag launches this (the built-in module is internal), with the
+  // shape engine/exec_eager.c sets for KD_BI_SUM; another shape is a kdag
+  // bug, which would silently produce a wrong sum: trap, loudly, instead.
   if (blockDim.x != KD_KSUM_THREADS || blockDim.y != 1 || blockDim.z != 1 || gridDim.x != 1 || gridDim.y != 1 ||
       gridDim.z != 1)
     __trap();
