@@ -91,7 +91,9 @@ KD_API void kd_graph_destroy(kd_graph *graph);
 /* A user kernel. Tensor arguments must be compact, device-resident views
  * (a strided view is KD_ERR_NOT_COMPACT: canonicalize it with kd_graph_copy
  * into a compact tensor first). On a HOST session: KD_ERR_NO_HOST_IMPL.
- * name is copied and used in errors and DOT output. */
+ * name is copied and used in errors and DOT output. config and args are
+ * borrowed for the call: the node keeps copies (KD_ARG_BYTES data too).
+ * out (may be NULL) gets the node's index. */
 KD_API kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
                                  const kd_launch_config *config, const kd_garg *args,
                                  size_t arg_count, kd_node *out);
@@ -120,7 +122,8 @@ KD_API kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, c
  * kd_sink_wait(sink) waits for the copy of the latest submission made
  * before the call (its event alone), then writes host; a submission another
  * thread makes meanwhile stays pending for a later wait. host must stay
- * valid while the graph lives. */
+ * valid while the graph lives. *out is owned by the graph: valid until
+ * kd_graph_destroy, never freed by the caller. */
 KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes,
                                kd_sink **out);
 
@@ -131,7 +134,8 @@ KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, voi
  * session it runs as a stream-ordered host callback (cuLaunchHostFunc),
  * which must not call CUDA either. user is passed as is on every
  * submission: it must stay valid while the graph can be submitted. name is
- * copied (as by every node-adding function). */
+ * copied (as by every node-adding function); accesses is borrowed for the
+ * call. */
 typedef void (*kd_host_fn)(void *user);
 KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user,
                                const kd_garg *accesses, size_t count, kd_node *out);
@@ -143,7 +147,9 @@ KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, voi
  * only after the last submission using it has completed. fn runs inside a
  * kdag call (holding the session's lock, in GRAPH mode while capturing):
  * it may enqueue work on the stream but must not call kdag. user must stay
- * valid while the graph can be submitted. CUDA only. Errors, beyond those
+ * valid while the graph can be submitted; accesses is borrowed for the
+ * call; resource is owned by the graph from a successful call (refused, it
+ * stays the caller's). CUDA only. Errors, beyond those
  * of every node: KD_ERR_NO_HOST_IMPL on a HOST session; KD_ERR_INVALID_ARGUMENT
  * for a NULL fn, more than KD_FOREIGN_MAX_ACCESSES accesses, or a
  * workspace_bytes larger than the device's memory. */
@@ -196,6 +202,7 @@ typedef struct kd_graph_stats {
   uint32_t edges_dropped; /* edges not added: a repeat between one pair of nodes (hazard or
                              kd_graph_edge), or one a covering read implies */
 } kd_graph_stats;
+/* out is written during the call only. */
 KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
 
 /* A submission's ticket, a value: seq orders the session's submissions;

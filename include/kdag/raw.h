@@ -93,7 +93,8 @@ KD_API kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
                                     kd_module *out);
 
 /* Looks up an extern "C" kernel. Unknown names are KD_ERR_NOT_FOUND.
- * The function lives as long as its module. */
+ * name is borrowed for the call. The function lives as long as its
+ * module. */
 KD_API kd_status kd_module_function(kd_session *session, kd_module module,
                                     const char *name, kd_function *out);
 
@@ -145,12 +146,14 @@ KD_API kd_status kd_raw_tensor(kd_raw *raw, kd_tensor tensor, kd_span *out);
 KD_API kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor tensor, kd_span_mut *out);
 
 /* Borrows of a view; a non-compact view is KD_ERR_NOT_COMPACT (canonicalize
- * it on the device first; never download it). */
+ * it on the device first; never download it). view is read during the call
+ * only; the span lives until the scope ends. */
 KD_API kd_status kd_raw_view(kd_raw *raw, const kd_view *view, kd_span *out);
 KD_API kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *out);
 
 /* A fresh uninitialised device tensor (poisoned when the session asks).
- * *out is owned by the caller, like kd_tensor_create's. */
+ * shape (rank entries) is read during the call only. *out is owned by the
+ * caller, like kd_tensor_create's. */
 KD_API kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank,
                                      const int64_t *shape, kd_tensor *out);
 
@@ -204,7 +207,9 @@ static inline kd_arg kd_arg_bytes(const void *p, size_t n) { kd_arg a; a.kind = 
  * every span comes from this scope and its tensor is still live, and that no
  * two arguments overlap where one writes (KD_ERR_BORROW_CONFLICT).
  * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_LAUNCH_CONFIG, KD_ERR_ARGUMENT_MISMATCH,
- * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DEVICE_FAULT, KD_ERR_DRIVER. */
+ * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DEVICE_FAULT, KD_ERR_DRIVER.
+ * config and args are read during the call only (the driver copies the
+ * argument values when the launch is enqueued). */
 KD_API kd_status kd_raw_launch(kd_raw *raw, kd_function fn,
                                const kd_launch_config *config, const kd_arg *args,
                                size_t arg_count);

@@ -89,7 +89,9 @@ KD_API void kd_session_options_init(kd_session_options *options);
  * kd_session_backend_reason() says why. KD_ERR_DEVICE_FAULT: a session of
  * this device faulted earlier in this process; the driver cannot give the
  * device back to the faulting process (tools/fault-probe), so every later
- * CUDA session of it there is refused and a new process is needed. */
+ * CUDA session of it there is refused and a new process is needed.
+ * options (NULL: the defaults) is read during the call only; *out_session
+ * is owned by the caller (kd_session_destroy). */
 KD_API kd_status kd_session_create(const kd_session_options *options,
                                    kd_session **out_session);
 

@@ -67,7 +67,8 @@ typedef struct kd_tensor_desc {
 /* Allocates an uninitialised tensor (dtype, rank, shape[0..rank), residency
  * of *desc; strides and bytes are ignored). Zero-sized dimensions are
  * allowed. Device memory comes from the session's stream-ordered pool.
- * *out is owned: release it with kd_tensor_release.
+ * *out is owned: release it with kd_tensor_release. desc is read during
+ * the call only.
  * Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
  * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
@@ -124,7 +125,8 @@ typedef struct kd_view {
 /* The whole tensor as a compact view, written to the caller's *out. */
 KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out);
 
-/* Checks that every element of the view lies inside its tensor.
+/* Checks that every element of the view lies inside its tensor (view is
+ * read during the call only).
  * Errors: KD_ERR_OUT_OF_BOUNDS, KD_ERR_INVALID_ARGUMENT (negative strides/shape),
  * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
 KD_API kd_status kd_view_check(kd_session *session, const kd_view *view);
