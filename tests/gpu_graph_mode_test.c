@@ -389,6 +389,7 @@ Test(gpu_graph_mode, sink_of_earlier_launch_waits_alone_behind_a_spinning_graph)
   fprintf(stderr, "graph sink witness: submit (with instantiation) %.3f ms, sink wait %.3f ms, spin done=%d\n",
           t1 - t0, t2 - t1, done);
   cr_assert_eq(done, 0, "the spinning graph is still running");
+  cr_assert_lt(t2 - t1, 10.0, "the earlier sink took %.1f ms behind a 200 ms kernel", t2 - t1);
   cr_assert_lt(t2 - t0, 50.0, "submit and the earlier sink took %.1f ms behind a 200 ms kernel", t2 - t0);
   for (int i = 0; i < 256; ++i) cr_assert_eq(got[i], 2 * i);
   kd_counters k = counters(s);

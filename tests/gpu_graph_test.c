@@ -172,6 +172,11 @@ Test(gpu_graph, sink_waits_alone_behind_a_spinning_kernel) {
   fprintf(stderr, "sink witness: submit %.3f ms, release+reap %.3f ms, sink wait %.3f ms, spin done=%d\n", t1 - t0,
           t2 - t1, t3 - t2, done);
   cr_assert_eq(done, 0, "the spin kernel's completion is still pending");
+  /* Each returns within a few milliseconds (measured on the H200: 0.002 to
+   * 0.011 ms each), and all of them well within the kernel's 200 ms. */
+  cr_assert_lt(t1 - t0, 10.0, "the submit took %.1f ms behind a 200 ms kernel", t1 - t0);
+  cr_assert_lt(t2 - t1, 10.0, "releasing and reaping took %.1f ms behind a 200 ms kernel", t2 - t1);
+  cr_assert_lt(t3 - t2, 10.0, "the earlier sink took %.1f ms behind a 200 ms kernel", t3 - t2);
   cr_assert_lt(t3 - t0, 20.0, "submit, release, reap and the sink took %.1f ms behind a 200 ms kernel", t3 - t0);
   for (int i = 0; i < 256; ++i) cr_assert_eq(got[i], 2 * i);
   kd_counters k;
@@ -210,6 +215,19 @@ Test(gpu_graph, user_kernel_node_resubmits_with_rebinding) {
   kd_launch_config huge = cfg;
   huge.block[0] = 2048;
   KDT_FAILS(kd_graph_kernel(g, "config", l.add, &huge, args, 4, NULL), KD_ERR_LAUNCH_CONFIG, "block.x");
+  kd_launch_config wide = cfg;
+  wide.grid[1] = 70000;
+  KDT_FAILS(kd_graph_kernel(g, "grid", l.add, &wide, args, 4, NULL), KD_ERR_LAUNCH_CONFIG, "grid.y");
+  kd_launch_config shared = cfg;
+  shared.shared_bytes = 1u << 30;
+  KDT_FAILS(kd_graph_kernel(g, "shared", l.add, &shared, args, 4, NULL), KD_ERR_LAUNCH_CONFIG,
+            "dynamic shared memory");
+  KDT_FAILS(kd_graph_kernel(g, "short", l.add, &cfg, args, 3, NULL), KD_ERR_ARGUMENT_MISMATCH,
+            "takes 4 parameters, 3 arguments given");
+  kd_graph_stats st;
+  KDT_OK(kd_graph_stats_get(g, &st));
+  cr_assert_eq(st.nodes, 1, "the refused kernels left the graph as it was");
+  cr_assert_eq(st.accesses, 3);
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "z", tz, out, sizeof out, &sink));
   for (int round = 0; round < 2; ++round) {

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cuda/module.h"
 #include "cuda/ptx.h"
 #include "kdag_test.h"
 #include "kernels/embedded.h"
@@ -401,4 +402,28 @@ Test(host_kernels, nvrtc_compiles_the_builtins_source) {
   cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_PTX);
   check_entries("NVRTC PTX", kd_binary_data(b));
   kd_binary_free(b);
+}
+
+/* The device-independent part of a launch's checks (a node's config is
+ * checked against its function when it is added; these limits hold on
+ * every GPU kdag targets): each axis, and the threads of a block. */
+Test(host_kernels, launch_config_limits_are_checked_before_any_device) {
+  kd_launch_config ok = {{1, 1, 1}, {256, 1, 1}, 0};
+  KDT_OK(kd_launch_config_check_dims("op", &ok));
+  struct {
+    kd_launch_config c;
+    const char *needle;
+  } bad[] = {
+      {{{0, 1, 1}, {256, 1, 1}, 0}, "grid.x is 0"},
+      {{{1, 1, 1}, {256, 0, 1}, 0}, "block.y is 0"},
+      {{{1, 1, 1}, {2048, 1, 1}, 0}, "block.x = 2048 exceeds 1024"},
+      {{{1, 1, 1}, {1, 1, 65}, 0}, "block.z = 65 exceeds 64"},
+      {{{1, 70000, 1}, {256, 1, 1}, 0}, "grid.y = 70000 exceeds 65535"},
+      {{{0x80000000u, 1, 1}, {256, 1, 1}, 0}, "grid.x = 2147483648 exceeds 2147483647"},
+      {{{1, 1, 1}, {64, 32, 1}, 0}, "2048 threads per block, at most 1024"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    KDT_FAILS(kd_launch_config_check_dims("op", &bad[i].c), KD_ERR_LAUNCH_CONFIG, bad[i].needle);
+    cr_assert(strncmp(kd_last_error(), "op: ", 4) == 0, "names the operation: %s", kd_last_error());
+  }
 }
