@@ -1,7 +1,9 @@
-/* Host lane property test: thousands of seeded random graphs over a pool of
- * tensors and views, run on a HOST session with random per-node delays,
- * compared bit for bit with a sequential interpretation of the same node
- * list. A missing or wrong edge shows up as a different result. */
+/* Host lane property test: thousands of seeded random graphs over pools of
+ * i32 and f32 tensors and views of rank 1 and 2 (rg_build_mixed: in-place
+ * nodes, transposes, explicit edges too), run on a HOST session with random
+ * per-node delays, compared bit for bit with a sequential interpretation of
+ * the same node list. A missing or wrong edge shows up as a different
+ * result. */
 #include "random_graph.h"
 
 #define GRAPHS 2000
@@ -13,38 +15,63 @@ Test(host_graph_random, random_graphs_match_sequential_interpretation, .timeout 
   o.flags = KD_SESSION_HOST_JITTER;
   kd_session *s;
   KDT_OK(kd_session_create(&o, &s));
-  kd_tensor t[RG_POOL];
-  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
-  for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_create(s, &d, &t[i]));
-  static int32_t ref[RG_POOL][RG_LEN], got[RG_POOL][RG_LEN];
+  static int32_t iref[RG_POOL][RG_LEN], igot[RG_POOL][RG_LEN];
+  static float fref[RG_POOL][RG_LEN], fgot[RG_POOL][RG_LEN];
+  rg_pools p = {.iref = iref, .fref = fref};
+  kd_tensor_desc di = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
+  kd_tensor_desc df = {.dtype = KD_F32, .rank = 1, .shape = {RG_LEN}};
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_tensor_create(s, &di, &p.i[i]));
+    KDT_OK(kd_tensor_create(s, &df, &p.f[i]));
+  }
   rg_rng r = {0x2545F4914F6CDD1Dull};
-  uint64_t edges = 0, nodes = 0, rejected = 0;
+  rg_counts counts = {{0}, 0};
+  uint64_t edges = 0, nodes = 0;
   for (int gi = 0; gi < GRAPHS; ++gi) {
     for (int i = 0; i < RG_POOL; ++i) {
-      for (int j = 0; j < RG_LEN; ++j) ref[i][j] = (int32_t)(rg_next(&r) % 1000) - 500;
-      KDT_OK(kd_tensor_upload(s, t[i], ref[i], sizeof ref[i]));
+      for (int j = 0; j < RG_LEN; ++j) {
+        iref[i][j] = (int32_t)(rg_next(&r) % 1000) - 500;
+        fref[i][j] = (float)((int32_t)(rg_next(&r) % 1000) - 500) / 8.0f;
+      }
+      KDT_OK(kd_tensor_upload(s, p.i[i], iref[i], sizeof iref[i]));
+      KDT_OK(kd_tensor_upload(s, p.f[i], fref[i], sizeof fref[i]));
     }
     kd_graph *g;
     KDT_OK(kd_graph_create(s, &g));
-    rejected += (uint64_t)rg_build(g, t, &r, ref);
-    kd_sink *sinks[RG_POOL];
-    for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_graph_sink(g, "out", t[i], got[i], sizeof got[i], &sinks[i]));
+    rg_build_mixed(g, &p, &r, &counts);
+    kd_sink *isinks[RG_POOL], *fsinks[RG_POOL];
+    for (int i = 0; i < RG_POOL; ++i) {
+      KDT_OK(kd_graph_sink(g, "i", p.i[i], igot[i], sizeof igot[i], &isinks[i]));
+      KDT_OK(kd_graph_sink(g, "f", p.f[i], fgot[i], sizeof fgot[i], &fsinks[i]));
+    }
     kd_graph_stats gs;
     KDT_OK(kd_graph_stats_get(g, &gs));
     edges += gs.edges;
     nodes += gs.nodes;
     KDT_OK(kd_graph_submit(g, NULL));
     for (int i = 0; i < RG_POOL; ++i) {
-      KDT_OK(kd_sink_wait(sinks[i]));
-      for (int j = 0; j < RG_LEN; ++j)
-        cr_assert_eq(got[i][j], ref[i][j], "graph %d: tensor %d[%d] = %d, sequential gives %d", gi, i, j,
-                     got[i][j], ref[i][j]);
+      KDT_OK(kd_sink_wait(isinks[i]));
+      KDT_OK(kd_sink_wait(fsinks[i]));
+      for (int j = 0; j < RG_LEN; ++j) {
+        cr_assert_eq(igot[i][j], iref[i][j], "graph %d: i32 tensor %d[%d] = %d, sequential gives %d", gi, i, j,
+                     igot[i][j], iref[i][j]);
+        /* The same host code in the same order: bit for bit. */
+        cr_assert(memcmp(&fgot[i][j], &fref[i][j], sizeof(float)) == 0,
+                  "graph %d: f32 tensor %d[%d] = %a, sequential gives %a", gi, i, j, fgot[i][j], fref[i][j]);
+      }
     }
     kd_graph_destroy(g);
   }
+  static const char *kind[RG_KINDS] = {"fill", "copy", "add", "sum", "copy2", "transpose",
+                                       "axpy", "scale", "fadd", "fcopy", "fsum", "edge"};
+  for (int k = 0; k < RG_KINDS; ++k) {
+    cr_log_info("%s: %llu", kind[k], (unsigned long long)counts.added[k]);
+    cr_assert_gt(counts.added[k], GRAPHS / 20, "too few %s nodes were added: %llu", kind[k],
+                 (unsigned long long)counts.added[k]);
+  }
   cr_log_info("%d graphs, %llu nodes, %llu edges, %llu aliasing nodes refused", GRAPHS,
-              (unsigned long long)nodes, (unsigned long long)edges, (unsigned long long)rejected);
+              (unsigned long long)nodes, (unsigned long long)edges, (unsigned long long)counts.rejected);
   cr_assert_gt(edges, 0);
-  cr_assert_gt(rejected, 0, "the generator should hit aliasing sometimes");
+  cr_assert_gt(counts.rejected, 0, "the generator should hit aliasing sometimes");
   kd_session_destroy(s);
 }

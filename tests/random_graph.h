@@ -1,7 +1,9 @@
-/* Seeded random graphs over a pool of i32 tensors and rank-1 views (whole,
- * ranges, strided), shared by the host property test and the GPU
- * differential test. Each added node can also be applied to a reference
- * copy with the host implementations, in insertion order. */
+/* Seeded random graphs over pools of tensors and views, shared by the host
+ * property test and the GPU differential tests. rg_build: i32 tensors,
+ * rank-1 views (ranges, strided). rg_build_mixed: also f32 tensors, rank-2
+ * views, in-place (KD_INOUT) nodes, transposes and explicit edges. Each
+ * added node can also be applied to a reference copy with the host
+ * implementations, in insertion order. */
 #ifndef KDAG_TESTS_RANDOM_GRAPH_H
 #define KDAG_TESTS_RANDOM_GRAPH_H
 
@@ -29,49 +31,170 @@ static inline kd_view rg_view(rg_rng *r, kd_tensor t, int64_t n) {
   return v;
 }
 
-static inline kd_kview rg_kview(int32_t *base, const kd_view *v) {
+static inline kd_kview rg_kview_of(void *base, size_t esize, const kd_view *v) {
   kd_kview k;
   memset(&k, 0, sizeof k);
-  k.base = (unsigned long long)(uintptr_t)(base + v->offset);
-  k.rank = 1;
-  k.shape[0] = v->shape[0];
-  k.strides[0] = v->strides[0];
+  k.base = (unsigned long long)(uintptr_t)((char *)base + (size_t)v->offset * esize);
+  k.rank = v->rank;
+  for (int i = 0; i < v->rank; ++i) {
+    k.shape[i] = v->shape[i];
+    k.strides[i] = v->strides[i];
+  }
   return k;
 }
 
-/* Adds up to RG_MAX_NODES random nodes to g over tensors t. With ref non-NULL,
- * applies each accepted node to ref (the sequential interpretation).
- * Returns the number of nodes refused for aliasing. */
+static inline kd_kview rg_kview(int32_t *base, const kd_view *v) { return rg_kview_of(base, 4, v); }
+
+/* A rows x cols view (each 1..5) inside a tensor of RG_LEN elements: column
+ * major or row major, with a random gap between columns (rows), so some
+ * are strided and some write views overlap others of the same tensor only
+ * in their bounding intervals. */
+static inline kd_view rg_view2(rg_rng *r, kd_tensor t, int64_t rows, int64_t cols) {
+  int64_t s0, s1;
+  if (rg_next(r) % 2) {
+    s0 = 1 + rg_next(r) % 2;
+    s1 = rows * s0 + rg_next(r) % 2;
+  } else {
+    s1 = 1 + rg_next(r) % 2;
+    s0 = cols * s1 + rg_next(r) % 2;
+  }
+  int64_t room = RG_LEN - ((rows - 1) * s0 + (cols - 1) * s1 + 1); /* at least 11 */
+  kd_view v = {.tensor = t, .rank = 2, .offset = rg_next(r) % (room + 1), .shape = {rows, cols}, .strides = {s0, s1}};
+  return v;
+}
+
+/* One node of the i32 kinds (op 0..3: fill, copy, add, sum over rank-1
+ * views of t), applied to ref too when accepted and ref is non-NULL.
+ * KD_OK, or KD_ERR_ALIASING when refused. */
+static inline kd_status rg_int_node(kd_graph *g, kd_tensor *t, rg_rng *r, int32_t (*ref)[RG_LEN], int op,
+                                    kd_node *id) {
+  int64_t n = 1 + rg_next(r) % 24;
+  int a = (int)(rg_next(r) % RG_POOL), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
+  kd_view va = rg_view(r, t[a], n), vb = rg_view(r, t[b], n), vc = rg_view(r, t[c], n);
+  int32_t value = (int32_t)(rg_next(r) % 100);
+  kd_status st;
+  if (op == 0) st = kd_graph_fill(g, "fill", va, &value, id);
+  else if (op == 1) st = kd_graph_copy(g, "copy", va, vb, id);
+  else if (op == 2) st = kd_graph_add(g, "add", va, vb, vc, id);
+  else {
+    va = rg_view(r, t[a], 1);
+    st = kd_graph_sum(g, "sum", va, vb, id);
+  }
+  if (st || !ref) return st;
+  kd_kpattern p = {{(unsigned long long)(uint32_t)value, 0}};
+  if (op == 0) kd_host_fill(4, rg_kview(ref[a], &va), p);
+  else if (op == 1) kd_host_copy(4, rg_kview(ref[a], &va), rg_kview(ref[b], &vb));
+  else if (op == 2) kd_host_add(KD_K_I32, rg_kview(ref[a], &va), rg_kview(ref[b], &vb), rg_kview(ref[c], &vc));
+  else kd_host_sum(KD_K_I32, rg_kview(ref[a], &va), rg_kview(ref[b], &vb));
+  return KD_OK;
+}
+
+/* Adds up to RG_MAX_NODES random i32 nodes to g over tensors t. With ref
+ * non-NULL, applies each accepted node to ref (the sequential
+ * interpretation). Returns the number of nodes refused for aliasing. */
 static inline int rg_build(kd_graph *g, kd_tensor *t, rg_rng *r, int32_t (*ref)[RG_LEN]) {
   int rejected = 0;
   int count = 1 + (int)(rg_next(r) % RG_MAX_NODES);
   for (int k = 0; k < count; ++k) {
-    int op = (int)(rg_next(r) % 4);
-    int64_t n = 1 + rg_next(r) % 24;
-    int a = (int)(rg_next(r) % RG_POOL), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
-    kd_view va = rg_view(r, t[a], n), vb = rg_view(r, t[b], n), vc = rg_view(r, t[c], n);
-    int32_t value = (int32_t)(rg_next(r) % 100);
-    kd_status st;
-    if (op == 0) st = kd_graph_fill(g, "fill", va, &value, NULL);
-    else if (op == 1) st = kd_graph_copy(g, "copy", va, vb, NULL);
-    else if (op == 2) st = kd_graph_add(g, "add", va, vb, vc, NULL);
-    else {
-      va = rg_view(r, t[a], 1);
-      st = kd_graph_sum(g, "sum", va, vb, NULL);
-    }
+    kd_status st = rg_int_node(g, t, r, ref, (int)(rg_next(r) % 4), NULL);
     if (st == KD_ERR_ALIASING) { /* refused: graph and reference unchanged */
       rejected++;
       continue;
     }
     cr_assert_eq(st, KD_OK, "node %d: %s: %s", k, kd_status_name(st), kd_last_error());
-    if (!ref) continue;
-    kd_kpattern p = {{(unsigned long long)(uint32_t)value, 0}};
-    if (op == 0) kd_host_fill(4, rg_kview(ref[a], &va), p);
-    else if (op == 1) kd_host_copy(4, rg_kview(ref[a], &va), rg_kview(ref[b], &vb));
-    else if (op == 2) kd_host_add(KD_K_I32, rg_kview(ref[a], &va), rg_kview(ref[b], &vb), rg_kview(ref[c], &vc));
-    else kd_host_sum(KD_K_I32, rg_kview(ref[a], &va), rg_kview(ref[b], &vb));
   }
   return rejected;
+}
+
+/* Mixed graphs: the i32 kinds, rank-2 copies and transposes, f32 axpy and
+ * scale (KD_INOUT accesses), add, copy and sum, and explicit edges. */
+typedef struct rg_pools {
+  kd_tensor i[RG_POOL], f[RG_POOL]; /* i32 and f32 tensors of RG_LEN elements */
+  int32_t (*iref)[RG_LEN];          /* their sequential interpretation, or NULL */
+  float (*fref)[RG_LEN];
+} rg_pools;
+
+enum { RG_KINDS = 12 };
+typedef struct rg_counts {
+  uint64_t added[RG_KINDS]; /* accepted nodes (explicit edges) by kind */
+  uint64_t rejected;        /* nodes refused for aliasing */
+} rg_counts;
+
+static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts *counts) {
+  kd_node ids[RG_MAX_NODES];
+  int nodes = 0, count = 1 + (int)(rg_next(r) % RG_MAX_NODES);
+  for (int k = 0; k < count; ++k) {
+    int op = (int)(rg_next(r) % RG_KINDS);
+    kd_status st;
+    kd_node id = 0;
+    if (op < 4) {
+      st = rg_int_node(g, p->i, r, p->iref, op, &id);
+    } else if (op == 11) { /* an explicit edge, forward: never a cycle */
+      if (nodes < 2) continue;
+      int from = (int)(rg_next(r) % (uint32_t)(nodes - 1));
+      int to = from + 1 + (int)(rg_next(r) % (uint32_t)(nodes - 1 - from));
+      KDT_OK(kd_graph_edge(g, ids[from], ids[to]));
+      counts->added[op]++;
+      continue;
+    } else {
+      int a = (int)(rg_next(r) % RG_POOL), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
+      int64_t rows = 1 + rg_next(r) % 5, cols = 1 + rg_next(r) % 5, n = 1 + rg_next(r) % 24;
+      double alpha = ((double)(rg_next(r) % 7) - 3.0) * 0.5;
+      kd_view va, vb, vc, swapped;
+      switch (op) {
+      case 4: /* i32 rank-2 copy */
+        va = rg_view2(r, p->i[a], rows, cols), vb = rg_view2(r, p->i[b], rows, cols);
+        st = kd_graph_copy(g, "copy2", va, vb, &id);
+        if (!st && p->iref) kd_host_copy(4, rg_kview(p->iref[a], &va), rg_kview(p->iref[b], &vb));
+        break;
+      case 5: /* i32 transpose: dst cols x rows */
+        va = rg_view2(r, p->i[a], cols, rows), vb = rg_view2(r, p->i[b], rows, cols);
+        st = kd_graph_transpose(g, "transpose", va, vb, &id);
+        swapped = vb;
+        swapped.shape[0] = cols, swapped.shape[1] = rows;
+        swapped.strides[0] = vb.strides[1], swapped.strides[1] = vb.strides[0];
+        if (!st && p->iref) kd_host_copy(4, rg_kview(p->iref[a], &va), rg_kview(p->iref[b], &swapped));
+        break;
+      case 6: /* f32 y += alpha x: y is KD_INOUT */
+        va = rg_view(r, p->f[a], n), vb = rg_view(r, p->f[b], n);
+        st = kd_graph_axpy(g, "axpy", va, vb, alpha, &id);
+        if (!st && p->fref)
+          kd_host_axpy(KD_K_F32, rg_kview_of(p->fref[a], 4, &va), rg_kview_of(p->fref[b], 4, &vb), alpha);
+        break;
+      case 7: /* f32 y *= alpha, in place */
+        va = rg_view2(r, p->f[a], rows, cols);
+        st = kd_graph_scale(g, "scale", va, alpha, &id);
+        if (!st && p->fref) kd_host_scale(KD_K_F32, rg_kview_of(p->fref[a], 4, &va), alpha);
+        break;
+      case 8: /* f32 rank-2 add */
+        va = rg_view2(r, p->f[a], rows, cols), vb = rg_view2(r, p->f[b], rows, cols);
+        vc = rg_view2(r, p->f[c], rows, cols);
+        st = kd_graph_add(g, "fadd", va, vb, vc, &id);
+        if (!st && p->fref)
+          kd_host_add(KD_K_F32, rg_kview_of(p->fref[a], 4, &va), rg_kview_of(p->fref[b], 4, &vb),
+                      rg_kview_of(p->fref[c], 4, &vc));
+        break;
+      case 9: /* f32 copy, rank 1 */
+        va = rg_view(r, p->f[a], n), vb = rg_view(r, p->f[b], n);
+        st = kd_graph_copy(g, "fcopy", va, vb, &id);
+        if (!st && p->fref) kd_host_copy(4, rg_kview_of(p->fref[a], 4, &va), rg_kview_of(p->fref[b], 4, &vb));
+        break;
+      default: /* 10: f32 sum into one element */
+        va = rg_view(r, p->f[a], 1), vb = rg_view2(r, p->f[b], rows, cols);
+        st = kd_graph_sum(g, "fsum", va, vb, &id);
+        if (!st && p->fref) kd_host_sum(KD_K_F32, rg_kview_of(p->fref[a], 4, &va), rg_kview_of(p->fref[b], 4, &vb));
+        break;
+      }
+    }
+    if (st == KD_ERR_ALIASING) { /* refused: graph and reference unchanged */
+      counts->rejected++;
+      continue;
+    }
+    cr_assert_eq(st, KD_OK, "node %d (kind %d): %s: %s", k, op, kd_status_name(st), kd_last_error());
+    counts->added[op]++;
+    ids[nodes++] = id;
+  }
+  return nodes;
 }
 
 #endif
