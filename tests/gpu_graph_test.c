@@ -365,6 +365,34 @@ Test(gpu_graph, foreign_cublas_node_keeps_workspace_and_resource_until_done) {
   dlclose(b.lib);
 }
 
+/* Without KD_SESSION_DEBUG_NODES a fault surfaces where the host next
+ * looks: the submit, if the trap came before it finished enqueueing, else
+ * the sink's wait; every later call is refused with the same code. */
+Test(gpu_graph, a_fault_surfaces_at_the_sink_wait_without_debug_nodes) {
+  kd_session *s = kdt_gpu_session();
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};
+  kd_tensor t;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  int32_t seven = 7, host[16];
+  KDT_OK(kd_graph_fill(g, "fill", kd_whole(t), &seven, NULL));
+  KDT_OK(kd_graph_kernel(g, "trap", l.trap, &one, NULL, 0, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "t", t, host, sizeof host, &sink));
+  kd_status st = kd_graph_submit(g, NULL);
+  if (st == KD_OK) KDT_FAILS(kd_sink_wait(sink), KD_ERR_DEVICE_FAULT, "kd_sink_wait");
+  else cr_assert_eq(st, KD_ERR_DEVICE_FAULT, "kd_graph_submit: %s: %s", kd_status_name(st), kd_last_error());
+  KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_DEVICE_FAULT, "device fault");
+  KDT_FAILS(kd_tensor_download(s, t, host, sizeof host), KD_ERR_DEVICE_FAULT, "device fault");
+  KDT_OK(kd_tensor_release(s, t));
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 Test(gpu_graph, debug_nodes_name_the_node_that_faulted) {
   kd_session *s = kdt_gpu_session_flags(KD_SESSION_DEBUG_NODES);
   loaded l;
