@@ -38,6 +38,10 @@ bundle() {
   # (objects, static archives) and the debug info of the binaries. The next
   # bundle rebuilds them.
   find "$build" \( -name '*.o' -o -name '*.a' \) -delete
+  # With the objects gone their dependency records are moot too (2.6 MB):
+  # the next bundle rebuilds every object and records them again.
+  find "$build" -path '*/CMakeFiles/*' \( -name '*.d' -o -name 'compiler_depend.internal' \) -delete
+  find "$build" -path '*/CMakeFiles/*' -name 'compiler_depend.make' -exec sh -c ': > "$1"' sh {} \;
   # The host suites under ASan need no GPU: the host lane (CI) runs them,
   # and leaving them out keeps the carry under its limit.
   rm -f "$build"/tests/host_*_test_asan
