@@ -393,10 +393,14 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     if (bind[i] >= first_new) g->by_slot[c->acc[i].slot] = bind[i] + 1;
   uint32_t node = g->node_count++, first_edge = g->edge_count;
   uint64_t seen = 0; /* add_edge's filter */
-  proto->name = memcpy(kd_arena_take(&g->arena, name_len + 1), c->name, name_len + 1);
-  proto->first_access = g->access_count;
-  proto->access_count = c->count;
-  g->nodes[node] = *proto;
+  /* The prototype first, then this node's own fields on the copy: setting
+   * them on the prototype and copying it whole made the copy's wide loads
+   * wait for those narrow stores (store forwarding cannot serve them). */
+  kd_gnode *dst = &g->nodes[node];
+  *dst = *proto;
+  dst->name = memcpy(kd_arena_take(&g->arena, name_len + 1), c->name, name_len + 1);
+  dst->first_access = g->access_count;
+  dst->access_count = c->count;
   for (uint32_t i = 0; i < c->count; ++i) {
     pending *p = &c->acc[i];
     kd_binding *b = &g->bindings[bind[i]];
