@@ -58,5 +58,6 @@ kd_status kd_plan_build(kd_graph *g, const char *op) {
   kd_plan_free(&g->plan);
   p.valid = 1;
   g->plan = p;
+  g->session->counters.plans_built++;
   return KD_OK;
 }

@@ -464,6 +464,8 @@ Test(host_graph, pipeline_runs_and_resubmits_with_rebinding) {
   kd_sink *sz, *ss;
   KDT_OK(kd_graph_sink(g, "z", tz, z, sizeof z, &sz));
   KDT_OK(kd_graph_sink(g, "sum", tsum, &total, sizeof total, &ss));
+  kd_counters k0, k;
+  KDT_OK(kd_session_counters(s, &k0));
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 16; ++i) x[i] += 1.0f; /* read at submit */
     KDT_OK(kd_graph_submit(g, NULL));
@@ -488,6 +490,16 @@ Test(host_graph, pipeline_runs_and_resubmits_with_rebinding) {
   KDT_OK(kd_tensor_download(s, tz2, direct, sizeof direct));
   for (int i = 0; i < 16; ++i)
     cr_assert_eq(direct[i], z[i], "the rebound tensor holds the result: [%d] %g vs sink %g", i, direct[i], z[i]);
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.plans_built - k0.plans_built, 1, "four submissions, one rebinding: one plan, built %llu",
+               (unsigned long long)(k.plans_built - k0.plans_built));
+  /* A new node changes the shape: the next submission plans again, once. */
+  KDT_OK(kd_graph_scale(g, "z*=2", kd_whole(tz2), 2.0, NULL));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sz));
+  KDT_OK(kd_session_counters(s, &k));
+  cr_assert_eq(k.plans_built - k0.plans_built, 2);
   kd_tensor_desc other = {.dtype = KD_F64, .rank = 1, .shape = {16}};
   kd_tensor wrong;
   KDT_OK(kd_tensor_create(s, &other, &wrong));

@@ -149,6 +149,10 @@ typedef struct kd_counters {
   uint64_t graph_updates;        /* GRAPH: submissions that patched the executable
                                     graph in place (rebound tensors, new scalars) */
   uint64_t graph_launches;       /* GRAPH: executable graph launches */
+  uint64_t plans_built;          /* graphs planned (topological order, successors):
+                                    once per graph shape, not per submission; adding
+                                    a node or edge replans at the next submit,
+                                    rebinding and new scalars do not */
 } kd_counters;
 
 /* Copies the counters into the caller's *out. Errors: KD_ERR_INVALID_ARGUMENT. */
