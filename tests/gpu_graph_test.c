@@ -368,15 +368,21 @@ Test(gpu_graph, foreign_cublas_node_keeps_workspace_and_resource_until_done) {
 /* Without KD_SESSION_DEBUG_NODES a fault surfaces where the host next
  * looks: the submit, if the trap came before it finished enqueueing, else
  * the sink's wait; every later call is refused with the same code. */
-Test(gpu_graph, a_fault_surfaces_at_the_sink_wait_without_debug_nodes) {
-  kd_session *s = kdt_gpu_session();
-  loaded l;
-  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+/* A session with the test kernels, a tensor of 16 i32 and an empty graph. */
+static kd_session *fault_setup(uint32_t flags, loaded *l, kd_tensor *t, kd_graph **g) {
+  kd_session *s = kdt_gpu_session_flags(flags);
+  KDT_OK(kd_with_raw(s, "test.load", load, l));
   kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};
+  KDT_OK(kd_tensor_create(s, &d, t));
+  KDT_OK(kd_graph_create(s, g));
+  return s;
+}
+
+Test(gpu_graph, a_fault_surfaces_at_the_sink_wait_without_debug_nodes) {
+  loaded l;
   kd_tensor t;
-  KDT_OK(kd_tensor_create(s, &d, &t));
   kd_graph *g;
-  KDT_OK(kd_graph_create(s, &g));
+  kd_session *s = fault_setup(0, &l, &t, &g);
   kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
   int32_t seven = 7, host[16];
   KDT_OK(kd_graph_fill(g, "fill", kd_whole(t), &seven, NULL));
@@ -394,14 +400,10 @@ Test(gpu_graph, a_fault_surfaces_at_the_sink_wait_without_debug_nodes) {
 }
 
 Test(gpu_graph, debug_nodes_name_the_node_that_faulted) {
-  kd_session *s = kdt_gpu_session_flags(KD_SESSION_DEBUG_NODES);
   loaded l;
-  KDT_OK(kd_with_raw(s, "test.load", load, &l));
-  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};
   kd_tensor t;
-  KDT_OK(kd_tensor_create(s, &d, &t));
   kd_graph *g;
-  KDT_OK(kd_graph_create(s, &g));
+  kd_session *s = fault_setup(KD_SESSION_DEBUG_NODES, &l, &t, &g);
   kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
   for (int i = 0; i < 10; ++i) {
     char name[16];

@@ -37,16 +37,6 @@ static long disarm(void) {
   return atomic_load(&calls);
 }
 
-static char *dot_text(kd_graph *g) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  cr_assert(f);
-  KDT_OK(kd_graph_write_dot(g, f));
-  fclose(f);
-  return buf;
-}
-
 enum { TENSORS = 6, LEN = 64, NODES = 120 };
 
 static void nothing(void *user) { (void)user; }
@@ -74,21 +64,38 @@ static kd_status add_node(kd_graph *g, const kd_tensor *t, int i) {
   }
 }
 
-Test(host_graph_oom, a_node_refused_for_want_of_memory_leaves_the_graph_as_it_was) {
+/* A HOST session with the program's tensors, and ref holding the whole
+ * program, added without failures. */
+static kd_session *program(kd_tensor *t, kd_graph **ref) {
   kd_session *s = kdt_host_session();
-  kd_tensor t[TENSORS];
   int32_t init[LEN] = {0};
   kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {LEN}};
   for (int i = 0; i < TENSORS; ++i) KDT_OK(kd_tensor_from_host(s, &d, init, sizeof init, &t[i]));
+  KDT_OK(kd_graph_create(s, ref));
+  for (int i = 0; i < NODES; ++i) KDT_OK(add_node(*ref, t, i));
+  return s;
+}
+
+/* g ended equal to ref; both go, and the session. */
+static void same_and_done(kd_session *s, kd_graph *g, kd_graph *ref) {
+  char *dot_g = kdt_dot_text(g), *dot_ref = kdt_dot_text(ref);
+  cr_assert_str_eq(dot_g, dot_ref);
+  free(dot_g), free(dot_ref);
+  kd_graph_destroy(g);
+  kd_graph_destroy(ref);
+  kd_session_destroy(s);
+}
+
+Test(host_graph_oom, a_node_refused_for_want_of_memory_leaves_the_graph_as_it_was) {
+  kd_tensor t[TENSORS];
   kd_graph *ref, *g;
-  KDT_OK(kd_graph_create(s, &ref));
-  for (int i = 0; i < NODES; ++i) KDT_OK(add_node(ref, t, i));
+  kd_session *s = program(t, &ref);
   KDT_OK(kd_graph_create(s, &g));
   long injected = 0;
   for (int i = 0; i < NODES; ++i) {
     kd_graph_stats before;
     KDT_OK(kd_graph_stats_get(g, &before));
-    char *dot_before = dot_text(g);
+    char *dot_before = kdt_dot_text(g);
     for (long k = 0;; ++k) {
       arm(k);
       kd_status st = add_node(g, t, i);
@@ -109,7 +116,7 @@ Test(host_graph_oom, a_node_refused_for_want_of_memory_leaves_the_graph_as_it_wa
       cr_assert(after.nodes == before.nodes && after.edges == before.edges && after.accesses == before.accesses &&
                     after.edges_dropped == before.edges_dropped,
                 "node %d, allocation %ld: the counts changed", i, k);
-      char *dot_after = dot_text(g);
+      char *dot_after = kdt_dot_text(g);
       cr_assert_str_eq(dot_after, dot_before, "node %d, allocation %ld: the graph changed", i, k);
       free(dot_after);
     }
@@ -117,33 +124,21 @@ Test(host_graph_oom, a_node_refused_for_want_of_memory_leaves_the_graph_as_it_wa
   }
   cr_assert_gt(injected, NODES / 4, "only %ld allocations were failed", injected);
   /* Every later node inferred what it would have without the failures. */
-  char *dot_g = dot_text(g), *dot_ref = dot_text(ref);
-  cr_assert_str_eq(dot_g, dot_ref);
-  free(dot_g), free(dot_ref);
-  kd_graph_destroy(g);
-  kd_graph_destroy(ref);
-  kd_session_destroy(s);
+  same_and_done(s, g, ref);
 }
 
 /* The same for explicit edges: kd_graph_edge grows its lists, search
  * stamps and stack. */
 Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_was) {
-  kd_session *s = kdt_host_session();
   kd_tensor t[TENSORS];
-  int32_t init[LEN] = {0};
-  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {LEN}};
-  for (int i = 0; i < TENSORS; ++i) KDT_OK(kd_tensor_from_host(s, &d, init, sizeof init, &t[i]));
   kd_graph *ref, *g;
-  KDT_OK(kd_graph_create(s, &ref));
+  kd_session *s = program(t, &ref);
   KDT_OK(kd_graph_create(s, &g));
-  for (int i = 0; i < NODES; ++i) {
-    KDT_OK(add_node(ref, t, i));
-    KDT_OK(add_node(g, t, i));
-  }
+  for (int i = 0; i < NODES; ++i) KDT_OK(add_node(g, t, i));
   long injected = 0;
   for (int i = 0; i + 7 < NODES; i += 2) { /* forward edges: never a cycle */
     KDT_OK(kd_graph_edge(ref, (kd_node)i, (kd_node)(i + 7)));
-    char *dot_before = dot_text(g);
+    char *dot_before = kdt_dot_text(g);
     for (long k = 0;; ++k) {
       arm(k);
       kd_status st = kd_graph_edge(g, (kd_node)i, (kd_node)(i + 7));
@@ -155,7 +150,7 @@ Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_w
       injected++;
       cr_assert_eq(st, KD_ERR_OUT_OF_MEMORY, "edge %d, allocation %ld: %s", i, k, kd_last_error());
       cr_assert(strstr(kd_last_error(), "kd_graph_edge"), "%s", kd_last_error());
-      char *dot_after = dot_text(g);
+      char *dot_after = kdt_dot_text(g);
       cr_assert_str_eq(dot_after, dot_before, "edge %d, allocation %ld: the graph changed", i, k);
       free(dot_after);
     }
@@ -163,10 +158,5 @@ Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_w
   }
   cr_assert_gt(injected, 2, "only %ld allocations were failed", injected);
   KDT_FAILS(kd_graph_edge(g, (kd_node)(NODES - 1), 0), KD_ERR_CYCLE, "cycle");
-  char *dot_g = dot_text(g), *dot_ref = dot_text(ref);
-  cr_assert_str_eq(dot_g, dot_ref);
-  free(dot_g), free(dot_ref);
-  kd_graph_destroy(g);
-  kd_graph_destroy(ref);
-  kd_session_destroy(s);
+  same_and_done(s, g, ref);
 }

@@ -33,19 +33,8 @@ static void submit_and_sink(kd_graph *g, kd_tensor t, void *out, size_t bytes) {
   KDT_OK(kd_sink_wait(sink));
 }
 
-/* The graph as DOT text (nodes, edges and their hazards): malloc'd. */
-static char *dot_text(kd_graph *g) {
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  cr_assert(f);
-  KDT_OK(kd_graph_write_dot(g, f));
-  fclose(f);
-  return buf;
-}
-
 static int has_edge_text(kd_graph *g, const char *needle) {
-  char *buf = dot_text(g);
+  char *buf = kdt_dot_text(g);
   int found = strstr(buf, needle) != NULL;
   free(buf);
   return found;
@@ -73,7 +62,7 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   kd_node n;
   KDT_OK(kd_graph_copy(g, "first", kd_whole(b), kd_whole(a), &n));
   kd_graph_stats before = stats(g);
-  char *dot_before = dot_text(g);
+  char *dot_before = kdt_dot_text(g);
   kd_view lo = {.tensor = a, .rank = 1, .offset = 0, .shape = {5}, .strides = {1}};
   kd_view hi = {.tensor = a, .rank = 1, .offset = 3, .shape = {5}, .strides = {1}};
   KDT_FAILS(kd_graph_copy(g, "alias", hi, lo, &n), KD_ERR_ALIASING, "node 'alias'");
@@ -116,7 +105,7 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   cr_assert_eq(after.edges, before.edges);
   cr_assert_eq(after.accesses, before.accesses);
   cr_assert_eq(after.edges_dropped, before.edges_dropped);
-  char *dot_after = dot_text(g);
+  char *dot_after = kdt_dot_text(g);
   cr_assert_str_eq(dot_after, dot_before);
   KDT_OK(kd_graph_copy(g, "next", kd_whole(a), kd_whole(fresh), &n));
   KDT_OK(kd_graph_copy(g, "last", kd_whole(fresh2), kd_whole(b), &n));
@@ -125,7 +114,7 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   KDT_OK(kd_graph_copy(ref, "first", kd_whole(b), kd_whole(a), &n));
   KDT_OK(kd_graph_copy(ref, "next", kd_whole(a), kd_whole(fresh), &n));
   KDT_OK(kd_graph_copy(ref, "last", kd_whole(fresh2), kd_whole(b), &n));
-  char *dot_g = dot_text(g), *dot_ref = dot_text(ref);
+  char *dot_g = kdt_dot_text(g), *dot_ref = kdt_dot_text(ref);
   cr_assert_str_eq(dot_g, dot_ref);
   free(dot_before), free(dot_after), free(dot_g), free(dot_ref);
   kd_graph_destroy(ref);

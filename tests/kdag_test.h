@@ -38,6 +38,17 @@ static inline int kdt_require_gpu(void) {
   return v && strcmp(v, "1") == 0;
 }
 
+/* The graph as DOT text (nodes, edges and their hazards): malloc'd. */
+static inline char *kdt_dot_text(kd_graph *g) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert(f);
+  KDT_OK(kd_graph_write_dot(g, f));
+  fclose(f);
+  return buf;
+}
+
 static inline kd_session *kdt_gpu_session_flags(uint32_t flags) {
   kd_session_options o;
   kd_session_options_init(&o);
