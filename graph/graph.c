@@ -276,13 +276,14 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
   int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
   /* A read conflicts only with writes; a write with both. Entries whose
    * intervals miss [lo, hi) cannot overlap, cover or be covered. */
-  /* The matches come out in each set's own order (insertion order in a
-   * small set, by element in a large one), writes first: a node's edges
-   * are a set (add_edge keeps the first of repeats, and with it that one's
-   * hazard for the DOT label), so their order carries no meaning and
-   * sorting them would be wasted work. They are visited last first: a
-   * retirement from a small set moves its last entry into the retired
-   * one's place, which only matches already visited can have been. */
+  /* The matches come out in each set's own order (none in a small set, by
+   * element in a large one), writes then reads: a node's edges are a set
+   * (add_edge keeps the first of repeats, and with it that one's hazard for
+   * the DOT label), so their order carries no meaning and sorting them
+   * would be wasted work. They are visited last first, reads before
+   * writes: a retirement from a small set moves its last entry into the
+   * retired one's place, which only matches already visited can have been
+   * (the two sets are separate arrays). */
   uint32_t n = kd_ivset_find(&b->writes, lo, hi, g->found);
   if (mode & KD_OUT) n += kd_ivset_find(&b->reads, lo, hi, g->found + n);
   for (uint32_t k = n; k-- > 0;) {
@@ -613,10 +614,9 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
   st = transfer_node(&c, &proto, KD_NODE_SINK, src, host, bytes);
   proto.host = NULL; /* a sink's host memory belongs to the kd_sink */
   kd_sink *sink = NULL;
-  if (!st && !(sink = calloc(1, sizeof *sink)))
-    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the sink", op);
-  if (!st && !KD_GROW(g->sinks, g->sink_cap, g->sink_count + 1))
-    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the sink", op);
+  if (!st && (!(sink = calloc(1, sizeof *sink)) || !KD_GROW(g->sinks, g->sink_cap, g->sink_count + 1)))
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: node '%s' (#%u): no memory for the sink; the graph is as it was", op,
+                 name, c.index);
   if (sink) {
     sink->graph = g;
     sink->node = c.index;
@@ -699,7 +699,9 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
   if (!st) st = declared(&c, accesses, count, 0);
   if (!st && (resource || release)) {
     proto.res = calloc(1, sizeof *proto.res);
-    if (!proto.res) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+    if (!proto.res)
+      st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: node '%s' (#%u): no memory for its resource's hold", op, name,
+                   c.index);
     else *proto.res = (kd_foreign_res){1, resource, release};
   }
   st = node_end(&c, st, &proto, out);
@@ -825,7 +827,7 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
   if (!st && (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1) || !link_out(g) ||
               !grow_zeroed(&g->visit, &g->visit_cap, g->node_count) || /* new room: no earlier stamp */
               !KD_GROW(g->dfs, g->dfs_cap, g->node_count)))
-    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: nodes %u -> %u: no memory; the graph is as it was", op, before, after);
   /* An edge that exists already, declared or inferred, is not added again:
    * a CUDA graph node's dependencies must not repeat. */
   int duplicate = 0;

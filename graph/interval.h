@@ -4,11 +4,12 @@
  *
  * One array per set, whose entries share a few cache lines (sets are small
  * as a rule: a covering write retires what it covers). Up to
- * KD_IVSET_SCAN entries it is kept in insertion order: a query tests every
- * entry, without a branch on the data, and an insertion appends (keeping it
- * sorted moved half the entries and mispredicted where to stop, which cost
- * more than a query saved by stopping early: 15-20% of the declaration
- * benchmark's time at 10k nodes, by interleaved A/B). Beyond, it is
+ * KD_IVSET_SCAN entries it is kept in no order: a query tests every entry,
+ * without a branch on the data, an insertion appends, and a retirement
+ * moves the last entry into the hole (keeping it sorted moved half the
+ * entries and mispredicted where to stop, which cost more than a query
+ * saved by stopping early: 15-20% of the declaration benchmark's time at
+ * 10k nodes, by interleaved A/B). Beyond, it is
  * sorted by interval start: a query is a binary search and a scan of the
  * matches, and the longest interval in the set bounds how far before the
  * query a match can start. */
@@ -30,7 +31,8 @@ typedef struct kd_ival {
   uint8_t exact : 1;       /* as kd_footprint.exact */
   uint8_t shadowed : 1;    /* a write that a later read of another node covers:
                               later writes are ordered after it through that read */
-  uint8_t retired : 1;     /* in a sorted set: removed at the next kd_ivset_sweep */
+  uint8_t retired : 1;     /* retired from a set of more than KD_IVSET_SCAN entries:
+                              removed at the next kd_ivset_sweep */
 } kd_ival;
 _Static_assert(sizeof(kd_ival) <= 32, "an interval entry grew past 32 bytes");
 
@@ -38,8 +40,7 @@ _Static_assert(sizeof(kd_ival) <= 32, "an interval entry grew past 32 bytes");
 #define KD_IVAL_MAX_RUNS UINT16_MAX
 
 typedef struct kd_ivset {
-  kd_ival *at;             /* count <= KD_IVSET_SCAN: any order; beyond: sorted by lo,
-                              equal lo in insertion order */
+  kd_ival *at;             /* count <= KD_IVSET_SCAN: any order; beyond: sorted by lo */
   uint32_t count, cap;
   uint32_t first_retired;  /* lowest retired index; count when none */
   int64_t max_len;         /* no entry is longer; tight while the set has more than
@@ -91,7 +92,8 @@ uint32_t kd_ivset_after(const kd_ivset *s, int64_t x);
 /* Appends to out the entries whose interval meets [lo, hi) (in the set's
  * order); returns how many. out needs room for every entry of the set (it is
  * written past the matches). The pointers stay valid until the next insert
- * or sweep. Inline: every access queries one or two sets. */
+ * or sweep, and a retirement from a small set moves its last entry (see
+ * kd_ivset_retire). Inline: every access queries one or two sets. */
 static inline uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_ival **out) {
   uint32_t n = 0;
   kd_ival *at = s->at; /* out cannot alias the set: no reload per entry */

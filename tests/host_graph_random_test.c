@@ -4,9 +4,18 @@
  * per-node delays, compared bit for bit with a sequential interpretation of
  * the same node list. A missing or wrong edge shows up as a different
  * result. */
+#include "graph/graph_impl.h"
 #include "random_graph.h"
 
 #define GRAPHS 2000
+#define LONG_GRAPHS 100 /* up to RG_LONG_NODES nodes: some interval sets grow past a scan */
+
+/* A set of g's holds more than KD_IVSET_SCAN entries (so it is sorted). */
+static int has_a_sorted_set(const kd_graph *g) {
+  for (uint32_t i = 0; i < g->binding_count; ++i)
+    if (g->bindings[i].reads.count > KD_IVSET_SCAN || g->bindings[i].writes.count > KD_IVSET_SCAN) return 1;
+  return 0;
+}
 
 Test(host_graph_random, random_graphs_match_sequential_interpretation, .timeout = 300) {
   kd_session_options o;
@@ -25,9 +34,9 @@ Test(host_graph_random, random_graphs_match_sequential_interpretation, .timeout 
     KDT_OK(kd_tensor_create(s, &df, &p.f[i]));
   }
   rg_rng r = {0x2545F4914F6CDD1Dull};
-  rg_counts counts = {{0}, 0};
-  uint64_t edges = 0, nodes = 0;
-  for (int gi = 0; gi < GRAPHS; ++gi) {
+  rg_counts counts = {.probe = has_a_sorted_set};
+  uint64_t edges = 0, nodes = 0, sorted = 0;
+  for (int gi = 0; gi < GRAPHS + LONG_GRAPHS; ++gi) {
     for (int i = 0; i < RG_POOL; ++i) {
       for (int j = 0; j < RG_LEN; ++j) {
         iref[i][j] = (int32_t)(rg_next(&r) % 1000) - 500;
@@ -38,7 +47,9 @@ Test(host_graph_random, random_graphs_match_sequential_interpretation, .timeout 
     }
     kd_graph *g;
     KDT_OK(kd_graph_create(s, &g));
-    rg_build_mixed(g, &p, &r, &counts);
+    rg_build_mixed(g, &p, &r, &counts, gi < GRAPHS ? RG_MAX_NODES : -RG_LONG_NODES);
+    sorted += counts.probed != 0;
+    counts.probed = 0;
     kd_sink *isinks[RG_POOL], *fsinks[RG_POOL];
     for (int i = 0; i < RG_POOL; ++i) {
       KDT_OK(kd_graph_sink(g, "i", p.i[i], igot[i], sizeof igot[i], &isinks[i]));
@@ -69,8 +80,10 @@ Test(host_graph_random, random_graphs_match_sequential_interpretation, .timeout 
     cr_assert_gt(counts.added[k], GRAPHS / 20, "too few %s nodes were added: %llu", kind[k],
                  (unsigned long long)counts.added[k]);
   }
-  cr_log_info("%d graphs, %llu nodes, %llu edges, %llu aliasing nodes refused", GRAPHS,
-              (unsigned long long)nodes, (unsigned long long)edges, (unsigned long long)counts.rejected);
+  cr_log_info("%d graphs, %llu nodes, %llu edges, %llu aliasing nodes refused, %llu that took a set past a scan",
+              GRAPHS + LONG_GRAPHS, (unsigned long long)nodes, (unsigned long long)edges,
+              (unsigned long long)counts.rejected, (unsigned long long)sorted);
+  cr_assert_gt(sorted, LONG_GRAPHS / 10, "too few graphs took a set past a scan: %llu", (unsigned long long)sorted);
   cr_assert_gt(edges, 0);
   cr_assert_gt(counts.rejected, 0, "the generator should hit aliasing sometimes");
   kd_session_destroy(s);

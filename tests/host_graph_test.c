@@ -177,7 +177,7 @@ Test(host_graph, disjoint_views_stay_independent) {
 }
 
 /* Forty single-element reads of one tensor keep forty active entries (its
- * set switches from a scan to a sorted search past sixteen); a write of one
+ * set switches from a scan to a sorted search past KD_IVSET_SCAN, 32); a write of one
  * element then follows only that element's reader, and a whole write the
  * rest. Readers are declared out of element order. */
 Test(host_graph, many_active_accesses_of_one_tensor_order_exactly) {
@@ -1045,8 +1045,9 @@ Test(host_graph, an_interval_set_bound_is_tight_once_it_grows_past_a_scan) {
   kd_ivset_free(&s);
 }
 
-/* A small set keeps its entries in insertion order and is sorted when it
- * grows past a scan; queries find the same entries either way. */
+/* A small set keeps its entries in the order they came (until a
+ * retirement) and is sorted when it grows past a scan; queries find the
+ * same entries either way. */
 Test(host_graph, an_interval_set_answers_alike_unsorted_and_sorted) {
   kd_ivset s;
   kd_ivset_init(&s);
@@ -1069,49 +1070,67 @@ Test(host_graph, an_interval_set_answers_alike_unsorted_and_sorted) {
   kd_ivset_free(&s);
 }
 
-/* Random inserts, retirements and sweeps that take a set back and forth
- * across the scan threshold: every query finds exactly the live entries a
- * brute-force pass over a shadow list finds. */
+/* Random inserts, retirements and sweeps that take two sets back and forth
+ * across the scan threshold, used as inference uses them: one query of
+ * both into one array (the first set's matches, then the second's), the
+ * matches visited last first, a random half of them retired, then both
+ * swept. Every query finds exactly the live entries a brute-force pass
+ * over a shadow list finds. */
 Test(host_graph, interval_set_queries_match_brute_force_across_the_threshold) {
-  enum { CAP = 2 * KD_IVSET_SCAN };
-  kd_ivset s;
-  kd_ivset_init(&s);
-  int64_t shadow_lo[4096], shadow_hi[4096];
-  int shadow_live[4096] = {0};
-  uint32_t inserted = 0, x = 7, crossings = 0;
-  kd_ival *found[CAP + 1];
-  for (int step = 0; step < 4000 && inserted < 4096; ++step) {
-    int small = s.count <= KD_IVSET_SCAN;
+  enum { CAP = 2 * KD_IVSET_SCAN, IDS = 8192 };
+  kd_ivset set[2];
+  kd_ivset_init(&set[0]);
+  kd_ivset_init(&set[1]);
+  static int64_t shadow_lo[IDS], shadow_hi[IDS];
+  static int shadow_live[IDS];
+  memset(shadow_live, 0, sizeof shadow_live);
+  uint32_t inserted = 0, x = 7, crossings = 0, kept = 0;
+  kd_ival *found[2 * CAP + 2];
+  for (int step = 0; step < 8000 && inserted < IDS; ++step) {
+    int small[2] = {set[0].count <= KD_IVSET_SCAN, set[1].count <= KD_IVSET_SCAN};
     x = x * 1664525u + 1013904223u;
+    kd_ivset *s = &set[(x >> 3) & 1];
     /* insert, biased to grow below the threshold and to shrink above it */
-    if (s.count < CAP && ((x >> 28) < (s.count <= KD_IVSET_SCAN ? 12u : 5u) || s.count < 4)) {
+    if (s->count < CAP && ((x >> 28) < (s->count <= KD_IVSET_SCAN ? 12u : 5u) || s->count < 4)) {
       int64_t lo = (x >> 8) % 1000, len = 1 + (int64_t)((x >> 4) % 64);
-      cr_assert(kd_ivset_reserve(&s, 1));
+      cr_assert(kd_ivset_reserve(s, 1));
       kd_footprint f = {.one = {lo, lo + len}, .count = 1, .exact = 1};
-      kd_ivset_insert(&s, inserted, KD_IN, &f);
+      kd_ivset_insert(s, inserted, KD_IN, &f);
       shadow_lo[inserted] = lo, shadow_hi[inserted] = lo + len, shadow_live[inserted] = 1;
       inserted++;
-    } else { /* retire what meets a random interval, then sweep */
+    } else { /* retire some of what meets a random interval in either set */
       int64_t lo = (x >> 8) % 1000, hi = lo + 1 + (int64_t)((x >> 4) % 200);
-      uint32_t n = kd_ivset_find(&s, lo, hi, found);
+      uint32_t n = kd_ivset_find(&set[0], lo, hi, found), first_of_1 = n;
+      n += kd_ivset_find(&set[1], lo, hi, found + n);
       for (uint32_t k = n; k-- > 0;) { /* last first, as kd_ivset_retire asks */
+        x = x * 1664525u + 1013904223u;
+        if ((x >> 20) & 1) {
+          kept++;
+          continue;
+        }
+        cr_assert(shadow_live[found[k]->node], "step %d: a visited match is stale", step);
         shadow_live[found[k]->node] = 0;
-        kd_ivset_retire(&s, found[k]);
+        kd_ivset_retire(&set[k >= first_of_1], found[k]);
       }
-      kd_ivset_sweep(&s);
+      kd_ivset_sweep(&set[0]);
+      kd_ivset_sweep(&set[1]);
     }
-    crossings += small != (s.count <= KD_IVSET_SCAN);
+    for (int i = 0; i < 2; ++i) crossings += small[i] != (set[i].count <= KD_IVSET_SCAN);
     x = x * 1664525u + 1013904223u;
     int64_t qlo = (x >> 8) % 1100, qhi = qlo + 1 + (int64_t)((x >> 4) % 150);
-    uint32_t n = kd_ivset_find(&s, qlo, qhi, found), want = 0;
+    uint32_t n = kd_ivset_find(&set[0], qlo, qhi, found);
+    n += kd_ivset_find(&set[1], qlo, qhi, found + n);
+    uint32_t want = 0;
     for (uint32_t i = 0; i < inserted; ++i) want += shadow_live[i] && shadow_lo[i] < qhi && qlo < shadow_hi[i];
-    cr_assert_eq(n, want, "step %d: query [%lld, %lld) found %u of %u (set of %u)", step, (long long)qlo,
-                 (long long)qhi, n, want, s.count);
+    cr_assert_eq(n, want, "step %d: query [%lld, %lld) found %u of %u (sets of %u and %u)", step, (long long)qlo,
+                 (long long)qhi, n, want, set[0].count, set[1].count);
     for (uint32_t k = 0; k < n; ++k) {
       uint32_t id = found[k]->node;
       cr_assert(shadow_live[id] && shadow_lo[id] < qhi && qlo < shadow_hi[id], "step %d: entry %u", step, id);
     }
   }
-  cr_assert_geq(crossings, 20, "the set crossed the scan threshold %u times", crossings);
-  kd_ivset_free(&s);
+  cr_assert_geq(crossings, 20, "the sets crossed the scan threshold %u times", crossings);
+  cr_assert_geq(kept, 100, "matches left in place: %u", kept);
+  kd_ivset_free(&set[0]);
+  kd_ivset_free(&set[1]);
 }

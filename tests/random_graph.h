@@ -13,6 +13,7 @@
 #define RG_POOL 4
 #define RG_LEN 64
 #define RG_MAX_NODES 14
+#define RG_LONG_NODES 256 /* rg_build_mixed's longest graphs: sets grow past a scan */
 
 typedef struct rg_rng { uint64_t s; } rg_rng;
 
@@ -118,13 +119,21 @@ enum { RG_KINDS = 12 };
 typedef struct rg_counts {
   uint64_t added[RG_KINDS]; /* accepted nodes (explicit edges) by kind */
   uint64_t rejected;        /* nodes refused for aliasing */
+  int (*probe)(const kd_graph *g); /* optional: asked after every accepted node */
+  uint64_t probed;          /* the nodes after which probe said 1 */
 } rg_counts;
 
-static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts *counts) {
-  kd_node ids[RG_MAX_NODES];
-  int nodes = 0, count = 1 + (int)(rg_next(r) % RG_MAX_NODES);
+/* Up to max_nodes (at most RG_LONG_NODES) nodes, or exactly max_nodes when
+ * it is negative; returns how many were added. */
+static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts *counts, int max_nodes) {
+  kd_node ids[RG_LONG_NODES];
+  int nodes = 0, count = max_nodes < 0 ? -max_nodes : 1 + (int)(rg_next(r) % (uint32_t)max_nodes);
   for (int k = 0; k < count; ++k) {
-    int op = (int)(rg_next(r) % RG_KINDS);
+    /* Sums are drawn three times as often as the rest: they read whole
+     * views and write one element, so readers pile up and some sets grow
+     * past a scan (sorted sets, their sweeps and binary searches). */
+    int op = (int)(rg_next(r) % (RG_KINDS + 4));
+    if (op >= RG_KINDS) op = op % 2 ? 3 : 10;
     kd_status st;
     kd_node id = 0;
     if (op < 4) {
@@ -193,6 +202,7 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
     cr_assert_eq(st, KD_OK, "node %d (kind %d): %s: %s", k, op, kd_status_name(st), kd_last_error());
     counts->added[op]++;
     ids[nodes++] = id;
+    if (counts->probe) counts->probed += (uint64_t)counts->probe(g);
   }
   return nodes;
 }

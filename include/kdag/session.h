@@ -150,9 +150,10 @@ typedef struct kd_counters {
                                     graph in place (rebound tensors, new scalars) */
   uint64_t graph_launches;       /* GRAPH: executable graph launches */
   uint64_t plans_built;          /* graphs planned (topological order, successors):
-                                    once per graph shape, not per submission; adding
-                                    a node or edge replans at the next submit,
-                                    rebinding and new scalars do not */
+                                    once per graph shape, not per submission; a node
+                                    or edge added (not one dropped as a repeat)
+                                    replans at the next submit, rebinding and new
+                                    scalars do not */
 } kd_counters;
 
 /* Copies the counters into the caller's *out. Errors: KD_ERR_INVALID_ARGUMENT. */
