@@ -149,7 +149,7 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
       int a = (int)(rg_next(r) % RG_POOL), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
       int64_t rows = 1 + rg_next(r) % 5, cols = 1 + rg_next(r) % 5, n = 1 + rg_next(r) % 24;
       double alpha = ((double)(rg_next(r) % 7) - 3.0) * 0.5;
-      kd_view va, vb, vc, swapped;
+      kd_view va, vb, vc;
       switch (op) {
       case 4: /* i32 rank-2 copy */
         va = rg_view2(r, p->i[a], rows, cols), vb = rg_view2(r, p->i[b], rows, cols);
@@ -159,10 +159,12 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
       case 5: /* i32 transpose: dst cols x rows */
         va = rg_view2(r, p->i[a], cols, rows), vb = rg_view2(r, p->i[b], rows, cols);
         st = kd_graph_transpose(g, "transpose", va, vb, &id);
-        swapped = vb;
-        swapped.shape[0] = cols, swapped.shape[1] = rows;
-        swapped.strides[0] = vb.strides[1], swapped.strides[1] = vb.strides[0];
-        if (!st && p->iref) kd_host_copy(4, rg_kview(p->iref[a], &va), rg_kview(p->iref[b], &swapped));
+        /* dst(j, i) = src(i, j), element by element: not the library's own
+         * swapped-view copy (the views cannot overlap: that is refused) */
+        for (int64_t i = 0; !st && p->iref && i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j)
+            p->iref[a][va.offset + j * va.strides[0] + i * va.strides[1]] =
+                p->iref[b][vb.offset + i * vb.strides[0] + j * vb.strides[1]];
         break;
       case 6: /* f32 y += alpha x: y is KD_INOUT */
         va = rg_view(r, p->f[a], n), vb = rg_view(r, p->f[b], n);
