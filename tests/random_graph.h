@@ -7,6 +7,8 @@
 #ifndef KDAG_TESTS_RANDOM_GRAPH_H
 #define KDAG_TESTS_RANDOM_GRAPH_H
 
+#include <math.h>
+
 #include "kdag_test.h"
 #include "kernels/host.h"
 
@@ -113,7 +115,31 @@ typedef struct rg_pools {
   kd_tensor i[RG_POOL], f[RG_POOL]; /* i32 and f32 tensors of RG_LEN elements */
   int32_t (*iref)[RG_LEN];          /* their sequential interpretation, or NULL */
   float (*fref)[RG_LEN];
+  double (*dref)[RG_LEN];           /* the f32 tensors' interpretation in f64, or NULL */
+  double (*mref)[RG_LEN];           /* the same on magnitudes (|inputs|, |alpha|), or NULL:
+                                       what an element's rounding errors scale with */
 } rg_pools;
+
+/* Applies float node kind op (6 axpy, 7 scale, 8 add, 9 copy, 10 sum) to
+ * arrays of one precision: t KD_K_F32 with floats, KD_K_F64 with doubles. */
+static inline void rg_float_op(int op, kd_kdtype t, void *a, void *b, void *c, const kd_view *va, const kd_view *vb,
+                               const kd_view *vc, double alpha) {
+  size_t es = t == KD_K_F64 ? 8 : 4;
+  kd_kview ka = rg_kview_of(a, es, va);
+  if (op == 6) kd_host_axpy(t, ka, rg_kview_of(b, es, vb), alpha);
+  else if (op == 7) kd_host_scale(t, ka, alpha);
+  else if (op == 8) kd_host_add(t, ka, rg_kview_of(b, es, vb), rg_kview_of(c, es, vc));
+  else if (op == 9) kd_host_copy(es, ka, rg_kview_of(b, es, vb));
+  else kd_host_sum(t, ka, rg_kview_of(b, es, vb));
+}
+
+/* Applies an accepted float node to both references the pools have. */
+static inline void rg_float_refs(rg_pools *p, int op, int a, int b, int c, const kd_view *va, const kd_view *vb,
+                                 const kd_view *vc, double alpha) {
+  if (p->fref) rg_float_op(op, KD_K_F32, p->fref[a], p->fref[b], p->fref[c], va, vb, vc, alpha);
+  if (p->dref) rg_float_op(op, KD_K_F64, p->dref[a], p->dref[b], p->dref[c], va, vb, vc, alpha);
+  if (p->mref) rg_float_op(op, KD_K_F64, p->mref[a], p->mref[b], p->mref[c], va, vb, vc, fabs(alpha));
+}
 
 enum { RG_KINDS = 12 };
 typedef struct rg_counts {
@@ -148,8 +174,8 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
     } else {
       int a = (int)(rg_next(r) % RG_POOL), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
       int64_t rows = 1 + rg_next(r) % 5, cols = 1 + rg_next(r) % 5, n = 1 + rg_next(r) % 24;
-      double alpha = ((double)(rg_next(r) % 7) - 3.0) * 0.5;
-      kd_view va, vb, vc;
+      double alpha = ((double)(rg_next(r) % 7) - 3.0) * 0.37; /* not a float: axpy and scale round */
+      kd_view va, vb, vc = {0};
       switch (op) {
       case 4: /* i32 rank-2 copy */
         va = rg_view2(r, p->i[a], rows, cols), vb = rg_view2(r, p->i[b], rows, cols);
@@ -169,33 +195,26 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
       case 6: /* f32 y += alpha x: y is KD_INOUT */
         va = rg_view(r, p->f[a], n), vb = rg_view(r, p->f[b], n);
         st = kd_graph_axpy(g, "axpy", va, vb, alpha, &id);
-        if (!st && p->fref)
-          kd_host_axpy(KD_K_F32, rg_kview_of(p->fref[a], 4, &va), rg_kview_of(p->fref[b], 4, &vb), alpha);
         break;
       case 7: /* f32 y *= alpha, in place */
         va = rg_view2(r, p->f[a], rows, cols);
         st = kd_graph_scale(g, "scale", va, alpha, &id);
-        if (!st && p->fref) kd_host_scale(KD_K_F32, rg_kview_of(p->fref[a], 4, &va), alpha);
         break;
       case 8: /* f32 rank-2 add */
         va = rg_view2(r, p->f[a], rows, cols), vb = rg_view2(r, p->f[b], rows, cols);
         vc = rg_view2(r, p->f[c], rows, cols);
         st = kd_graph_add(g, "fadd", va, vb, vc, &id);
-        if (!st && p->fref)
-          kd_host_add(KD_K_F32, rg_kview_of(p->fref[a], 4, &va), rg_kview_of(p->fref[b], 4, &vb),
-                      rg_kview_of(p->fref[c], 4, &vc));
         break;
       case 9: /* f32 copy, rank 1 */
         va = rg_view(r, p->f[a], n), vb = rg_view(r, p->f[b], n);
         st = kd_graph_copy(g, "fcopy", va, vb, &id);
-        if (!st && p->fref) kd_host_copy(4, rg_kview_of(p->fref[a], 4, &va), rg_kview_of(p->fref[b], 4, &vb));
         break;
       default: /* 10: f32 sum into one element */
         va = rg_view(r, p->f[a], 1), vb = rg_view2(r, p->f[b], rows, cols);
         st = kd_graph_sum(g, "fsum", va, vb, &id);
-        if (!st && p->fref) kd_host_sum(KD_K_F32, rg_kview_of(p->fref[a], 4, &va), rg_kview_of(p->fref[b], 4, &vb));
         break;
       }
+      if (!st && op >= 6) rg_float_refs(p, op, a, b, c, &va, &vb, &vc, alpha);
     }
     if (st == KD_ERR_ALIASING) { /* refused: graph and reference unchanged */
       counts->rejected++;
