@@ -228,4 +228,78 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
   return nodes;
 }
 
+/* A mixed graph's data: the pools' contents, their interpretations and
+ * what a run sank. */
+typedef struct rg_data {
+  int32_t iref[RG_POOL][RG_LEN], igot[RG_POOL][RG_LEN];
+  float fref[RG_POOL][RG_LEN], fgot[RG_POOL][RG_LEN];
+  double dref[RG_POOL][RG_LEN], mref[RG_POOL][RG_LEN]; /* f64, and f64 on magnitudes */
+} rg_data;
+
+/* Draws the pools' first contents from r into every interpretation: i32 in
+ * [-500, 500), f32 reals of up to 100 in magnitude, rounded to f32. */
+static inline void rg_data_init(rg_data *d, rg_rng *r) {
+  for (int i = 0; i < RG_POOL; ++i)
+    for (int j = 0; j < RG_LEN; ++j) {
+      d->iref[i][j] = (int32_t)(rg_next(r) % 1000) - 500;
+      d->fref[i][j] = (float)((double)((int32_t)(rg_next(r) % 2000001) - 1000000) / 9973.0);
+      d->dref[i][j] = d->fref[i][j];
+      d->mref[i][j] = fabs(d->dref[i][j]);
+    }
+}
+
+/* Runs one mixed graph on s: fresh tensors holding d's references as they
+ * are, the graph drawn from r (up to max_nodes, see rg_build_mixed),
+ * submitted, the tensors released while in flight (the submission keeps
+ * them), every tensor sunk into d->igot and d->fgot. With interpret, each
+ * accepted node is applied to d's references too. Returns the graph's
+ * stats. */
+static inline kd_graph_stats rg_run_mixed(kd_session *s, rg_data *d, rg_rng *r, int max_nodes, int interpret,
+                                          rg_counts *counts) {
+  rg_pools p;
+  memset(&p, 0, sizeof p);
+  kd_tensor_desc di = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
+  kd_tensor_desc df = {.dtype = KD_F32, .rank = 1, .shape = {RG_LEN}};
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_tensor_from_host(s, &di, d->iref[i], sizeof d->iref[i], &p.i[i]));
+    KDT_OK(kd_tensor_from_host(s, &df, d->fref[i], sizeof d->fref[i], &p.f[i]));
+  }
+  if (interpret) p.iref = d->iref, p.fref = d->fref, p.dref = d->dref, p.mref = d->mref;
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  rg_build_mixed(g, &p, r, counts, max_nodes);
+  kd_sink *sinks[2 * RG_POOL];
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_graph_sink(g, "i", p.i[i], d->igot[i], sizeof d->igot[i], &sinks[2 * i]));
+    KDT_OK(kd_graph_sink(g, "f", p.f[i], d->fgot[i], sizeof d->fgot[i], &sinks[2 * i + 1]));
+  }
+  kd_graph_stats st;
+  KDT_OK(kd_graph_stats_get(g, &st));
+  KDT_OK(kd_graph_submit(g, NULL));
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_tensor_release(s, p.i[i]));
+    KDT_OK(kd_tensor_release(s, p.f[i]));
+  }
+  for (int i = 0; i < 2 * RG_POOL; ++i) KDT_OK(kd_sink_wait(sinks[i]));
+  kd_graph_destroy(g);
+  return st;
+}
+
+/* The stated error of f32 results: within 2^-20 of the f64 interpretation,
+ * relative to the same computation on magnitudes (an element's rounding
+ * errors scale with that, not with its value, which cancellation can make
+ * small). Asserts it for every element of fgot; returns the worst error in
+ * units of 2^-24 times the magnitude. */
+static inline double rg_check_f32_bound(const rg_data *d, float (*fgot)[RG_LEN], int gi) {
+  double worst = 0;
+  for (int i = 0; i < RG_POOL; ++i)
+    for (int j = 0; j < RG_LEN; ++j) {
+      double err = fabs((double)fgot[i][j] - d->dref[i][j]), m = d->mref[i][j];
+      cr_assert_leq(err, 0x1p-20 * m, "graph %d: f32 tensor %d[%d] = %.9g, f64 gives %.17g (magnitude %.3g)", gi, i,
+                    j, (double)fgot[i][j], d->dref[i][j], m);
+      if (m > 0 && err / (m * 0x1p-24) > worst) worst = err / (m * 0x1p-24);
+    }
+  return worst;
+}
+
 #endif
