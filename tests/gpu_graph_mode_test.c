@@ -79,6 +79,21 @@ Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
   kd_session_destroy(sg);
 }
 
+/* Mixed random graphs (f32 beside i32, rank-2 views, in-place nodes,
+ * transposes, explicit edges) as CUDA graphs, against HOST and f64
+ * (rg_differential); one instantiation and one launch each. */
+Test(gpu_graph_mode, mixed_random_graphs_graph_match_host_and_f64) {
+  kd_session *sg = gpu_session_mode(KD_EXEC_GRAPH, 0), *sh = kdt_host_session();
+  double worst = rg_differential(sg, sh, 0xB5297A4Dull, 300);
+  kd_counters k = counters(sg);
+  cr_assert_eq(k.graph_instantiations, 300);
+  cr_assert_eq(k.graph_launches, 300);
+  cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
+  fprintf(stderr, "graph mode: 300 mixed random graphs, f32 worst %.3g x 2^-24 of the magnitude\n", worst);
+  kd_session_destroy(sh);
+  kd_session_destroy(sg);
+}
+
 /* ---- user kernels -------------------------------------------------------- */
 
 typedef struct loaded {

@@ -302,4 +302,40 @@ static inline double rg_check_f32_bound(const rg_data *d, float (*fgot)[RG_LEN],
   return worst;
 }
 
+/* Runs `graphs` mixed random graphs (the last 20 long) on dev and on host
+ * (a HOST session) from one seed: dev's results bit for bit the HOST
+ * backend's and the sequential interpretation's (the built-in kernels
+ * promise the host twins' exact operation order), and its f32 within the
+ * stated bound of f64. Returns the worst f32 error in units of 2^-24 times
+ * the magnitude. */
+static inline double rg_differential(kd_session *dev, kd_session *host, uint64_t seed, int graphs) {
+  static rg_data d;
+  static int32_t idev[RG_POOL][RG_LEN];
+  static float fdev[RG_POOL][RG_LEN];
+  rg_rng r = {seed};
+  rg_counts counts;
+  memset(&counts, 0, sizeof counts);
+  double worst = 0;
+  for (int gi = 0; gi < graphs; ++gi) {
+    rg_data_init(&d, &r);
+    int max_nodes = gi < graphs - 20 ? RG_MAX_NODES : -RG_LONG_NODES;
+    rg_rng on_dev = r;
+    rg_run_mixed(dev, &d, &on_dev, max_nodes, 0, &counts); /* the references stay as drawn */
+    memcpy(idev, d.igot, sizeof idev);
+    memcpy(fdev, d.fgot, sizeof fdev);
+    rg_run_mixed(host, &d, &r, max_nodes, 1, &counts); /* the same graph: r was copied */
+    cr_assert_eq(memcmp(d.igot, d.iref, sizeof d.iref), 0, "graph %d: HOST i32 differs from sequential", gi);
+    cr_assert_eq(memcmp(d.fgot, d.fref, sizeof d.fref), 0, "graph %d: HOST f32 differs from sequential", gi);
+    cr_assert_eq(memcmp(idev, d.iref, sizeof d.iref), 0, "graph %d: i32 differs from HOST", gi);
+    for (int i = 0; i < RG_POOL; ++i)
+      for (int j = 0; j < RG_LEN; ++j)
+        cr_assert(memcmp(&fdev[i][j], &d.fref[i][j], sizeof(float)) == 0, "graph %d: f32 tensor %d[%d] = %a, HOST %a",
+                  gi, i, j, fdev[i][j], d.fref[i][j]);
+    double w = rg_check_f32_bound(&d, fdev, gi);
+    if (w > worst) worst = w;
+  }
+  cr_assert_gt(worst, 0, "the f32 results were all exact: the bound was not tested");
+  return worst;
+}
+
 #endif
