@@ -83,32 +83,16 @@ void kd_ivset_sweep_retired(kd_ivset *s) {
   if (longest_gone && s->count > KD_IVSET_SCAN) tighten(s);
 }
 
-void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp) {
+void kd_ivset_insert_at_scan(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp) {
   const kd_run *r = kd_footprint_runs(fp);
-  int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
+  int64_t lo = r[0].lo;
   uint32_t at = s->count;
   if (at > KD_IVSET_SCAN) { /* sorted: make room after every entry of equal lo */
     at = kd_ivset_after(s, lo);
     if (at < s->count) /* no 0-byte move at the end: see grow_zeroed in graph.c */
       memmove(&s->at[at + 1], &s->at[at], (size_t)(s->count - at) * sizeof *s->at);
-  } /* else a small set is kept in any order: append */
-  /* Written in place, field by field: an entry built on the stack and
-   * copied in is read back whole right after its narrow fields were
-   * stored, which stalls store-to-load forwarding (it did, measurably). */
-  kd_ival *e = &s->at[at];
-  e->lo = lo;
-  e->hi = hi;
-  e->runs = fp->runs;
-  e->node = node;
-  e->count = (uint16_t)fp->count;
-  e->mode = mode;
-  e->exact = fp->exact != 0;
-  e->shadowed = 0;
-  e->retired = 0;
-  memset(fp, 0, sizeof *fp);
-  s->count++;
-  s->first_retired = s->count;
-  if (hi - lo > s->max_len) s->max_len = hi - lo;
+  } /* else the set holds KD_IVSET_SCAN entries in any order: append */
+  kd_ivset_put(s, at, node, mode, fp);
   if (s->count == KD_IVSET_SCAN + 1) { /* growing past a scan: sort it, once */
     for (uint32_t i = 1; i < s->count; ++i) {
       kd_ival v = s->at[i];

@@ -127,6 +127,34 @@ static inline void kd_ivset_sweep(kd_ivset *s) {
  * a small set, sorting it when it grows past KD_IVSET_SCAN; in a larger
  * one after every entry of equal lo. The footprint (not empty, at most
  * KD_IVAL_MAX_RUNS runs) moves in. */
-void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp);
+void kd_ivset_insert_at_scan(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp);
+/* Writes the entry at index at (room made) and counts it. Field by field,
+ * in place: an entry built on the stack and copied in is read back whole
+ * right after its narrow fields were stored, which stalls store-to-load
+ * forwarding (it did, measurably). */
+static inline void kd_ivset_put(kd_ivset *s, uint32_t at, uint32_t node, uint8_t mode, kd_footprint *fp) {
+  const kd_run *r = kd_footprint_runs(fp);
+  int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
+  kd_ival *e = &s->at[at];
+  e->lo = lo;
+  e->hi = hi;
+  e->runs = fp->runs;
+  e->node = node;
+  e->count = (uint16_t)fp->count;
+  e->mode = mode;
+  e->exact = fp->exact != 0;
+  e->shadowed = 0;
+  e->retired = 0;
+  fp->runs = NULL; /* moved in */
+  fp->count = 0;
+  s->count++;
+  s->first_retired = s->count;
+  if (hi - lo > s->max_len) s->max_len = hi - lo;
+}
+/* Inline: most insertions append to a small set. */
+static inline void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp) {
+  if (s->count < KD_IVSET_SCAN) kd_ivset_put(s, s->count, node, mode, fp);
+  else kd_ivset_insert_at_scan(s, node, mode, fp);
+}
 
 #endif
