@@ -123,10 +123,7 @@ void kd_ivset_sweep_retired(kd_ivset *s);
 static inline void kd_ivset_sweep(kd_ivset *s) {
   if (s->first_retired < s->count) kd_ivset_sweep_retired(s); /* most accesses retire nothing */
 }
-/* After a sweep, adds an entry in reserved room (cannot fail): appended to
- * a small set, sorting it when it grows past KD_IVSET_SCAN; in a larger
- * one after every entry of equal lo. The footprint (not empty, at most
- * KD_IVAL_MAX_RUNS runs) moves in. */
+/* kd_ivset_insert into a set of KD_IVSET_SCAN entries or more. */
 void kd_ivset_insert_at_scan(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp);
 /* Writes the entry at index at (room made) and counts it. Field by field,
  * in place: an entry built on the stack and copied in is read back whole
@@ -151,7 +148,11 @@ static inline void kd_ivset_put(kd_ivset *s, uint32_t at, uint32_t node, uint8_t
   s->first_retired = s->count;
   if (hi - lo > s->max_len) s->max_len = hi - lo;
 }
-/* Inline: most insertions append to a small set. */
+/* After a sweep, adds an entry in reserved room (cannot fail): appended to
+ * a small set, sorting it when it grows past KD_IVSET_SCAN; in a larger
+ * one after every entry of equal lo. The footprint (not empty, at most
+ * KD_IVAL_MAX_RUNS runs) moves in. Inline: most insertions append to a
+ * small set (-2% to -4% of declaring, by interleaved A/B). */
 static inline void kd_ivset_insert(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp) {
   if (s->count < KD_IVSET_SCAN) kd_ivset_put(s, s->count, node, mode, fp);
   else kd_ivset_insert_at_scan(s, node, mode, fp);
