@@ -75,7 +75,7 @@ static kd_status jl_load(const char *op) {
 
 kd_status kd_nvjitlink_version(int *major, int *minor) {
   if (!major || !minor)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_nvjitlink_version: major and minor must not be NULL");
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_nvjitlink_version: argument %s is NULL", major ? "minor" : "major");
   kd_status st = jl_load("kd_nvjitlink_version");
   if (st) return st;
   *major = (int)g_jl.major;
@@ -153,8 +153,11 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
   static const char *op = "kd_nvjitlink_link";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   *out = NULL;
-  if (!in || n == 0) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: no inputs to link", op);
-  if (!o || !o->arch || strncmp(o->arch, "sm_", 3) != 0 || !o->arch[3])
+  if (!in || n == 0)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: no inputs to link (argument inputs is %s, input_count %zu)", op,
+                   in ? "set" : "NULL", n);
+  if (!o) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument options is NULL (it names the architecture)", op);
+  if (!o->arch || strncmp(o->arch, "sm_", 3) != 0 || !o->arch[3])
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch must be a real architecture such as "
                    "\"sm_90\" (got %s)", op, o && o->arch ? o->arch : "NULL");
   kd_status st = kd_binary_arch_check(op, "options->arch", o->arch);

@@ -105,7 +105,7 @@ const char *kd_nvrtc_path(void) {
 
 kd_status kd_nvrtc_version(int *major, int *minor) {
   if (!major || !minor)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_nvrtc_version: major and minor must not be NULL");
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_nvrtc_version: argument %s is NULL", major ? "minor" : "major");
   kd_status st = nvrtc_load("kd_nvrtc_version");
   if (st) return st;
   g_nvrtc.nvrtcVersion(major, minor);
@@ -152,9 +152,9 @@ static int option_ok(const char *s) { return s && *s; }
 kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
                            kd_binary **out) {
   static const char *op = "kd_nvrtc_compile";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: out must not be NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   *out = NULL;
-  if (!source) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: source must not be NULL", op);
+  if (!source) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument source is NULL", op);
   if (!o || !o->arch || !*o->arch)
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: options->arch is required outside a raw scope (e.g. "

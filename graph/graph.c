@@ -637,7 +637,7 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
 
 static kd_status declared(node_ctx *c, const kd_garg *accesses, size_t count, int any_residency) {
   if (count && !accesses)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': accesses is NULL with count %zu", c->op, c->name, count);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument accesses is NULL with count %zu", c->op, c->name, count);
   for (size_t i = 0; i < count; ++i) {
     if (!accesses[i].is_tensor)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': access %zu is a value, not a tensor access", c->op,

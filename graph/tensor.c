@@ -113,8 +113,8 @@ kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
   return KD_OK;
 }
 
-kd_status kd_tensor_create(kd_session *s, const kd_tensor_desc *desc, kd_tensor *out) {
-  static const char *op = "kd_tensor_create";
+/* kd_tensor_create, its errors naming op (the public function called). */
+static kd_status create(kd_session *s, const char *op, const kd_tensor_desc *desc, kd_tensor *out) {
   if (!desc || !out)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, desc ? "out" : "desc");
   out->bits = 0;
@@ -123,6 +123,10 @@ kd_status kd_tensor_create(kd_session *s, const kd_tensor_desc *desc, kd_tensor 
   st = kd_tensor_new(s, op, desc->dtype, desc->rank, desc->shape, desc->residency, out);
   kd_session_leave(s);
   return st;
+}
+
+kd_status kd_tensor_create(kd_session *s, const kd_tensor_desc *desc, kd_tensor *out) {
+  return create(s, "kd_tensor_create", desc, out);
 }
 
 /* Resolves the tensor of an upload or download; the host buffer must match
@@ -173,8 +177,8 @@ static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, 
   return st;
 }
 
-kd_status kd_tensor_upload(kd_session *s, kd_tensor t, const void *host, size_t bytes) {
-  static const char *op = "kd_tensor_upload";
+/* kd_tensor_upload, its errors naming op. */
+static kd_status upload(kd_session *s, const char *op, kd_tensor t, const void *host, size_t bytes) {
   if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op);
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
@@ -189,11 +193,17 @@ kd_status kd_tensor_upload(kd_session *s, kd_tensor t, const void *host, size_t 
   return st;
 }
 
+kd_status kd_tensor_upload(kd_session *s, kd_tensor t, const void *host, size_t bytes) {
+  return upload(s, "kd_tensor_upload", t, host, bytes);
+}
+
 kd_status kd_tensor_from_host(kd_session *s, const kd_tensor_desc *desc, const void *host,
                               size_t bytes, kd_tensor *out) {
-  kd_status st = kd_tensor_create(s, desc, out);
+  static const char *op = "kd_tensor_from_host";
+  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op); /* before creating */
+  kd_status st = create(s, op, desc, out);
   if (st) return st;
-  st = kd_tensor_upload(s, *out, host, bytes);
+  st = upload(s, op, *out, host, bytes);
   if (st) {
     char *msg = strdup(kd_last_error());
     kd_tensor_release(s, *out);
