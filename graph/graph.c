@@ -782,8 +782,13 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
     kd_module_ref(mod);
   }
   kd_gnode copy = proto;
+  /* A refused node's cleanup may drop the module's last reference (another
+   * thread released its handle meanwhile), which frees a handle slot and
+   * unloads: under the session's (recursive) lock, as kd_graph_destroy's. */
+  pthread_mutex_lock(&s->lock);
   st = node_end(&c, st, &proto, out);
   if (st) free_node(s, &copy);
+  pthread_mutex_unlock(&s->lock);
   return st;
 }
 
