@@ -159,7 +159,7 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
   if (!o) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument options is NULL (it names the architecture)", op);
   if (!o->arch || strncmp(o->arch, "sm_", 3) != 0 || !o->arch[3])
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch must be a real architecture such as "
-                   "\"sm_90\" (got %s)", op, o && o->arch ? o->arch : "NULL");
+                   "\"sm_90\" (got %s)", op, o->arch ? o->arch : "NULL");
   kd_status st = kd_binary_arch_check(op, "options->arch", o->arch);
   if (st) return st;
   if (o->extra_flag_count && !o->extra_flags)

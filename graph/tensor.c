@@ -200,6 +200,7 @@ kd_status kd_tensor_upload(kd_session *s, kd_tensor t, const void *host, size_t 
 kd_status kd_tensor_from_host(kd_session *s, const kd_tensor_desc *desc, const void *host,
                               size_t bytes, kd_tensor *out) {
   static const char *op = "kd_tensor_from_host";
+  if (out) out->bits = 0; /* as on every failure */
   if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op); /* before creating */
   kd_status st = create(s, op, desc, out);
   if (st) return st;

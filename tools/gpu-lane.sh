@@ -82,6 +82,7 @@ run() {
   fi
   local libs="$here/$build/carry-lib" # a bundle from before the libraries were compressed
   if [ -f "$build/carry-lib.tar.xz" ]; then
+    rm -rf /tmp/kdag-carry # a warm machine may hold an older bundle's libraries
     mkdir -p /tmp/kdag-carry && tar -C /tmp/kdag-carry -xJf "$build/carry-lib.tar.xz"
     libs=/tmp/kdag-carry/carry-lib
   fi
