@@ -49,6 +49,9 @@ struct kb_run {
   uint64_t min_batch;      /* batch mode: never fewer iterations per batch */
   char message[KB_MESSAGE_MAX];
   int not_applicable; /* the KB_SKIP came from kb_run_not_applicable */
+  char count_name[32];   /* kb_run_count: "" if none */
+  double count_sum, count_min, count_max;
+  uint64_t count_n;
 };
 
 const char *kb_mode_name(kb_mode mode) { return mode == KB_MODE_COLD ? "cold" : "batch"; }
@@ -211,6 +214,17 @@ void kb_run_throughput(kb_run *run, double items, double bytes) {
   run->tp_items = items > 0 ? items : 0;
   run->tp_bytes = bytes > 0 ? bytes : 0;
 }
+void kb_run_count(kb_run *run, const char *name, double per_item) {
+  if (!run->count_n) {
+    snprintf(run->count_name, sizeof run->count_name, "%s", name);
+    run->count_min = run->count_max = per_item;
+  }
+  run->count_sum += per_item;
+  run->count_min = per_item < run->count_min ? per_item : run->count_min;
+  run->count_max = per_item > run->count_max ? per_item : run->count_max;
+  run->count_n++;
+}
+
 void kb_run_max_batch(kb_run *run, uint64_t iterations) {
   run->max_batch = iterations ? iterations : 1;
 }
@@ -484,7 +498,21 @@ static int add_rate_row(kb_harness *h, const kb_run *run, const measured *m, con
   return kb_report_add(&h->report, &row) ? 0 : -1;
 }
 
+/* What the case counted (kb_run_count): the mean over the reports, beside
+ * their least and greatest; no noise, it is a count, not a time. */
+static int add_count_row(kb_harness *h, const kb_run *run, const measured *m) {
+  kb_result row;
+  base_row(run, m, &row);
+  snprintf(row.metric, sizeof row.metric, "%.24s_per_%.31s", run->count_name, run->item);
+  snprintf(row.unit, sizeof row.unit, "count");
+  row.median = run->count_sum / (double)run->count_n;
+  row.min = run->count_min, row.max = run->count_max, row.noise = 0;
+  row.samples = (size_t)run->count_n;
+  return kb_report_add(&h->report, &row) ? 0 : -1;
+}
+
 static int add_rows(kb_harness *h, const kb_run *run, const measured *m) {
+  if (run->count_n && add_count_row(h, run, m)) return -1;
   const double *primary = m->s.has_gpu ? m->s.gpu : m->s.host;
   if (m->s.has_gpu && add_time_row(h, run, m, m->s.gpu, "gpu")) return -1;
   if (add_time_row(h, run, m, m->s.host, "host")) return -1;

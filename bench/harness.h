@@ -117,7 +117,7 @@ typedef struct kb_result {
   char case_name[KB_NAME_MAX];
   char mode[8];
   char metric[KB_NAME_MAX];
-  char unit[16];           /* "ns", "items/s", "B/s", "fraction" */
+  char unit[16];           /* "ns", "items/s", "B/s", "fraction", "count" */
   int higher_is_better;    /* 1 for throughput, 0 for times */
   int baseline;            /* the case is a baseline of its suite */
   size_t axis_count;
@@ -282,6 +282,12 @@ const char *kb_run_case_name(const kb_run *run);
 void kb_run_per_iteration(kb_run *run, double items, const char *item);
 /* Traffic per iteration for items_per_second / bytes_per_second (0: none). */
 void kb_run_throughput(kb_run *run, double items, double bytes);
+/* A quantity the case counted per item (edges per node, say), reported
+ * from inside batch: the run gets a row "<name>_per_<item>" (unit
+ * "count") with the mean, least and greatest of every report, warm-up
+ * included. It says what work a time was for, where that work depends on
+ * the axis. One name per case; name is copied. */
+void kb_run_count(kb_run *run, const char *name, double per_item);
 /* At most this many iterations per batch (e.g. 1 for one-shot work). */
 void kb_run_max_batch(kb_run *run, uint64_t iterations);
 /* Batch mode: at least this many iterations per batch (the max still

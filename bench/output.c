@@ -38,6 +38,8 @@ void kb_format_value(double v, const char *unit, char *buf, size_t cap) {
     fmt3(v, names[i], buf, cap);
   } else if (!strcmp(unit, "fraction")) {
     fmt3(v * 100, "%", buf, cap);
+  } else if (!strcmp(unit, "count")) {
+    snprintf(buf, cap, "%.4g", v);
   } else {
     fmt3(v, unit, buf, cap);
   }

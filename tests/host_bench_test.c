@@ -91,6 +91,7 @@ typedef struct fake_case {
   double bytes;            /* kb_run_throughput */
   int fail;
   uint64_t min_batch;      /* kb_run_min_batch when > 0 */
+  int count;               /* kb_run_count "widgets": 2 per item, 4 every third batch */
   uint64_t batches, iterations, max_iterations_seen, min_iterations_seen;
 } fake_case;
 
@@ -115,6 +116,7 @@ static kb_status fake_batch(kb_run *run, void *state, uint64_t k, kb_timing *out
   out->gpu_ns = c->gpu_fraction > 0 ? out->host_ns * c->gpu_fraction : -1;
   if (c->gpu_quiet_ns > 0) out->gpu_ns = c->gpu_quiet_ns * (double)k;
   fake_now += (uint64_t)out->host_ns;
+  if (c->count) kb_run_count(run, "widgets", c->batches % 3 == 2 ? 4.0 : 2.0);
   c->batches++;
   c->iterations += k;
   if (k > c->max_iterations_seen) c->max_iterations_seen = k;
@@ -410,6 +412,30 @@ Test(host_bench, throughput_rows) {
   cr_assert_float_eq(bw->median, 4e9, 1e-3);
   cr_assert_str_eq(bw->unit, "B/s");
   cr_assert(bw->higher_is_better);
+  kb_harness_destroy(h);
+}
+
+Test(host_bench, count_rows_give_mean_least_and_greatest) {
+  fake_case c = {.per_iteration_ns = 1e6, .items = 10, .count = 1};
+  kb_options o = fake_options();
+  kb_harness *h = fake_harness(NULL, 0, &c, (const char *[]){"c"}, NULL, 1);
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_result *row = find_row(kb_harness_report(h), "c", "widgets_per_node", -1);
+  cr_assert(row, "no widgets_per_node row");
+  cr_assert_str_eq(row->unit, "count");
+  cr_assert_eq(row->samples, c.batches, "every report counts, warm-up included");
+  double mean = 0;
+  for (uint64_t b = 0; b < c.batches; ++b) mean += b % 3 == 2 ? 4.0 : 2.0;
+  mean /= (double)c.batches;
+  cr_assert_float_eq(row->median, mean, 1e-12);
+  cr_assert_eq(row->min, 2.0);
+  cr_assert_eq(row->max, c.batches >= 3 ? 4.0 : 2.0);
+  cr_assert(!row->higher_is_better);
+  char text[32];
+  kb_format_value(row->median, row->unit, text, sizeof text);
+  cr_assert(strstr(text, "count") == NULL, "a count prints as a number: %s", text);
+  cr_assert(find_row(kb_harness_report(h), "c", "host_time_per_node", -1), "the time row stays");
   kb_harness_destroy(h);
 }
 
