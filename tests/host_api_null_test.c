@@ -175,3 +175,46 @@ Test(host_api_null, raw_and_compile_functions_refuse_null_pointers) {
   kd_module_cache_close(NULL); /* as free */
   still_works_then_done(&f);
 }
+
+/* Asserts a refusal with code whose message names the function. */
+#define REFUSED_AS(code, fn, ...) KDT_FAILS(fn(__VA_ARGS__), code, #fn)
+
+/* Every function taking a tensor handle refuses a zero handle, a released
+ * one and another session's, each with its own code, naming the function. */
+Test(host_api_null, tensor_handles_are_checked_everywhere) {
+  fixture f = setup();
+  kd_session *other = kdt_host_session();
+  int32_t v[4] = {0};
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {4}};
+  kd_tensor dead, foreign, zero = {0};
+  KDT_OK(kd_tensor_from_host(f.s, &d, v, sizeof v, &dead));
+  KDT_OK(kd_tensor_release(f.s, dead));
+  KDT_OK(kd_tensor_from_host(other, &d, v, sizeof v, &foreign));
+  kd_sink *sink;
+  kd_view view;
+  struct {
+    kd_tensor t;
+    kd_status code;
+  } bad[] = {{zero, KD_ERR_INVALID_ARGUMENT}, {dead, KD_ERR_RELEASED}, {foreign, KD_ERR_WRONG_SESSION}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    kd_tensor t = bad[i].t;
+    kd_status c = bad[i].code;
+    REFUSED_AS(c, kd_tensor_upload, f.s, t, v, sizeof v);
+    REFUSED_AS(c, kd_tensor_download, f.s, t, v, sizeof v);
+    REFUSED_AS(c, kd_tensor_retain, f.s, t);
+    REFUSED_AS(c, kd_tensor_release, f.s, t);
+    REFUSED_AS(c, kd_tensor_info, f.s, t, &d);
+    REFUSED_AS(c, kd_view_whole, f.s, t, &view);
+    kd_view v1 = {.tensor = t, .rank = 1, .shape = {1}, .strides = {1}};
+    REFUSED_AS(c, kd_view_check, f.s, &v1);
+    REFUSED_AS(c, kd_graph_upload, f.g, "n", t, v, sizeof v, NULL);
+    REFUSED_AS(c, kd_graph_sink, f.g, "n", t, v, sizeof v, &sink);
+    REFUSED_AS(c, kd_graph_copy, f.g, "n", kd_whole(f.t), kd_whole(t), NULL);
+    REFUSED_AS(c, kd_graph_rebind, f.g, f.t, t);
+  }
+  kd_graph_stats st;
+  KDT_OK(kd_graph_stats_get(f.g, &st));
+  cr_assert_eq(st.nodes, 0, "no refusal added a node");
+  kd_session_destroy(other);
+  still_works_then_done(&f);
+}
