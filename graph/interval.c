@@ -39,7 +39,6 @@ uint32_t kd_ivset_after(const kd_ivset *s, int64_t x) {
 }
 
 void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
-  uint32_t i = (uint32_t)(e - s->at);
   if (e->runs) free(e->runs); /* most are one run, inline */
   if (s->count <= KD_IVSET_SCAN) {
     /* In any order: the last entry fills the hole. A mark and a sweep
@@ -50,6 +49,7 @@ void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
     s->first_retired = s->count;
     return;
   }
+  uint32_t i = (uint32_t)(e - s->at);
   e->runs = NULL;
   e->retired = 1;
   s->first_retired = i < s->first_retired ? i : s->first_retired;
