@@ -205,10 +205,18 @@ void *kb_run_user(const kb_run *run) { return run->kcase->desc.user; }
 kb_mode kb_run_mode(const kb_run *run) { return run->mode; }
 const char *kb_run_case_name(const kb_run *run) { return run->kcase->name; }
 
+/* Copies a valid name that fits into dst[cap] (1), or leaves dst as it was
+ * (0). memcpy, not snprintf: GCC's -O3 truncation check cannot see the
+ * length test and fails a -Werror build. */
+static int name_copy(char *dst, size_t cap, const char *src) {
+  if (!valid_name(src) || strlen(src) >= cap) return 0;
+  memcpy(dst, src, strlen(src) + 1);
+  return 1;
+}
+
 void kb_run_per_iteration(kb_run *run, double items, const char *item) {
   if (items > 0) run->items = items;
-  if (item && valid_name(item) && strlen(item) < sizeof run->item)
-    snprintf(run->item, sizeof run->item, "%s", item);
+  name_copy(run->item, sizeof run->item, item);
 }
 void kb_run_throughput(kb_run *run, double items, double bytes) {
   run->tp_items = items > 0 ? items : 0;
@@ -216,7 +224,7 @@ void kb_run_throughput(kb_run *run, double items, double bytes) {
 }
 void kb_run_count(kb_run *run, const char *name, double per_item) {
   if (!run->count_n) {
-    snprintf(run->count_name, sizeof run->count_name, "%s", name);
+    if (!name_copy(run->count_name, sizeof run->count_name, name)) return; /* no row for a bad name */
     run->count_min = run->count_max = per_item;
   }
   run->count_sum += per_item;

@@ -286,7 +286,8 @@ void kb_run_throughput(kb_run *run, double items, double bytes);
  * from inside batch: the run gets a row "<name>_per_<item>" (unit
  * "count") with the mean, least and greatest of every report, warm-up
  * included. It says what work a time was for, where that work depends on
- * the axis. One name per case; name is copied. */
+ * the axis. One name per case; name is copied (a name that is not a valid
+ * metric word of under 32 characters is ignored, with its report). */
 void kb_run_count(kb_run *run, const char *name, double per_item);
 /* At most this many iterations per batch (e.g. 1 for one-shot work). */
 void kb_run_max_batch(kb_run *run, uint64_t iterations);

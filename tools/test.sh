@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): configure, build, run every test
 # through ctest, plain and ASan+UBSan. GPU tests skip with a reason here.
-# Then the library, examples and kdag-bench are built once more as a
-# Release (-O3) build: its inlining finds -Wmaybe-uninitialized cases that
-# -O2 does not, and -Werror must hold for whoever builds that way. Last, a
-# Clang build with its tests.
+# Then everything is built once more as a Release (-O3) build, tests and
+# their sanitizer variants included, and its tests run: -O3's inlining
+# finds -Wmaybe-uninitialized and truncation cases that -O2 does not,
+# -Werror must hold for whoever builds that way, and optimisation must not
+# change a result. Last, a Clang build with its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 cmake -S . -B build -DKDAG_BUILD_TESTS=ON -DKDAG_SANITIZED_TESTS=ON
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure
-cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DKDAG_BUILD_TESTS=OFF
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DKDAG_BUILD_TESTS=ON -DKDAG_SANITIZED_TESTS=ON
 cmake --build build-release -j"$(nproc)"
+ctest --test-dir build-release --output-on-failure
 # And with Clang: -Wall -Wextra -Werror hold for both compilers, and the
 # tests run once more against its build (sanitizer lanes stay on GCC's).
 CC=clang cmake -S . -B build-clang -DKDAG_BUILD_TESTS=ON -DKDAG_SANITIZED_TESTS=OFF -DKDAG_TSAN_TESTS=OFF
