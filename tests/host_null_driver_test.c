@@ -1,0 +1,279 @@
+/* Host lane: the CUDA backend's bookkeeping against tests/null_driver.c, a
+ * null CUDA driver (no GPU: kernels do nothing, copies are host memcpys,
+ * events finish when recorded or, while held, when waited for).
+ *
+ * These tests prove nothing about a GPU; the GPU lane's tests do that on
+ * the H200. They check what kdag asks of the driver, counted by the driver
+ * itself rather than by kdag's own counters: which calls and how many, no
+ * synchronizing call in steady state, and nothing a launch uses unloaded,
+ * destroyed or freed before that launch is complete. They run in CI under
+ * ASan and UBSan, where the GPU lane's tests skip. */
+#include <dlfcn.h>
+
+#include "kdag_test.h"
+#include "null_driver.h"
+
+static kdag_null_hold_fn *nd_hold;
+static kdag_null_calls_get_fn *nd_calls_get;
+
+static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
+  /* Criterion runs each test in a process of its own: the driver is
+   * loaded there, after this. */
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.exec_mode = mode;
+  if (ring) o.completion_ring_capacity = ring;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  cr_assert(lib, "the null driver is not the library kdag loaded: %s", dlerror());
+  nd_hold = (kdag_null_hold_fn *)dlsym(lib, "kdag_null_hold");
+  nd_calls_get = (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get");
+  cr_assert(nd_hold && nd_calls_get);
+  dlclose(lib); /* kdag keeps its own handle */
+  kd_device_info info;
+  KDT_OK(kd_session_device_info(s, &info));
+  cr_assert_str_eq(info.name, KDAG_NULL_DEVICE_NAME);
+  return s;
+}
+
+static kdag_null_calls calls(void) {
+  kdag_null_calls c;
+  nd_calls_get(&c);
+  return c;
+}
+
+static kd_counters counters(kd_session *s) {
+  kd_counters k;
+  KDT_OK(kd_session_counters(s, &k));
+  return k;
+}
+
+/* After the session is gone: everything the driver handed out came back,
+ * and nothing went before the work using it was complete. */
+static void assert_all_returned(void) {
+  kdag_null_calls c = calls();
+  cr_assert_eq(c.lifetime_violations, 0, "a module or executable graph went while a launch used it");
+  cr_assert_eq(c.device_frees, c.device_allocs);
+  cr_assert_eq(c.module_unloads, c.module_loads);
+  cr_assert_eq(c.events_destroyed, c.events_created);
+  cr_assert_eq(c.exec_destroys, c.graph_instantiations);
+}
+
+#define LEN 256
+
+typedef struct pipeline {
+  kd_tensor a, b;
+  kd_graph *g;
+  kd_sink *sink;
+  float in[LEN], out[LEN];
+} pipeline;
+
+/* upload a; a *= 2 and b = a (built-in kernels: no-ops here); sink a. The
+ * sink sees the upload, whatever the kernels did not do. */
+static void pipeline_make(kd_session *s, pipeline *p) {
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  KDT_OK(kd_tensor_create(s, &d, &p->a));
+  KDT_OK(kd_tensor_create(s, &d, &p->b));
+  KDT_OK(kd_graph_create(s, &p->g));
+  KDT_OK(kd_graph_upload(p->g, "up", p->a, p->in, sizeof p->in, NULL));
+  KDT_OK(kd_graph_scale(p->g, "a*=2", kd_whole(p->a), 2.0, NULL));
+  KDT_OK(kd_graph_copy(p->g, "b=a", kd_whole(p->b), kd_whole(p->a), NULL));
+  KDT_OK(kd_graph_sink(p->g, "a", p->a, p->out, sizeof p->out, &p->sink));
+}
+
+static void pipeline_check(pipeline *p, int round) {
+  KDT_OK(kd_sink_wait(p->sink));
+  for (int i = 0; i < LEN; ++i) cr_assert_eq(p->out[i], p->in[i], "round %d: out[%d]", round, i);
+}
+
+/* Many submissions, each waited for at its sink: the driver sees no
+ * synchronizing call (stream or context wait, free, pinning, registering)
+ * once the staging pool has grown, one event wait per sink wait, and the
+ * same executable graph relaunched. */
+static void submit_and_check(pipeline *p, int round) {
+  for (int i = 0; i < LEN; ++i) p->in[i] = (float)(round * LEN + i);
+  KDT_OK(kd_graph_submit(p->g, NULL));
+  pipeline_check(p, round);
+}
+
+static void steady_state(kd_exec_mode mode) {
+  kd_session *s = null_session(mode, 0);
+  pipeline p;
+  pipeline_make(s, &p);
+  const int warm = 4, rounds = 1000;
+  for (int r = 0; r < warm; ++r) submit_and_check(&p, r);
+  kdag_null_calls c0 = calls();
+  kd_counters k0 = counters(s);
+  for (int r = warm; r < warm + rounds; ++r) submit_and_check(&p, r);
+  kdag_null_calls c1 = calls();
+  kd_counters k1 = counters(s);
+  const uint64_t n = (uint64_t)rounds;
+  cr_assert_eq(c1.stream_syncs, c0.stream_syncs, "no stream synchronize");
+  cr_assert_eq(c1.sync_frees, c0.sync_frees, "no cuMemFree or cuMemFreeHost");
+  cr_assert_eq(c1.pinned_allocs, c0.pinned_allocs, "no new pinned memory");
+  cr_assert_eq(c1.host_registers, 0, "no host registration");
+  cr_assert_eq(c1.device_allocs, c0.device_allocs, "no device allocation");
+  cr_assert_eq(c1.events_created, c0.events_created, "events come from the pool");
+  cr_assert_eq(c1.event_syncs - c0.event_syncs, n, "one event wait per sink wait");
+  cr_assert_eq(k1.event_waits - k0.event_waits, n);
+  cr_assert_eq(k1.stream_syncs + k1.device_syncs, 0);
+  if (mode == KD_EXEC_GRAPH) {
+    cr_assert_eq(c1.graph_instantiations, 1);
+    cr_assert_eq(c1.graph_launches - c0.graph_launches, n);
+    cr_assert_eq(c1.kernel_launches, 0);
+    cr_assert_eq(c1.kernel_node_patches, 0, "nothing changed: nothing patched");
+    cr_assert_eq(k1.graph_launches, c1.graph_launches);
+    /* The sink's event is a node of the graph: one record per launch. */
+    cr_assert_eq(c1.event_records - c0.event_records, n);
+  } else {
+    cr_assert_eq(c1.kernel_launches - c0.kernel_launches, 2 * n);
+    cr_assert_eq(c1.graph_launches, 0);
+    cr_assert_eq(c1.event_records - c0.event_records, 2 * n, "the sink's event and the completion's");
+  }
+  kd_graph_destroy(p.g);
+  KDT_OK(kd_tensor_release(s, p.a));
+  KDT_OK(kd_tensor_release(s, p.b));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+Test(host_null_driver, eager_steady_state_makes_no_synchronizing_driver_call) { steady_state(KD_EXEC_EAGER); }
+Test(host_null_driver, graph_steady_state_makes_no_synchronizing_driver_call) { steady_state(KD_EXEC_GRAPH); }
+
+/* Launches in flight while the caller lets go of everything: no tensor
+ * memory is freed, and no executable graph destroyed, before the launches
+ * that use them are complete; a topology change instantiates anew and the
+ * old executable graph goes only when its launches are done. */
+Test(host_null_driver, graph_launches_in_flight_keep_what_they_use) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  pipeline p;
+  for (int i = 0; i < LEN; ++i) p.in[i] = (float)i;
+  pipeline_make(s, &p);
+  nd_hold(1);
+  for (int r = 0; r < 8; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
+  cr_assert_eq(counters(s).inflight, 8);
+  /* A new node: a new plan, a new executable graph; the old one has
+   * launches in flight. */
+  kd_tensor c;
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  KDT_OK(kd_tensor_create(s, &d, &c));
+  KDT_OK(kd_graph_copy(p.g, "c=b", kd_whole(c), kd_whole(p.b), NULL));
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  KDT_OK(kd_tensor_release(s, p.a)); /* the graph binds them still */
+  KDT_OK(kd_tensor_release(s, p.b));
+  kdag_null_calls c0 = calls();
+  cr_assert_eq(c0.graph_instantiations, 2);
+  cr_assert_eq(c0.exec_destroys, 0, "the first executable graph has launches in flight");
+  /* Now the graph goes too, with one tensor rebound first. */
+  kd_tensor c2;
+  KDT_OK(kd_tensor_create(s, &d, &c2));
+  KDT_OK(kd_graph_rebind(p.g, c, c2));
+  KDT_OK(kd_tensor_release(s, c));
+  KDT_OK(kd_tensor_release(s, c2));
+  uint64_t frees = calls().device_frees;
+  kd_graph_destroy(p.g);
+  uint32_t pending = 0;
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(pending, 9);
+  kdag_null_calls c1 = calls();
+  cr_assert_eq(c1.device_frees, frees, "tensor memory freed under work in flight");
+  cr_assert_eq(c1.exec_destroys, 0);
+  cr_assert_eq(c1.lifetime_violations, 0);
+  cr_assert_eq(c1.stream_syncs + c1.event_syncs, 0, "letting go never waits");
+  nd_hold(0);
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(pending, 0);
+  kdag_null_calls after = calls();
+  cr_assert_eq(after.exec_destroys, 2);
+  cr_assert_eq(after.device_frees, frees + 4, "a, b, c and c2, once the work was done");
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+/* A full ring waits for its oldest entry alone: one event wait each. */
+Test(host_null_driver, a_full_ring_waits_for_the_oldest_completion_alone) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 4);
+  pipeline p;
+  for (int i = 0; i < LEN; ++i) p.in[i] = (float)-i;
+  pipeline_make(s, &p);
+  nd_hold(1);
+  for (int r = 0; r < 10; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
+  kd_counters k = counters(s);
+  cr_assert_eq(k.ring_full_waits, 6);
+  cr_assert_eq(k.inflight, 4);
+  kdag_null_calls c = calls();
+  cr_assert_eq(c.event_syncs, 6, "one wait per full ring, on the oldest");
+  cr_assert_eq(c.stream_syncs, 0);
+  pipeline_check(&p, 9); /* the latest submission's copy */
+  nd_hold(0);
+  kd_graph_destroy(p.g);
+  KDT_OK(kd_tensor_release(s, p.a));
+  KDT_OK(kd_tensor_release(s, p.b));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+/* Rebinding patches exactly the kernel nodes using the rebound tensor (one
+ * driver call each) and instantiates nothing; a rebinding undone before
+ * the launch patches nothing. */
+Test(host_null_driver, rebinding_patches_the_users_of_the_tensor_alone) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  kd_tensor t[4], t2;
+  for (int i = 0; i < 4; ++i) KDT_OK(kd_tensor_create(s, &d, &t[i]));
+  KDT_OK(kd_tensor_create(s, &d, &t2));
+  static const float zero = 0;
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_fill(g, "fill", kd_whole(t[i]), &zero, NULL));
+  KDT_OK(kd_graph_scale(g, "t0*=2", kd_whole(t[0]), 2.0, NULL));
+  KDT_OK(kd_graph_add(g, "t1=t0+t2", kd_whole(t[1]), kd_whole(t[0]), kd_whole(t[2]), NULL));
+  KDT_OK(kd_graph_scale(g, "t3*=2", kd_whole(t[3]), 2.0, NULL));
+  KDT_OK(kd_graph_submit(g, NULL));
+  cr_assert_eq(calls().kernel_node_patches, 0);
+  KDT_OK(kd_graph_rebind(g, t[0], t2)); /* its fill, scale and the add */
+  KDT_OK(kd_graph_submit(g, NULL));
+  kdag_null_calls c = calls();
+  cr_assert_eq(c.kernel_node_patches, 3);
+  cr_assert_eq(c.graph_instantiations, 1);
+  cr_assert_eq(counters(s).graph_updates, 1);
+  KDT_OK(kd_graph_rebind(g, t2, t[0]));
+  KDT_OK(kd_graph_rebind(g, t[0], t2)); /* undone before the launch */
+  KDT_OK(kd_graph_submit(g, NULL));
+  cr_assert_eq(calls().kernel_node_patches, 3, "a rebinding undone patches nothing");
+  kd_graph_destroy(g);
+  for (int i = 0; i < 4; ++i) KDT_OK(kd_tensor_release(s, t[i]));
+  KDT_OK(kd_tensor_release(s, t2));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+/* AUTO runs a plan eagerly graph_after times, then as one CUDA graph. */
+Test(host_null_driver, auto_switches_to_a_cuda_graph_after_graph_after_submissions) {
+  kd_session *s = null_session(KD_EXEC_AUTO, 0);
+  pipeline p;
+  for (int i = 0; i < LEN; ++i) p.in[i] = (float)(3 * i);
+  pipeline_make(s, &p);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  for (uint32_t r = 0; r < o.graph_after; ++r) {
+    KDT_OK(kd_graph_submit(p.g, NULL));
+    pipeline_check(&p, (int)r);
+  }
+  kdag_null_calls c = calls();
+  cr_assert_eq(c.graph_instantiations, 0);
+  cr_assert_eq(c.kernel_launches, 2 * (uint64_t)o.graph_after);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, (int)o.graph_after);
+  c = calls();
+  cr_assert_eq(c.graph_instantiations, 1);
+  cr_assert_eq(c.graph_launches, 1);
+  kd_graph_destroy(p.g);
+  KDT_OK(kd_tensor_release(s, p.a));
+  KDT_OK(kd_tensor_release(s, p.b));
+  kd_session_destroy(s);
+  assert_all_returned();
+}

@@ -1,0 +1,705 @@
+/* A null CUDA driver for the host lane: a shared library with
+ * cuGetProcAddress_v2 and every entry point kdag resolves
+ * (cuda/driver_symbols.h), loaded through KDAG_CUDA_DRIVER_PATH.
+ *
+ * It runs no GPU work and proves nothing about a GPU. What it is for:
+ *   - kdag's own host work per submission, measured with the driver's
+ *     cost taken out (kdag-bench's launch and rebind suites on it: a
+ *     hand-built graph costs next to nothing here, so kdag_graph minus
+ *     hand_graph is kdag's work alone);
+ *   - the CUDA backend's bookkeeping (completion ring, held objects,
+ *     deferred releases, GRAPH-mode patching) under ASan and UBSan in CI,
+ *     with the driver counting the calls kdag makes, independently of
+ *     kdag's own counters (tests/host_null_driver_test.c).
+ *
+ * The model: one device whose memory is host memory (an allocation is a
+ * calloc, a CUdeviceptr its address), on which copies and memsets happen
+ * at once when enqueued and kernels do nothing; host functions run when
+ * enqueued; a CUDA graph runs its nodes in insertion order (kdag adds them
+ * in plan order, so that is a topological order: a dependency on a node
+ * not yet added is refused). All streams share one timeline of recorded
+ * events. While kdag_null_hold(1) is in force, recorded events stay
+ * pending (cuEventQuery: CUDA_ERROR_NOT_READY) until a synchronize on one
+ * of them finishes the timeline through it, or kdag_null_hold(0) finishes
+ * it all.
+ *
+ * A launch (of a kernel, or of an executable graph) counts as complete once
+ * the first event recorded after it has finished. Unloading a module or
+ * destroying an executable graph before the launches that use it are
+ * complete is counted as a lifetime violation: on a GPU that work could
+ * still be running. */
+#include <cuda.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/null_driver.h"
+
+#define ND_EXPORT __attribute__((visibility("default")))
+
+/* ---- objects ------------------------------------------------------------- */
+
+struct CUctx_st {
+  int unused;
+};
+struct CUstream_st {
+  CUgraph capture; /* the graph being captured into, or NULL */
+};
+struct CUevent_st {
+  uint64_t serial; /* its place on the timeline; 0: never recorded */
+};
+struct CUmemPoolHandle_st {
+  int unused;
+};
+struct CUmod_st {
+  struct CUfunc_st *funcs;
+  uint64_t busy_until; /* complete once the timeline has finished this serial */
+};
+struct CUfunc_st {
+  struct CUfunc_st *next; /* the module's functions, freed with it */
+  CUmodule module;
+};
+
+enum nd_kind { ND_KERNEL, ND_COPY, ND_HOST, ND_EMPTY, ND_CHILD, ND_EVENT };
+
+/* A node's payload; an executable graph holds its own copies. */
+typedef struct nd_work {
+  enum nd_kind kind;
+  CUmodule module; /* kernels: the function's */
+  CUDA_MEMCPY3D copy;
+  CUhostFn fn;
+  void *data;
+  CUevent event;
+  CUgraph child; /* the graph's own clone */
+} nd_work;
+
+struct CUgraphNode_st {
+  CUgraph graph;
+  uint32_t index;
+};
+struct CUgraph_st {
+  CUgraphNode *nodes;
+  nd_work *work;
+  uint32_t count, cap;
+};
+struct CUgraphExec_st {
+  nd_work *work;
+  uint32_t count;
+  CUgraph graph; /* for checking that a node is of this graph */
+  uint64_t events; /* event record nodes, children's included */
+  uint64_t busy_until;
+};
+
+static struct CUctx_st g_ctx;
+static _Thread_local CUcontext g_current;
+static _Atomic uint64_t g_recorded, g_done;
+static _Atomic int g_hold;
+/* kdag_null_calls, field by field (all uint64_t). */
+static _Atomic uint64_t g_count[sizeof(kdag_null_calls) / sizeof(uint64_t)];
+
+#define COUNT(field) \
+  atomic_fetch_add_explicit(&g_count[offsetof(kdag_null_calls, field) / sizeof(uint64_t)], 1, memory_order_relaxed)
+
+ND_EXPORT void kdag_null_hold(int on) {
+  atomic_store(&g_hold, on);
+  if (!on) atomic_store(&g_done, atomic_load(&g_recorded));
+}
+
+ND_EXPORT void kdag_null_calls_get(kdag_null_calls *out) {
+  uint64_t v[sizeof g_count / sizeof g_count[0]];
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) v[i] = atomic_load_explicit(&g_count[i], memory_order_relaxed);
+  memcpy(out, v, sizeof v);
+}
+
+/* A launch enqueued now is complete once this serial has finished. */
+static uint64_t next_serial(void) { return atomic_load(&g_recorded) + 1; }
+static void check_idle(uint64_t busy_until) {
+  if (busy_until > atomic_load(&g_done)) COUNT(lifetime_violations);
+}
+
+/* Finishes the timeline through serial (a wait on it). */
+static void finish_through(uint64_t serial) {
+  uint64_t done = atomic_load(&g_done);
+  while (done < serial && !atomic_compare_exchange_weak(&g_done, &done, serial)) {
+  }
+}
+
+/* Each entry point is declared with its type from cuda.h (typeof of the
+ * macro-mapped name), so a definition that does not match is an error. */
+#define KD_CU_SYMBOL(name) static __typeof__(name) nd_##name;
+#define KD_CU_SYMBOL_OPTIONAL(name)
+#include "cuda/driver_symbols.h"
+#undef KD_CU_SYMBOL
+#undef KD_CU_SYMBOL_OPTIONAL
+
+/* ---- init, devices, contexts --------------------------------------------- */
+
+static CUresult nd_cuInit(unsigned int flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+static CUresult nd_cuDriverGetVersion(int *v) {
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+static CUresult nd_cuGetErrorName(CUresult r, const char **out) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  switch (r) {
+    case CUDA_SUCCESS: *out = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_VALUE: *out = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_NOT_READY: *out = "CUDA_ERROR_NOT_READY"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *out = "CUDA_ERROR_INVALID_HANDLE"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *out = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    default: *out = "CUDA_ERROR_UNKNOWN"; break;
+  }
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuGetErrorString(CUresult r, const char **out) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  *out = r == CUDA_SUCCESS ? "no error" : "refused by the null driver";
+  return CUDA_SUCCESS;
+}
+
+static CUresult nd_cuDeviceGetCount(int *n) {
+  if (!n) return CUDA_ERROR_INVALID_VALUE;
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuDeviceGet(CUdevice *d, int ordinal) {
+  if (!d || ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuDeviceGetName(char *name, int len, CUdevice d) {
+  if (!name || len <= 0 || d != 0) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(name, (size_t)len, "%s", KDAG_NULL_DEVICE_NAME);
+  return CUDA_SUCCESS;
+}
+/* An H200's figures where kdag reads them. */
+static CUresult nd_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+  if (!v || d != 0) return CUDA_ERROR_INVALID_VALUE;
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *v = 1; break;
+    default: *v = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuDeviceGetPCIBusId(char *id, int len, CUdevice d) {
+  if (!id || len <= 0 || d != 0) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(id, (size_t)len, "0000:00:00.0");
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuDeviceTotalMem(size_t *bytes, CUdevice d) {
+  if (!bytes || d != 0) return CUDA_ERROR_INVALID_VALUE;
+  *bytes = (size_t)1 << 34;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  if (!c || d != 0) return CUDA_ERROR_INVALID_VALUE;
+  *c = &g_ctx;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuDevicePrimaryCtxRelease(CUdevice d) { return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }
+static CUresult nd_cuCtxSetCurrent(CUcontext c) {
+  COUNT(ctx_set_current);
+  if (c && c != &g_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  g_current = c;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuCtxGetCurrent(CUcontext *c) {
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  *c = g_current;
+  return CUDA_SUCCESS;
+}
+
+/* Entry points that need a current context refuse without one, as the
+ * driver does: kdag makes its context current at every entry. */
+#define NEED_CTX() \
+  do { \
+    if (g_current != &g_ctx) return CUDA_ERROR_INVALID_CONTEXT; \
+  } while (0)
+
+/* ---- streams and events -------------------------------------------------- */
+
+static CUresult nd_cuStreamCreate(CUstream *s, unsigned int flags) {
+  (void)flags;
+  NEED_CTX();
+  if (!s) return CUDA_ERROR_INVALID_VALUE;
+  *s = calloc(1, sizeof **s);
+  return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+static CUresult nd_cuStreamDestroy(CUstream s) {
+  if (!s || s->capture) return CUDA_ERROR_INVALID_HANDLE;
+  free(s);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuStreamSynchronize(CUstream s) {
+  COUNT(stream_syncs);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  finish_through(atomic_load(&g_recorded));
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuEventCreate(CUevent *e, unsigned int flags) {
+  (void)flags;
+  NEED_CTX();
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  *e = calloc(1, sizeof **e);
+  if (!*e) return CUDA_ERROR_OUT_OF_MEMORY;
+  COUNT(events_created);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuEventDestroy(CUevent e) {
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  COUNT(events_destroyed);
+  free(e);
+  return CUDA_SUCCESS;
+}
+static void record(CUevent e) {
+  e->serial = atomic_fetch_add(&g_recorded, 1) + 1;
+  if (!atomic_load(&g_hold)) finish_through(e->serial);
+}
+static CUresult nd_cuEventRecord(CUevent e, CUstream s) {
+  COUNT(event_records);
+  if (!e || !s) return CUDA_ERROR_INVALID_HANDLE;
+  if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  record(e);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuEventQuery(CUevent e) {
+  COUNT(event_queries);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  return e->serial <= atomic_load(&g_done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+static CUresult nd_cuEventSynchronize(CUevent e) {
+  COUNT(event_syncs);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  finish_through(e->serial);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+  if (!ms || !a || !b) return CUDA_ERROR_INVALID_VALUE;
+  *ms = 0;
+  return CUDA_SUCCESS;
+}
+
+/* ---- memory --------------------------------------------------------------- */
+
+static CUresult nd_cuMemPoolCreate(CUmemoryPool *p, const CUmemPoolProps *props) {
+  NEED_CTX();
+  if (!p || !props) return CUDA_ERROR_INVALID_VALUE;
+  *p = calloc(1, sizeof **p);
+  return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+static CUresult nd_cuMemPoolDestroy(CUmemoryPool p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  free(p);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute a, void *v) {
+  (void)a;
+  return p && v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+static CUresult alloc(CUdeviceptr *out, size_t bytes) {
+  if (!out || !bytes) return CUDA_ERROR_INVALID_VALUE;
+  void *p = calloc(1, bytes);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  *out = (CUdeviceptr)(uintptr_t)p;
+  COUNT(device_allocs);
+  return CUDA_SUCCESS;
+}
+static CUresult dealloc(CUdeviceptr p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  COUNT(device_frees);
+  free((void *)(uintptr_t)p);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool p, CUstream s) {
+  NEED_CTX();
+  if (!p || !s) return CUDA_ERROR_INVALID_VALUE;
+  return alloc(out, bytes);
+}
+static CUresult nd_cuMemFreeAsync(CUdeviceptr p, CUstream s) { return s ? dealloc(p) : CUDA_ERROR_INVALID_VALUE; }
+static CUresult nd_cuMemAlloc(CUdeviceptr *out, size_t bytes) {
+  NEED_CTX();
+  return alloc(out, bytes);
+}
+static CUresult nd_cuMemFree(CUdeviceptr p) {
+  COUNT(sync_frees);
+  return dealloc(p);
+}
+static CUresult nd_cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
+  (void)flags;
+  NEED_CTX();
+  if (!p || !bytes) return CUDA_ERROR_INVALID_VALUE;
+  *p = calloc(1, bytes);
+  if (!*p) return CUDA_ERROR_OUT_OF_MEMORY;
+  COUNT(pinned_allocs);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuMemFreeHost(void *p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  COUNT(sync_frees);
+  free(p);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuMemHostRegister(void *p, size_t bytes, unsigned int flags) {
+  (void)flags;
+  COUNT(host_registers);
+  return p && bytes ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+static CUresult nd_cuMemHostUnregister(void *p) { return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+
+/* Stream work happens when enqueued, unless the stream is capturing, when
+ * it is dropped: a capture's graph here is always empty (kdag captures
+ * only a foreign node's callback). */
+static CUresult enqueue_copy(CUstream s, void *dst, const void *src, size_t bytes) {
+  NEED_CTX();
+  if (!s || ((!dst || !src) && bytes)) return CUDA_ERROR_INVALID_VALUE;
+  COUNT(copies);
+  if (!s->capture && bytes) memmove(dst, src, bytes);
+  return CUDA_SUCCESS;
+}
+static void *host_of(CUdeviceptr p) { return (void *)(uintptr_t)p; }
+static CUresult nd_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s) {
+  return enqueue_copy(s, host_of(dst), src, bytes);
+}
+static CUresult nd_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  return enqueue_copy(s, dst, host_of(src), bytes);
+}
+static CUresult nd_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  return enqueue_copy(s, host_of(dst), host_of(src), bytes);
+}
+static CUresult nd_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  NEED_CTX();
+  if (!s || (!dst && n)) return CUDA_ERROR_INVALID_VALUE;
+  if (!s->capture && n) memset(host_of(dst), v, n);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  NEED_CTX();
+  if (!s || (!dst && n) || (dst & 3)) return CUDA_ERROR_INVALID_VALUE;
+  uint32_t *p = host_of(dst);
+  for (size_t i = 0; !s->capture && i < n; ++i) p[i] = v;
+  return CUDA_SUCCESS;
+}
+
+/* ---- modules and launches -------------------------------------------------- */
+
+static CUresult nd_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *o, void **v) {
+  (void)n, (void)o, (void)v;
+  NEED_CTX();
+  if (!m || !image) return CUDA_ERROR_INVALID_VALUE;
+  *m = calloc(1, sizeof **m);
+  if (!*m) return CUDA_ERROR_OUT_OF_MEMORY;
+  COUNT(module_loads);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuModuleUnload(CUmodule m) {
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  check_idle(m->busy_until);
+  for (struct CUfunc_st *f = m->funcs, *next; f; f = next) {
+    next = f->next;
+    free(f);
+  }
+  free(m);
+  COUNT(module_unloads);
+  return CUDA_SUCCESS;
+}
+/* Any name is found: the null driver does not read the image. */
+static CUresult nd_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  if (!f || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+  struct CUfunc_st *fn = calloc(1, sizeof *fn);
+  if (!fn) return CUDA_ERROR_OUT_OF_MEMORY;
+  fn->next = m->funcs;
+  fn->module = m;
+  m->funcs = fn;
+  *f = fn;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) {
+  if (!v || !f) return CUDA_ERROR_INVALID_VALUE;
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *v = 48 * 1024; break;
+    default: *v = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  (void)a, (void)v;
+  return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+static int bad_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz) {
+  return !gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024;
+}
+static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                  unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void **params,
+                                  void **extra) {
+  (void)smem, (void)params, (void)extra;
+  NEED_CTX();
+  if (!f || !s) return CUDA_ERROR_INVALID_HANDLE;
+  if (bad_shape(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
+  COUNT(kernel_launches);
+  f->module->busy_until = next_serial();
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
+  NEED_CTX();
+  if (!s || !fn) return CUDA_ERROR_INVALID_VALUE;
+  if (!s->capture) fn(data);
+  return CUDA_SUCCESS;
+}
+
+/* ---- graphs ------------------------------------------------------------------ */
+
+static CUresult nd_cuGraphCreate(CUgraph *g, unsigned int flags) {
+  if (!g || flags) return CUDA_ERROR_INVALID_VALUE;
+  *g = calloc(1, sizeof **g);
+  return *g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+static CUresult nd_cuGraphDestroy(CUgraph g) {
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  for (uint32_t i = 0; i < g->count; ++i) {
+    if (g->work[i].kind == ND_CHILD) nd_cuGraphDestroy(g->work[i].child);
+    free(g->nodes[i]);
+  }
+  free(g->nodes);
+  free(g->work);
+  free(g);
+  return CUDA_SUCCESS;
+}
+static CUresult graph_clone(CUgraph g, CUgraph *out);
+
+/* Appends a node after its dependencies, which must be nodes of g already. */
+static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, nd_work w) {
+  if (!out || !g || (ndeps && !deps)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < ndeps; ++i)
+    if (!deps[i] || deps[i]->graph != g) return CUDA_ERROR_INVALID_VALUE;
+  if (g->count == g->cap) {
+    uint32_t cap = g->cap ? 2 * g->cap : 16;
+    CUgraphNode *nodes = realloc(g->nodes, cap * sizeof *nodes);
+    if (nodes) g->nodes = nodes;
+    nd_work *work = nodes ? realloc(g->work, cap * sizeof *work) : NULL;
+    if (!work) return CUDA_ERROR_OUT_OF_MEMORY;
+    g->work = work;
+    g->cap = cap;
+  }
+  CUgraphNode n = calloc(1, sizeof *n);
+  if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (w.kind == ND_CHILD) {
+    CUresult r = graph_clone(w.child, &w.child);
+    if (r != CUDA_SUCCESS) {
+      free(n);
+      return r;
+    }
+  }
+  n->graph = g;
+  n->index = g->count;
+  g->nodes[g->count] = n;
+  g->work[g->count++] = w;
+  *out = n;
+  return CUDA_SUCCESS;
+}
+/* A copy of g's nodes (children cloned too), without edges: they run in order. */
+static CUresult graph_clone(CUgraph g, CUgraph *out) {
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  CUgraph c;
+  CUresult r = nd_cuGraphCreate(&c, 0);
+  for (uint32_t i = 0; r == CUDA_SUCCESS && i < g->count; ++i) {
+    CUgraphNode n;
+    r = add_node(&n, c, NULL, 0, g->work[i]);
+  }
+  if (r != CUDA_SUCCESS && c) nd_cuGraphDestroy(c);
+  *out = r == CUDA_SUCCESS ? c : NULL;
+  return r;
+}
+static CUresult nd_cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                        const CUDA_KERNEL_NODE_PARAMS *p) {
+  if (!p || !p->func || bad_shape(p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ))
+    return CUDA_ERROR_INVALID_VALUE;
+  return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_KERNEL, .module = p->func->module});
+}
+static CUresult nd_cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                        const CUDA_MEMCPY3D *c, CUcontext ctx) {
+  if (!c || ctx != &g_ctx) return CUDA_ERROR_INVALID_VALUE;
+  return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_COPY, .copy = *c});
+}
+static CUresult nd_cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                      const CUDA_HOST_NODE_PARAMS *p) {
+  if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+  return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_HOST, .fn = p->fn, .data = p->userData});
+}
+static CUresult nd_cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps) {
+  return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_EMPTY});
+}
+static CUresult nd_cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                            CUgraph child) {
+  if (!child) return CUDA_ERROR_INVALID_VALUE;
+  return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_CHILD, .child = child});
+}
+static CUresult nd_cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+                                             CUevent e) {
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_EVENT, .event = e});
+}
+static uint64_t count_events(const nd_work *w, uint32_t count);
+static CUresult instantiate(CUgraphExec *out, CUgraph g) {
+  if (!out || !g) return CUDA_ERROR_INVALID_VALUE;
+  CUgraphExec x = calloc(1, sizeof *x);
+  CUgraph c = NULL;
+  if (!x || graph_clone(g, &c) != CUDA_SUCCESS) {
+    free(x);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  /* The clone's work, and g for node lookups (kdag keeps g alive). */
+  x->work = c->work;
+  x->count = c->count;
+  x->graph = g;
+  x->events = count_events(x->work, x->count);
+  c->work = NULL;
+  for (uint32_t i = 0; i < c->count; ++i) free(c->nodes[i]);
+  free(c->nodes);
+  free(c);
+  COUNT(graph_instantiations);
+  *out = x;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = instantiate(out, g);
+  p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+  p->hErrNode_out = NULL;
+  return r;
+}
+static CUresult nd_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph g, unsigned long long flags) {
+  (void)flags;
+  return instantiate(out, g);
+}
+static void free_work(nd_work *w, uint32_t count) {
+  for (uint32_t i = 0; i < count; ++i)
+    if (w[i].kind == ND_CHILD) nd_cuGraphDestroy(w[i].child);
+  free(w);
+}
+static CUresult nd_cuGraphExecDestroy(CUgraphExec x) {
+  if (!x) return CUDA_ERROR_INVALID_VALUE;
+  COUNT(exec_destroys);
+  check_idle(x->busy_until);
+  free_work(x->work, x->count);
+  free(x);
+  return CUDA_SUCCESS;
+}
+/* The executable graph's node for n, or NULL if n is not of its graph. */
+static nd_work *exec_node(CUgraphExec x, CUgraphNode n, enum nd_kind kind) {
+  if (!x || !n || n->graph != x->graph || n->index >= x->count || x->work[n->index].kind != kind) return NULL;
+  return &x->work[n->index];
+}
+static CUresult nd_cuGraphExecKernelNodeSetParams(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p) {
+  COUNT(kernel_node_patches);
+  nd_work *w = exec_node(x, n, ND_KERNEL);
+  if (!w || !p || !p->func) return CUDA_ERROR_INVALID_VALUE;
+  w->module = p->func->module;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode n, const CUDA_MEMCPY3D *c,
+                                                  CUcontext ctx) {
+  nd_work *w = exec_node(x, n, ND_COPY);
+  if (!w || !c || ctx != &g_ctx) return CUDA_ERROR_INVALID_VALUE;
+  w->copy = *c;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuGraphExecEventRecordNodeSetEvent(CUgraphExec x, CUgraphNode n, CUevent e) {
+  nd_work *w = exec_node(x, n, ND_EVENT);
+  if (!w || !e) return CUDA_ERROR_INVALID_VALUE;
+  w->event = e;
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuGraphExecChildGraphNodeSetParams(CUgraphExec x, CUgraphNode n, CUgraph child) {
+  nd_work *w = exec_node(x, n, ND_CHILD);
+  CUgraph c;
+  if (!w || graph_clone(child, &c) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  nd_cuGraphDestroy(w->child);
+  w->child = c;
+  return CUDA_SUCCESS;
+}
+/* Copies as a 1-D memcpy node describes them (kdag's are all 1-D). */
+static void run_copy(const CUDA_MEMCPY3D *c) {
+  void *dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? c->dstHost : host_of(c->dstDevice);
+  const void *src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? c->srcHost : host_of(c->srcDevice);
+  if (c->WidthInBytes) memmove(dst, src, c->WidthInBytes * (c->Height ? c->Height : 1) * (c->Depth ? c->Depth : 1));
+}
+static uint64_t count_events(const nd_work *w, uint32_t count) {
+  uint64_t n = 0;
+  for (uint32_t i = 0; i < count; ++i)
+    n += w[i].kind == ND_EVENT ? 1 : w[i].kind == ND_CHILD ? count_events(w[i].child->work, w[i].child->count) : 0;
+  return n;
+}
+
+/* Runs a graph's work; its kernels' modules are busy until busy_until. */
+static void run_work(const nd_work *w, uint32_t count, uint64_t busy_until) {
+  for (uint32_t i = 0; i < count; ++i) {
+    switch (w[i].kind) {
+      case ND_COPY: run_copy(&w[i].copy); break;
+      case ND_HOST: w[i].fn(w[i].data); break;
+      case ND_EVENT: record(w[i].event); break;
+      case ND_CHILD: run_work(w[i].child->work, w[i].child->count, busy_until); break;
+      case ND_KERNEL: w[i].module->busy_until = busy_until; break;
+      case ND_EMPTY: break;
+    }
+  }
+}
+static CUresult nd_cuGraphLaunch(CUgraphExec x, CUstream s) {
+  NEED_CTX();
+  if (!x || !s) return CUDA_ERROR_INVALID_HANDLE;
+  COUNT(graph_launches);
+  if (s->capture) return CUDA_SUCCESS;
+  /* Complete with the first event recorded after the whole graph: one
+   * past the events its own sink nodes record. */
+  x->busy_until = next_serial() + x->events;
+  run_work(x->work, x->count, x->busy_until);
+  return CUDA_SUCCESS;
+}
+static CUresult nd_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+  (void)mode;
+  if (!s || s->capture) return CUDA_ERROR_INVALID_VALUE;
+  return nd_cuGraphCreate(&s->capture, 0);
+}
+static CUresult nd_cuStreamEndCapture(CUstream s, CUgraph *out) {
+  if (!s || !out || !s->capture) return CUDA_ERROR_INVALID_VALUE;
+  *out = s->capture;
+  s->capture = NULL;
+  return CUDA_SUCCESS;
+}
+
+/* ---- the one exported entry point kdag looks up --------------------------------- */
+
+static const struct {
+  const char *name;
+  void *fn;
+} g_table[] = {
+#define KD_CU_SYMBOL(name) {#name, (void *)nd_##name},
+#define KD_CU_SYMBOL_OPTIONAL(name)
+#include "cuda/driver_symbols.h"
+#undef KD_CU_SYMBOL
+#undef KD_CU_SYMBOL_OPTIONAL
+};
+
+ND_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status) {
+  (void)version, (void)flags;
+  if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < sizeof g_table / sizeof g_table[0]; ++i)
+    if (!strcmp(g_table[i].name, symbol)) {
+      *pfn = g_table[i].fn;
+      if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
+  *pfn = NULL;
+  if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return CUDA_ERROR_NOT_FOUND;
+}

@@ -1,0 +1,44 @@
+/* The null CUDA driver's own interface (tests/null_driver.c): what a test
+ * or a benchmark that loaded it through KDAG_CUDA_DRIVER_PATH looks up with
+ * dlsym on the same library. Not part of kdag. */
+#ifndef KDAG_TESTS_NULL_DRIVER_H
+#define KDAG_TESTS_NULL_DRIVER_H
+
+#include <stdint.h>
+
+/* cuDeviceGetName's answer: says in every report that no GPU ran. */
+#define KDAG_NULL_DEVICE_NAME "kdag null driver (no GPU: kernels do nothing)"
+
+/* Calls the driver counted since the process loaded it; every field a
+ * uint64_t (the driver counts them as an array). Thread-safe to read. */
+typedef struct kdag_null_calls {
+  uint64_t ctx_set_current;
+  uint64_t stream_syncs;        /* cuStreamSynchronize */
+  uint64_t event_syncs;         /* cuEventSynchronize */
+  uint64_t event_queries;
+  uint64_t event_records;       /* cuEventRecord, not graph event nodes */
+  uint64_t events_created, events_destroyed;
+  uint64_t device_allocs, device_frees; /* pool and plain, both */
+  uint64_t sync_frees;          /* cuMemFree, cuMemFreeHost: synchronize on a real driver */
+  uint64_t pinned_allocs;       /* cuMemHostAlloc */
+  uint64_t host_registers;      /* cuMemHostRegister */
+  uint64_t copies;              /* cuMemcpy*Async */
+  uint64_t module_loads, module_unloads;
+  uint64_t kernel_launches;     /* cuLaunchKernel */
+  uint64_t graph_instantiations, graph_launches;
+  uint64_t exec_destroys;       /* cuGraphExecDestroy */
+  uint64_t kernel_node_patches; /* cuGraphExecKernelNodeSetParams */
+  /* A module unloaded, or an executable graph destroyed, before the
+   * launches that use it were complete (see null_driver.c). */
+  uint64_t lifetime_violations;
+} kdag_null_calls;
+
+/* on != 0: events recorded from now on stay pending until a synchronize
+ * reaches them, or until kdag_null_hold(0), which finishes every one. */
+void kdag_null_hold(int on);
+void kdag_null_calls_get(kdag_null_calls *out);
+/* Their types, for dlsym: kdag loads the driver privately (RTLD_LOCAL). */
+typedef void kdag_null_hold_fn(int on);
+typedef void kdag_null_calls_get_fn(kdag_null_calls *out);
+
+#endif
