@@ -39,20 +39,21 @@ kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char
   return KD_OK;
 }
 
+void kd_held_release_one(kd_session *s, const kd_held *h) {
+  switch (h->kind) {
+    case KD_HELD_TENSOR: kd_tensor_unref(s, h->obj); break;
+    case KD_HELD_MODULE: kd_module_unref(s, h->obj); break;
+    case KD_HELD_STAGING: kd_staging_put(&s->dev, h->obj); break;
+    case KD_HELD_EVENT: kd_event_release_to_pool(&s->dev, h->obj); break;
+    case KD_HELD_DEVPTR: kd_device_free(&s->dev, (CUdeviceptr)(uintptr_t)h->obj); break;
+    case KD_HELD_FOREIGN: kd_foreign_res_unref(h->obj); break;
+    case KD_HELD_GEXEC: kd_gexec_destroy(h->obj); break;
+  }
+}
+
 void kd_held_release_all(kd_session *s, kd_held_set *set) {
   kd_held *items = kd_held_items(set);
-  for (uint32_t i = 0; i < set->count; ++i) {
-    kd_held *h = &items[i];
-    switch (h->kind) {
-      case KD_HELD_TENSOR: kd_tensor_unref(s, h->obj); break;
-      case KD_HELD_MODULE: kd_module_unref(s, h->obj); break;
-      case KD_HELD_STAGING: kd_staging_put(&s->dev, h->obj); break;
-      case KD_HELD_EVENT: kd_event_release_to_pool(&s->dev, h->obj); break;
-      case KD_HELD_DEVPTR: kd_device_free(&s->dev, (CUdeviceptr)(uintptr_t)h->obj); break;
-      case KD_HELD_FOREIGN: kd_foreign_res_unref(h->obj); break;
-      case KD_HELD_GEXEC: kd_gexec_unref(h->obj); break;
-    }
-  }
+  for (uint32_t i = 0; i < set->count; ++i) kd_held_release_one(s, &items[i]);
   free(set->heap);
   set->heap = NULL;
   set->count = set->cap = 0;
@@ -121,21 +122,22 @@ kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op) {
   return KD_OK;
 }
 
-void kd_tensor_unref_after_inflight(kd_session *s, kd_tensor_obj *o) {
+void kd_release_after_inflight(kd_session *s, kd_held_kind kind, void *obj) {
+  kd_held h = {kind, obj};
   if (s->retired_seq == s->next_seq || s->deferred_count >= s->deferred_cap) {
     /* Nothing in flight; or (a caller that could not reserve) no room. */
     if (s->retired_seq != s->next_seq) kd_completion_drain(s);
-    kd_tensor_unref(s, o);
+    kd_held_release_one(s, &h);
     return;
   }
   s->deferred[s->deferred_count].seq = s->next_seq - 1;
-  s->deferred[s->deferred_count].obj = o;
+  s->deferred[s->deferred_count].item = h;
   s->deferred_count++;
 }
 
 static void release_deferred(kd_session *s) {
   while (s->deferred_head < s->deferred_count && s->deferred[s->deferred_head].seq < s->retired_seq)
-    kd_tensor_unref(s, s->deferred[s->deferred_head++].obj);
+    kd_held_release_one(s, &s->deferred[s->deferred_head++].item);
 }
 
 /* Retires the oldest entry: its work is done. */

@@ -17,15 +17,16 @@
  * sink's event, which are per launch so that launches in flight never share
  * them. Patching an executable graph affects only later launches.
  *
- * Lifetimes: the executable graph is refcounted. The plan holds one
- * reference and every launch in flight another (in its completion's held
- * set), and the executable graph itself holds the modules its kernels use,
- * foreign resources and workspaces, so all of them outlive the last launch
- * that can touch them. Tensors are the graph's: a launch holds none, and a
- * binding that is rebound (or the whole graph, destroyed) is let go only
+ * Lifetimes: the plan owns the executable graph, and the executable graph
+ * holds the modules its kernels use, foreign resources and workspaces. A
+ * launch holds none of them, nor the graph's tensors: whatever the graph
+ * lets go of (a rebound tensor; the executable graph when the plan
+ * replaces it; everything when the graph is destroyed) is released only
  * once every completion submitted before has retired
- * (kd_tensor_unref_after_inflight), which costs a rebinding O(1) instead
- * of a reference per bound tensor. */
+ * (kd_release_after_inflight). So a rebinding costs O(1) instead of a
+ * reference per bound tensor, and a launch no reference count at all
+ * (two atomic updates per launch were a third of kdag's own work per
+ * launch, measured against tests/null_driver.c). */
 #include <ck_pr.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,6 @@ typedef struct kd_gexec_node {
 } kd_gexec_node;
 
 struct kd_gexec {
-  uint32_t refs;
   kd_session *session;
   CUgraph graph;
   CUgraphExec exec;
@@ -70,8 +70,15 @@ typedef struct launch_xfer {
   CUevent event;
 } launch_xfer;
 
-void kd_gexec_unref(kd_gexec *x) {
-  if (!x || ck_pr_faa_32(&x->refs, (uint32_t)-1) != 1) return;
+void kd_gexec_release(kd_gexec *x) {
+  if (!x) return;
+  kd_session *s = x->session;
+  (void)kd_deferred_reserve(s, 1, "kd_graph_destroy"); /* without room, the release waits instead */
+  kd_release_after_inflight(s, KD_HELD_GEXEC, x);
+}
+
+void kd_gexec_destroy(kd_gexec *x) {
+  if (!x) return;
   kd_session *s = x->session;
   /* Graph destruction may run outside an entry point (kd_graph_destroy). */
   kd_device_make_current(&s->dev, "kd_graph_destroy");
@@ -338,7 +345,6 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
   CUgraphNode *deps = malloc(((size_t)n + 1) * sizeof *deps);
   kd_status st = KD_OK;
   if (x) {
-    x->refs = 1;
     x->session = s;
     /* Modules are held once per executable graph, however many nodes use one. */
     x->stamp = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
@@ -399,8 +405,8 @@ done:
   free(fill);
   free(xf_of);
   free(deps);
-  if (st && x) {
-    kd_gexec_unref(x);
+  if (st && x) { /* never launched */
+    kd_gexec_destroy(x);
     x = NULL;
   }
   *out = x;
@@ -546,8 +552,9 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
     st = patch(g, x, op, &patched);
     if (st) {
       if (st == KD_ERR_DEVICE_FAULT || st == KD_ERR_OUT_OF_MEMORY) return st;
-      /* The driver refused an in-place update: instantiate afresh. */
-      kd_gexec_unref(x);
+      /* The driver refused an in-place update: instantiate afresh (the
+       * old one goes once the launches in flight have completed). */
+      kd_gexec_release(x);
       g->plan.gexec = x = NULL;
       st = KD_OK;
     } else if (patched) {
@@ -564,15 +571,12 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
   } else {
     st = repoint(g, x, xf, xf_count, op);
   }
-  /* Room for everything added, which then cannot fail: the gexec, upload
-   * blocks, and each sink's earlier block and event. The tensors need no
-   * reference per launch: the graph holds them, and lets go of one only
-   * after the work in flight (kd_tensor_unref_after_inflight). */
-  if (!st) st = kd_held_reserve(held, 1 + 2 * xf_count, op);
-  if (!st) {
-    kd_held_add(held, KD_HELD_GEXEC, x, op);
-    ck_pr_inc_32(&x->refs);
-  }
+  /* Room for everything added, which then cannot fail: upload blocks, and
+   * each sink's earlier block and event. The executable graph and the
+   * tensors need no reference per launch: the plan and the graph hold
+   * them, and let go only after the work in flight
+   * (kd_release_after_inflight). */
+  if (!st) st = kd_held_reserve(held, 2 * xf_count, op);
   if (!st) {
     CUresult r = s->dev.cu->cuGraphLaunch(x->exec, s->dev.stream);
     if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphLaunch"));

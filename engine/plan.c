@@ -10,7 +10,7 @@ void kd_plan_free(kd_plan *p) {
   free(p->succ_start);
   free(p->succ);
   free(p->indegree);
-  if (p->gexec) kd_gexec_unref(p->gexec);
+  kd_gexec_release(p->gexec);
   memset(p, 0, sizeof *p);
 }
 

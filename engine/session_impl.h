@@ -45,7 +45,7 @@ typedef struct kd_module_obj {
 
 typedef enum kd_held_kind {
   KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN,
-  KD_HELD_GEXEC             /* an executable CUDA graph (engine/exec_graph.c) */
+  KD_HELD_GEXEC             /* an executable CUDA graph (engine/exec_graph.c): only deferred */
 } kd_held_kind;
 
 typedef struct kd_held {
@@ -119,11 +119,13 @@ struct kd_session {
    * staging pool when the completion it belongs to (seq) retires. */
   struct kd_orphan { uint64_t seq; kd_staging_block *block; CUevent event; } *orphans;
   uint32_t orphan_count, orphan_cap;
-  /* Tensors a graph let go of (rebound, or the graph destroyed) while work
-   * that may use them was in flight: each is unreferenced once every
-   * completion up to seq has retired. A FIFO, as seq never decreases; so a
-   * GRAPH-mode launch needs no reference per tensor (engine/completion.c). */
-  struct kd_deferred { uint64_t seq; kd_tensor_obj *obj; } *deferred;
+  /* What a graph let go of while work that may use it was in flight (a
+   * tensor rebound or unbound, an executable graph replaced, either of a
+   * destroyed graph): each is released once every completion up to seq
+   * has retired. A FIFO, as seq never decreases; so a GRAPH-mode launch
+   * holds no reference per tensor, nor one to its executable graph
+   * (engine/completion.c). */
+  struct kd_deferred { uint64_t seq; kd_held item; } *deferred;
   uint32_t deferred_head, deferred_count, deferred_cap;
   ck_ht_t module_cache;     /* key string -> kd_module_obj * */
   int module_cache_ready;
@@ -173,11 +175,13 @@ kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp
  * earlier completion without querying (the stream is in order). */
 void kd_completion_retire_before(kd_session *s, uint64_t seq);
 void kd_completion_drain(kd_session *s);
-/* Drops a graph's reference to a tensor it no longer binds once all work
- * submitted so far has completed (at once when none is in flight). Room
- * comes from kd_deferred_reserve, so this cannot fail. */
+/* Releases one held object (a tensor a graph no longer binds, say) once
+ * all work submitted so far has completed: at once when none is in
+ * flight. Room comes from kd_deferred_reserve; without it, this waits for
+ * the work in flight first, so it cannot fail. */
 kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op);
-void kd_tensor_unref_after_inflight(kd_session *s, kd_tensor_obj *o);
+void kd_release_after_inflight(kd_session *s, kd_held_kind kind, void *obj);
+void kd_held_release_one(kd_session *s, const kd_held *h);
 
 /* tensor.c / module handles */
 static inline kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,

@@ -38,11 +38,9 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
       st = kd_exec_eager(g, op, &held, stamp);
     }
     /* Whatever was enqueued, even before a failure, completes with the
-     * objects it uses held: nothing already submitted is lost. */
-    if (s->builtins) {
-      kd_module_ref(s->builtins);
-      if (kd_held_add(&held, KD_HELD_MODULE, s->builtins, op)) kd_module_unref(s, s->builtins);
-    }
+     * objects it uses held: nothing already submitted is lost. The
+     * built-in module needs no hold: the session keeps it until
+     * kd_session_destroy, which first waits for all work. */
     char *first = st ? strdup(kd_last_error()) : NULL; /* the node's error names it: keep it */
     kd_status cst = kd_completion_submit(s, op, &held, what);
     if (first) {

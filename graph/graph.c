@@ -54,7 +54,7 @@ void kd_graph_destroy(kd_graph *g) {
    * them, the first waits for the work in flight instead. */
   (void)kd_deferred_reserve(s, g->binding_count, "kd_graph_destroy");
   for (uint32_t i = 0; i < g->binding_count; ++i) {
-    kd_tensor_unref_after_inflight(s, g->bindings[i].obj);
+    kd_release_after_inflight(s, KD_HELD_TENSOR, g->bindings[i].obj);
     kd_ivset_free(&g->bindings[i].reads);
     kd_ivset_free(&g->bindings[i].writes);
   }
@@ -915,7 +915,7 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
        * buffering, inputs) stays O(1) per submission. */
       if (g->bindings[idx].written && !b->initialized) g->unmarked = 1;
       /* A GRAPH-mode launch in flight may still use old. */
-      kd_tensor_unref_after_inflight(g->session, a);
+      kd_release_after_inflight(g->session, KD_HELD_TENSOR, a);
     }
   }
   kd_session_leave(g->session);

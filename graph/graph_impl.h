@@ -187,6 +187,9 @@ void kd_plan_free(kd_plan *p);
 /* engine/exec_graph.c: drops a reference on an executable graph (the
  * plan's, or an in-flight launch's). */
 typedef struct kd_gexec kd_gexec;
-void kd_gexec_unref(kd_gexec *x);
+/* Frees an executable graph no launch can still use. */
+void kd_gexec_destroy(kd_gexec *x);
+/* The plan lets go of x: freed once the work in flight has completed. */
+void kd_gexec_release(kd_gexec *x);
 
 #endif
