@@ -143,10 +143,11 @@ static void release_deferred(kd_session *s) {
 /* Retires the oldest entry: its work is done. */
 static void retire_oldest(kd_session *s) {
   kd_completion *c = slot(s, s->retired_seq);
-  kd_held_release_all(s, &c->held);
+  kd_held_release_all(s, &c->held); /* leaves the set empty */
   if (c->event) kd_event_release_to_pool(&s->dev, c->event);
   if (c->run) kd_host_run_unref(c->run);
-  memset(c, 0, sizeof *c);
+  c->event = NULL; /* the rest is written by the next enqueue into this slot */
+  c->run = NULL;
   s->retired_seq++;
   release_deferred(s);
   for (uint32_t i = 0; i < s->orphan_count;) { /* sink copies of destroyed graphs */
