@@ -277,3 +277,150 @@ Test(host_null_driver, auto_switches_to_a_cuda_graph_after_graph_after_submissio
   kd_session_destroy(s);
   assert_all_returned();
 }
+
+/* Seeded random sequences of what a caller may do, in any order: create
+ * and release tensors, create, extend, submit, rebind, switch and destroy
+ * graphs, wait at sinks, reap, with completions held pending at random.
+ * Refusals are fine (a released handle, an aliasing node, ...); a fault,
+ * a failed allocation or a lifetime violation is not, and at the end the
+ * driver has had everything back. */
+#define RT 8 /* tensor slots */
+#define RG 3 /* graph slots */
+
+typedef struct rand_graph {
+  kd_graph *g;
+  kd_sink *sink;
+  int bound[RT]; /* the graph may bind tensor slot i's tensor of the time */
+  kd_tensor used[16];
+  int used_count;
+  float out[LEN];
+} rand_graph;
+
+static uint32_t next(uint64_t *x) {
+  *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(*x >> 33);
+}
+
+static void refusal_only(kd_status st, const char *what) {
+  cr_assert(st != KD_ERR_DEVICE_FAULT && st != KD_ERR_OUT_OF_MEMORY && st != KD_ERR_DRIVER, "%s: %s: %s", what,
+            kd_status_name(st), kd_last_error());
+  cr_assert(st == KD_OK || kd_last_error()[0], "%s refused without a message", what);
+}
+
+Test(host_null_driver, random_operations_return_everything_and_violate_nothing) {
+  kd_session *s = null_session(KD_EXEC_AUTO, 16);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  static float init[LEN];
+  kd_tensor t[RT];
+  int live[RT] = {0};
+  rand_graph gs[RG];
+  memset(gs, 0, sizeof gs);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  uint32_t submits = 0, rebinds = 0, waits = 0, holds = 0;
+  for (int step = 0; step < 30000; ++step) {
+    uint32_t op = next(&x) % 16, i = next(&x) % RT, j = next(&x) % RT, k = next(&x) % RG;
+    rand_graph *rg = &gs[k];
+    kd_status st = KD_OK;
+    switch (op) {
+      case 0:
+      case 1: /* a tensor into an empty slot */
+        if (!live[i]) {
+          KDT_OK(kd_tensor_from_host(s, &d, init, sizeof init, &t[i]));
+          live[i] = 1;
+        }
+        break;
+      case 2: /* the caller lets go of one (graphs keep theirs) */
+        if (live[i]) {
+          KDT_OK(kd_tensor_release(s, t[i]));
+          live[i] = 0;
+        }
+        break;
+      case 3:
+        if (!rg->g) {
+          KDT_OK(kd_graph_create(s, &rg->g));
+          rg->sink = NULL;
+          rg->used_count = 0;
+        }
+        break;
+      case 4: /* now and then */
+        if (rg->g && next(&x) % 4 == 0) {
+          kd_graph_destroy(rg->g); /* and its sink */
+          rg->g = NULL;
+          rg->sink = NULL;
+        }
+        break;
+      case 5:
+      case 6:
+      case 7: /* a node over live tensors: may be refused */
+        if (rg->g && live[i] && live[j] && rg->used_count < 15) {
+          kd_view a = kd_whole(t[i]), b = kd_whole(t[j]);
+          switch (next(&x) % 3) {
+            case 0: st = kd_graph_scale(rg->g, "scale", a, 0.5, NULL); break;
+            case 1: st = kd_graph_copy(rg->g, "copy", a, b, NULL); break;
+            default: st = kd_graph_add(rg->g, "add", a, a, b, NULL); break;
+          }
+          refusal_only(st, "node");
+          if (!st) {
+            rg->used[rg->used_count++] = t[i];
+            rg->used[rg->used_count++] = t[j];
+            if (!rg->sink) KDT_OK(kd_graph_sink(rg->g, "out", t[i], rg->out, sizeof rg->out, &rg->sink));
+          }
+        }
+        break;
+      case 8:
+      case 9:
+      case 10:
+      case 11:
+        if (rg->g && rg->used_count) {
+          refusal_only(st = kd_graph_submit(rg->g, NULL), "submit");
+          submits += !st;
+        }
+        break;
+      case 12: /* rebind a tensor the graph used (its handle may be dead) */
+        if (rg->g && rg->used_count && live[j]) {
+          kd_tensor old = rg->used[next(&x) % (uint32_t)rg->used_count];
+          refusal_only(st = kd_graph_rebind(rg->g, old, t[j]), "rebind");
+          if (!st) {
+            for (int u = 0; u < rg->used_count; ++u)
+              if (rg->used[u].bits == old.bits) rg->used[u] = t[j];
+            rebinds++;
+          }
+        }
+        break;
+      case 13:
+        if (rg->sink) {
+          st = kd_sink_wait(rg->sink); /* INVALID_ARGUMENT when nothing is pending */
+          refusal_only(st, "sink wait");
+          waits += !st;
+        }
+        break;
+      case 14:
+        holds += (i & 1);
+        nd_hold((int)(i & 1));
+        if (!(i & 1)) KDT_OK(kd_session_reap(s, NULL));
+        break;
+      default:
+        if (rg->g) KDT_OK(kd_graph_set_exec_mode(rg->g, (kd_exec_mode)(i % 3)));
+        break;
+    }
+    cr_assert_eq(calls().lifetime_violations, 0, "step %d (op %u)", step, op);
+  }
+  nd_hold(0);
+  for (int k = 0; k < RG; ++k)
+    if (gs[k].g) kd_graph_destroy(gs[k].g);
+  for (int i = 0; i < RT; ++i)
+    if (live[i]) KDT_OK(kd_tensor_release(s, t[i]));
+  kdag_null_calls c = calls();
+  cr_log_info("%u submissions, %u rebindings, %u sink waits, %u holds, %llu instantiations, %llu patches", submits,
+              rebinds, waits, holds, (unsigned long long)c.graph_instantiations,
+              (unsigned long long)c.kernel_node_patches);
+  cr_assert_gt(submits, 2000, "the sequence exercised submissions (%u)", submits);
+  cr_assert_gt(rebinds, 100, "and rebindings (%u)", rebinds);
+  cr_assert_gt(waits, 400, "and sink waits (%u)", waits);
+  cr_assert_gt(holds, 400);
+  cr_assert_gt(c.graph_instantiations, 200, "and GRAPH mode (%llu instantiations)",
+               (unsigned long long)c.graph_instantiations);
+  cr_assert_gt(c.kernel_node_patches, 40);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
