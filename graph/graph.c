@@ -711,6 +711,23 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
 
 /* ---- user kernels ----------------------------------------------------- */
 
+/* "op: node 'name' (#index)", as snprintf would write it (truncated to
+ * cap), for the messages of a kernel node's checks. Written on every
+ * declaration, before any check can fail, so built by hand: snprintf was
+ * a tenth of declaring and launching a one-shot graph. */
+static void node_context(char *buf, size_t cap, const char *op, const char *name, uint32_t index) {
+  char digits[16];
+  size_t nd = 0;
+  do digits[nd++] = (char)('0' + index % 10); while ((index /= 10) && nd < sizeof digits);
+  const char *parts[] = {op, ": node '", name, "' (#"};
+  size_t at = 0;
+  for (size_t p = 0; p < 4; ++p)
+    for (const char *q = parts[p]; *q && at + 1 < cap; ++q) buf[at++] = *q;
+  while (nd && at + 1 < cap) buf[at++] = digits[--nd];
+  if (at + 1 < cap) buf[at++] = ')';
+  buf[at] = 0;
+}
+
 kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const kd_launch_config *config,
                           const kd_garg *args, size_t n, kd_node *out) {
   static const char *op = "kd_graph_kernel";
@@ -724,7 +741,7 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
   kd_module_obj *mod = NULL;
   kd_cu_function *f = NULL;
   char ctx[300];
-  snprintf(ctx, sizeof ctx, "%s: node '%s' (#%u)", op, name, c.index);
+  node_context(ctx, sizeof ctx, op, name, c.index);
   if (s->backend != KD_BACKEND_CUDA)
     st = kd_fail(KD_ERR_NO_HOST_IMPL, "%s: a user kernel has no host implementation; this session's backend "
                  "is HOST (%s)", ctx, s->reason);

@@ -95,6 +95,13 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   kd_function fn = {{0}, 0};
   kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   KDT_FAILS(kd_graph_kernel(g, "user", fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL, "no host implementation");
+  { /* the node's context, as the checks of a kernel node write it (by hand: see node_context) */
+    kd_graph_stats st;
+    KDT_OK(kd_graph_stats_get(g, &st));
+    char want[64];
+    snprintf(want, sizeof want, "kd_graph_kernel: node 'user' (#%u): ", (unsigned)st.nodes);
+    cr_assert(strstr(kd_last_error(), want), "want \"%s\" in: %s", want, kd_last_error());
+  }
   KDT_FAILS(kd_graph_foreign(g, "blas", NULL, NULL, NULL, 0, 0, NULL, NULL, &n), KD_ERR_NO_HOST_IMPL, "HOST");
   KDT_FAILS(kd_graph_fill(g, "", kd_whole(b), ones, &n), KD_ERR_INVALID_ARGUMENT, "name");
   /* Every rejected node left the graph exactly as it was: its counts,
@@ -120,6 +127,29 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   kd_graph_destroy(ref);
   kd_graph_destroy(g);
   kd_session_destroy(other);
+  kd_session_destroy(s);
+}
+
+static void no_op(void *user) { (void)user; }
+
+/* A kernel node's messages name its index in full, digits in order (the
+ * context is built by hand, not by snprintf), and a long name is cut off
+ * rather than overflowing. */
+Test(host_graph, kernel_node_messages_name_the_node_and_its_index) {
+  kd_session *s = kdt_host_session();
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  for (int i = 0; i < 1203; ++i) KDT_OK(kd_graph_host(g, "h", no_op, NULL, NULL, 0, NULL));
+  kd_function fn = {{0}, 0};
+  kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_node n;
+  KDT_FAILS(kd_graph_kernel(g, "k", fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL,
+            "kd_graph_kernel: node 'k' (#1203): a user kernel has no host implementation");
+  char name[400];
+  memset(name, 'x', sizeof name - 1);
+  name[sizeof name - 1] = 0;
+  KDT_FAILS(kd_graph_kernel(g, name, fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL, "kd_graph_kernel: node 'xxxx");
+  kd_graph_destroy(g);
   kd_session_destroy(s);
 }
 
@@ -269,7 +299,6 @@ Test(host_graph, a_repeated_edge_is_added_once) {
   kd_session_destroy(s);
 }
 
-static void no_op(void *user) { (void)user; }
 
 /* A write after R nodes that each read both tensors it writes: R edges,
  * each once, for few readers (a node's edges scanned for a repeat) and for
