@@ -15,6 +15,9 @@
 #include "graph/grow.h"
 
 #define KD_GROW_KEEP 32 /* a large graph's arrays and arena blocks */
+/* Mappings smaller than this are kept without MADV_FREE: the system call
+ * cost more than the pages (32 of them at most) are worth. */
+#define KD_GROW_ADVISE ((size_t)1 << 20)
 
 static struct {
   pthread_mutex_t mu; /* graphs of different sessions grow on different threads */
@@ -71,7 +74,7 @@ void kd_grow_unmap(void *p, size_t bytes, size_t elem) {
    * may take it and fill it, and MADV_FREE after that would let the kernel
    * drop what that thread wrote. Advice only: on failure the pages stay. */
 #ifdef MADV_FREE
-  (void)madvise(p, bytes, MADV_FREE);
+  if (bytes >= KD_GROW_ADVISE) (void)madvise(p, bytes, MADV_FREE);
 #endif
   pthread_mutex_lock(&g_kept.mu);
   int keep = g_kept.count < KD_GROW_KEEP && g_kept.total + bytes <= KD_GROW_KEEP_BYTES;
