@@ -157,11 +157,20 @@ static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *
     return st;
   }
   r = node->bytes ? s->dev.cu->cuMemcpyDtoHAsync(b->host, o->dptr, node->bytes, s->dev.stream) : CUDA_SUCCESS;
-  if (r == CUDA_SUCCESS) r = s->dev.cu->cuEventRecord(ev, s->dev.stream);
+  const char *call = "cuMemcpyDtoHAsync";
+  int copying = 0;
+  if (r == CUDA_SUCCESS) {
+    copying = node->bytes != 0;
+    call = "cuEventRecord";
+    r = s->dev.cu->cuEventRecord(ev, s->dev.stream);
+  }
   if (r != CUDA_SUCCESS) {
-    kd_event_release_to_pool(&s->dev, ev);
-    kd_staging_put(&s->dev, b); /* a failed enqueue left nothing writing it */
-    return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyDtoHAsync"));
+    kd_event_release_to_pool(&s->dev, ev); /* not recorded */
+    if (copying) /* the copy is enqueued and writes b: held until this submission completes (room reserved) */
+      kd_held_add(held, KD_HELD_STAGING, b, op);
+    else
+      kd_staging_put(&s->dev, b); /* nothing writes it */
+    return kd_session_note(s, kd_fail_cu(r, op, call));
   }
   kd_sink_commit(s, node->sink, b, ev, held, op);
   return KD_OK;

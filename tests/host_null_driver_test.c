@@ -8,6 +8,7 @@
  * synchronizing call in steady state, and nothing a launch uses unloaded,
  * destroyed or freed before that launch is complete. They run in CI under
  * ASan and UBSan, where the GPU lane's tests skip. */
+#include <cuda.h> /* CUresult codes to inject */
 #include <dlfcn.h>
 
 #include "kdag_test.h"
@@ -15,6 +16,7 @@
 
 static kdag_null_hold_fn *nd_hold;
 static kdag_null_calls_get_fn *nd_calls_get;
+static kdag_null_fail_fn *nd_fail;
 
 static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
   /* Criterion runs each test in a process of its own: the driver is
@@ -31,7 +33,8 @@ static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
   cr_assert(lib, "the null driver is not the library kdag loaded: %s", dlerror());
   nd_hold = (kdag_null_hold_fn *)dlsym(lib, "kdag_null_hold");
   nd_calls_get = (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get");
-  cr_assert(nd_hold && nd_calls_get);
+  nd_fail = (kdag_null_fail_fn *)dlsym(lib, "kdag_null_fail");
+  cr_assert(nd_hold && nd_calls_get && nd_fail);
   dlclose(lib); /* kdag keeps its own handle */
   kd_device_info info;
   KDT_OK(kd_session_device_info(s, &info));
@@ -421,6 +424,170 @@ Test(host_null_driver, random_operations_return_everything_and_violate_nothing) 
   cr_assert_gt(c.graph_instantiations, 200, "and GRAPH mode (%llu instantiations)",
                (unsigned long long)c.graph_instantiations);
   cr_assert_gt(c.kernel_node_patches, 40);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+/* ---- refusals the driver makes rarely, injected ---------------------------
+ * Each is a clear error naming the call (and the node, where the driver
+ * says which); nothing submitted before is lost, the session stays usable,
+ * and everything comes back. */
+
+static void release_pipeline(kd_session *s, pipeline *p) {
+  kd_graph_destroy(p->g);
+  KDT_OK(kd_tensor_release(s, p->a));
+  KDT_OK(kd_tensor_release(s, p->b));
+}
+
+static void fill_in(pipeline *p, float base) {
+  for (int i = 0; i < LEN; ++i) p->in[i] = base + (float)i;
+}
+
+Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path_stays) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  pipeline p;
+  fill_in(&p, 0);
+  pipeline_make(s, &p); /* CUDA graph nodes in plan order: up, a*=2, b=a, the sink's copy and event */
+  nd_fail("cuGraphInstantiateWithParams", 0, CUDA_ERROR_NOT_SUPPORTED, 1);
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "node 'a*=2' (#1)");
+  cr_assert(strstr(kd_last_error(), "cuGraphInstantiateWithParams"), "%s", kd_last_error());
+  KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission"); /* nothing was enqueued */
+  cr_assert_eq(calls().graph_launches, 0);
+  KDT_OK(kd_graph_set_exec_mode(p.g, KD_EXEC_EAGER));
+  fill_in(&p, 1000);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 1);
+  KDT_OK(kd_graph_set_exec_mode(p.g, KD_EXEC_GRAPH)); /* and GRAPH works once the driver does */
+  fill_in(&p, 2000);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 2);
+  cr_assert_eq(calls().graph_instantiations, 1);
+  /* AUTO: a refusal at the switch leaves the plan EAGER for good, without an error. */
+  KDT_OK(kd_graph_set_exec_mode(p.g, KD_EXEC_AUTO));
+  KDT_OK(kd_graph_scale(p.g, "b*=2", kd_whole(p.b), 2.0, NULL)); /* a new plan: counted from 0 */
+  kd_session_options o;
+  kd_session_options_init(&o);
+  for (uint32_t r = 0; r < o.graph_after; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
+  nd_fail("cuGraphInstantiateWithParams", 0, CUDA_ERROR_NOT_SUPPORTED, 0);
+  for (int r = 0; r < 3; ++r) {
+    fill_in(&p, (float)(3000 + r));
+    KDT_OK(kd_graph_submit(p.g, NULL));
+    pipeline_check(&p, 3 + r);
+  }
+  kdag_null_calls c = calls();
+  cr_assert_eq(c.graph_instantiations, 1, "AUTO stayed EAGER after the refusal");
+  cr_assert_eq(c.graph_launches, 1);
+  release_pipeline(s, &p);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+Test(host_null_driver, a_refused_update_instantiates_afresh) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  pipeline p;
+  fill_in(&p, 0);
+  pipeline_make(s, &p);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  kd_tensor c;
+  KDT_OK(kd_tensor_from_host(s, &d, p.in, sizeof p.in, &c));
+  KDT_OK(kd_graph_rebind(p.g, p.b, c)); /* b=a is patched */
+  nd_fail("cuGraphExecKernelNodeSetParams", 0, CUDA_ERROR_INVALID_VALUE, 0);
+  fill_in(&p, 500);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 1);
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_instantiations, 2, "the refused update was replaced by a new instantiation");
+  cr_assert_eq(k.graph_updates, 0);
+  cr_assert_eq(calls().graph_instantiations, 2);
+  KDT_OK(kd_tensor_release(s, c));
+  release_pipeline(s, &p);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_works) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  pipeline p;
+  fill_in(&p, 0);
+  pipeline_make(s, &p);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 0);
+  uint64_t submitted = counters(s).submissions;
+  nd_fail("cuGraphLaunch", 0, CUDA_ERROR_INVALID_VALUE, 0);
+  kd_ticket t;
+  KDT_FAILS(kd_graph_submit(p.g, &t), KD_ERR_DRIVER, "cuGraphLaunch");
+  cr_assert_eq(t.seq, UINT64_MAX, "no ticket for a failed submission");
+  KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission");
+  cr_assert_eq(counters(s).submissions, submitted);
+  fill_in(&p, 77);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 1);
+  release_pipeline(s, &p);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+/* EAGER: the sink's event record refused after its copy was enqueued (the
+ * copy's staging block must stay held: it is being written), then the
+ * completion's own record refused (kdag then waits for the stream, the one
+ * documented fallback, so it can let go of what the work holds). */
+Test(host_null_driver, refused_event_records_name_the_call_and_lose_nothing) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  pipeline p;
+  fill_in(&p, 0);
+  pipeline_make(s, &p);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 0);
+  nd_hold(1); /* the refused submission's copy stays pending */
+  nd_fail("cuEventRecord", 0, CUDA_ERROR_INVALID_VALUE, 0); /* the sink's */
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "cuEventRecord");
+  cr_assert(!strstr(kd_last_error(), "cuMemcpyDtoHAsync"), "names the call that failed: %s", kd_last_error());
+  KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission");
+  fill_in(&p, 10);
+  KDT_OK(kd_graph_submit(p.g, NULL)); /* its staging must not be the pending copy's */
+  cr_assert_eq(calls().lifetime_violations, 0, "a staging block reused while a copy into it was pending");
+  nd_hold(0);
+  pipeline_check(&p, 1);
+  uint64_t syncs = calls().stream_syncs;
+  nd_fail("cuEventRecord", 1, CUDA_ERROR_INVALID_VALUE, 0); /* the completion's */
+  fill_in(&p, 20);
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "cuEventRecord");
+  cr_assert_eq(calls().stream_syncs, syncs + 1, "the stream waited for, once");
+  cr_assert_eq(counters(s).stream_syncs, 1, "and counted");
+  pipeline_check(&p, 2); /* the sink's copy was enqueued and recorded: its wait works */
+  fill_in(&p, 30);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 3);
+  release_pipeline(s, &p);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+/* Out of device or pinned memory: KD_ERR_OUT_OF_MEMORY naming the call,
+ * and the work submitted before is intact. */
+Test(host_null_driver, out_of_device_or_pinned_memory_is_a_clear_error) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  pipeline p;
+  fill_in(&p, 0);
+  pipeline_make(s, &p);
+  nd_hold(1);
+  KDT_OK(kd_graph_submit(p.g, NULL)); /* pending while the failures happen */
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  kd_tensor t;
+  nd_fail("cuMemAllocFromPoolAsync", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_OUT_OF_MEMORY, "cuMemAllocFromPoolAsync");
+  /* Staging is pinned while its pool grows: two launches in flight need two blocks per transfer. */
+  nd_fail("cuMemHostAlloc", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "cuMemHostAlloc");
+  nd_hold(0);
+  pipeline_check(&p, 0); /* the first submission's copy, intact */
+  fill_in(&p, 40);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 1);
+  cr_assert_eq(calls().lifetime_violations, 0);
+  release_pipeline(s, &p);
   kd_session_destroy(s);
   assert_all_returned();
 }

@@ -23,12 +23,20 @@
  * of them finishes the timeline through it, or kdag_null_hold(0) finishes
  * it all.
  *
- * A launch (of a kernel, or of an executable graph) counts as complete once
- * the first event recorded after it has finished. Unloading a module or
- * destroying an executable graph before the launches that use it are
- * complete is counted as a lifetime violation: on a GPU that work could
- * still be running. */
+ * A launch (of a kernel, or of an executable graph) or a copy counts as
+ * complete once the first event recorded after it has finished. Unloading
+ * a module or destroying an executable graph before the launches that use
+ * it are complete, and copying to or from pinned memory (or freeing it)
+ * while an earlier copy of that allocation is not complete, are counted as
+ * lifetime violations: on a GPU that work could still be running, and
+ * kdag's staging blocks must not be reused before it has.
+ *
+ * kdag_null_fail makes a coming call of one entry point fail with a
+ * chosen result (an instantiation naming a chosen node as the culprit), so
+ * tests can reach the error paths a real driver takes rarely: a refused
+ * instantiation, update, launch, event record or allocation. */
 #include <cuda.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -67,6 +75,8 @@ enum nd_kind { ND_KERNEL, ND_COPY, ND_HOST, ND_EMPTY, ND_CHILD, ND_EVENT };
 /* A node's payload; an executable graph holds its own copies. */
 typedef struct nd_work {
   enum nd_kind kind;
+  int event_follows; /* copies: an event record node comes later in the graph (its own
+                        completion, as kdag adds a sink's event right after its copy) */
   CUmodule module; /* kernels: the function's */
   CUDA_MEMCPY3D copy;
   CUhostFn fn;
@@ -96,6 +106,42 @@ static struct CUctx_st g_ctx;
 static _Thread_local CUcontext g_current;
 static _Atomic uint64_t g_recorded, g_done;
 static _Atomic int g_hold;
+/* The one armed failure: entry's call after `after` more fails with code.
+ * Set and consumed by the test's thread (kdag calls the driver on the
+ * caller's thread). */
+static struct {
+  _Atomic int armed;
+  char entry[64];
+  uint32_t after;
+  CUresult code;
+  uint32_t node;
+} g_fail;
+
+ND_EXPORT void kdag_null_fail(const char *entry, uint32_t after, int code, uint32_t node) {
+  snprintf(g_fail.entry, sizeof g_fail.entry, "%s", entry);
+  g_fail.after = after;
+  g_fail.code = (CUresult)code;
+  g_fail.node = node;
+  atomic_store(&g_fail.armed, 1);
+}
+
+/* CUDA_SUCCESS, or the armed failure when its call of entry has come
+ * (disarmed then). */
+static CUresult injected(const char *entry) {
+  if (!atomic_load_explicit(&g_fail.armed, memory_order_relaxed) || strcmp(entry, g_fail.entry)) return CUDA_SUCCESS;
+  if (g_fail.after) {
+    g_fail.after--;
+    return CUDA_SUCCESS;
+  }
+  atomic_store(&g_fail.armed, 0);
+  return g_fail.code;
+}
+#define FAIL_POINT(entry) \
+  do { \
+    CUresult nd_r_ = injected(entry); \
+    if (nd_r_ != CUDA_SUCCESS) return nd_r_; \
+  } while (0)
+
 /* kdag_null_calls, field by field (all uint64_t). */
 static _Atomic uint64_t g_count[sizeof(kdag_null_calls) / sizeof(uint64_t)];
 
@@ -265,6 +311,7 @@ static void record(CUevent e) {
   if (!atomic_load(&g_hold)) finish_through(e->serial);
 }
 static CUresult nd_cuEventRecord(CUevent e, CUstream s) {
+  FAIL_POINT("cuEventRecord");
   COUNT(event_records);
   if (!e || !s) return CUDA_ERROR_INVALID_HANDLE;
   if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -321,6 +368,7 @@ static CUresult dealloc(CUdeviceptr p) {
 }
 static CUresult nd_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool p, CUstream s) {
   NEED_CTX();
+  FAIL_POINT("cuMemAllocFromPoolAsync");
   if (!p || !s) return CUDA_ERROR_INVALID_VALUE;
   return alloc(out, bytes);
 }
@@ -333,11 +381,44 @@ static CUresult nd_cuMemFree(CUdeviceptr p) {
   COUNT(sync_frees);
   return dealloc(p);
 }
+/* Pinned allocations, and until when an enqueued copy uses each. */
+#define ND_PINNED 4096
+static struct {
+  pthread_mutex_t mu;
+  struct {
+    char *p;
+    size_t bytes;
+    uint64_t busy_until;
+  } at[ND_PINNED];
+  uint32_t count;
+} g_pinned = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* p's pinned allocation is used by a copy complete at busy_until (0: freed
+ * now, not used): a violation if an earlier copy of it is pending. Memory
+ * that is not pinned is not tracked. */
+static void use_pinned(const void *p, uint64_t busy_until, int free_it) {
+  pthread_mutex_lock(&g_pinned.mu);
+  for (uint32_t i = 0; i < g_pinned.count; ++i) {
+    if ((const char *)p < g_pinned.at[i].p || (const char *)p >= g_pinned.at[i].p + g_pinned.at[i].bytes) continue;
+    check_idle(g_pinned.at[i].busy_until);
+    if (free_it)
+      g_pinned.at[i] = g_pinned.at[--g_pinned.count];
+    else
+      g_pinned.at[i].busy_until = busy_until;
+    break;
+  }
+  pthread_mutex_unlock(&g_pinned.mu);
+}
+
 static CUresult nd_cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
   (void)flags;
   NEED_CTX();
+  FAIL_POINT("cuMemHostAlloc");
   if (!p || !bytes) return CUDA_ERROR_INVALID_VALUE;
-  *p = calloc(1, bytes);
+  pthread_mutex_lock(&g_pinned.mu);
+  *p = g_pinned.count < ND_PINNED ? calloc(1, bytes) : NULL;
+  if (*p) g_pinned.at[g_pinned.count++] = (__typeof__(g_pinned.at[0])){*p, bytes, 0};
+  pthread_mutex_unlock(&g_pinned.mu);
   if (!*p) return CUDA_ERROR_OUT_OF_MEMORY;
   COUNT(pinned_allocs);
   return CUDA_SUCCESS;
@@ -345,6 +426,7 @@ static CUresult nd_cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
 static CUresult nd_cuMemFreeHost(void *p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   COUNT(sync_frees);
+  use_pinned(p, 0, 1);
   free(p);
   return CUDA_SUCCESS;
 }
@@ -362,7 +444,10 @@ static CUresult enqueue_copy(CUstream s, void *dst, const void *src, size_t byte
   NEED_CTX();
   if (!s || ((!dst || !src) && bytes)) return CUDA_ERROR_INVALID_VALUE;
   COUNT(copies);
-  if (!s->capture && bytes) memmove(dst, src, bytes);
+  if (s->capture || !bytes) return CUDA_SUCCESS;
+  use_pinned(dst, next_serial(), 0);
+  use_pinned(src, next_serial(), 0);
+  memmove(dst, src, bytes);
   return CUDA_SUCCESS;
 }
 static void *host_of(CUdeviceptr p) { return (void *)(uintptr_t)p; }
@@ -445,6 +530,7 @@ static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
   NEED_CTX();
   if (!f || !s) return CUDA_ERROR_INVALID_HANDLE;
   if (bad_shape(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
+  FAIL_POINT("cuLaunchKernel");
   COUNT(kernel_launches);
   f->module->busy_until = next_serial();
   return CUDA_SUCCESS;
@@ -562,6 +648,10 @@ static CUresult instantiate(CUgraphExec *out, CUgraph g) {
   x->count = c->count;
   x->graph = g;
   x->events = count_events(x->work, x->count);
+  for (uint32_t i = x->count, seen = 0; i-- > 0;) {
+    x->work[i].event_follows = seen;
+    seen |= x->work[i].kind == ND_EVENT;
+  }
   c->work = NULL;
   for (uint32_t i = 0; i < c->count; ++i) free(c->nodes[i]);
   free(c->nodes);
@@ -571,8 +661,14 @@ static CUresult instantiate(CUgraphExec *out, CUgraph g) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
-  if (!p) return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = instantiate(out, g);
+  if (!p || !g) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = injected("cuGraphInstantiateWithParams");
+  if (r != CUDA_SUCCESS) { /* as the driver reports it: the node it could not take */
+    p->result_out = CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
+    p->hErrNode_out = g_fail.node < g->count ? g->nodes[g_fail.node] : NULL;
+    return r;
+  }
+  r = instantiate(out, g);
   p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
   p->hErrNode_out = NULL;
   return r;
@@ -601,6 +697,7 @@ static nd_work *exec_node(CUgraphExec x, CUgraphNode n, enum nd_kind kind) {
 }
 static CUresult nd_cuGraphExecKernelNodeSetParams(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p) {
   COUNT(kernel_node_patches);
+  FAIL_POINT("cuGraphExecKernelNodeSetParams");
   nd_work *w = exec_node(x, n, ND_KERNEL);
   if (!w || !p || !p->func) return CUDA_ERROR_INVALID_VALUE;
   w->module = p->func->module;
@@ -628,10 +725,13 @@ static CUresult nd_cuGraphExecChildGraphNodeSetParams(CUgraphExec x, CUgraphNode
   return CUDA_SUCCESS;
 }
 /* Copies as a 1-D memcpy node describes them (kdag's are all 1-D). */
-static void run_copy(const CUDA_MEMCPY3D *c) {
+static void run_copy(const CUDA_MEMCPY3D *c, uint64_t busy_until) {
   void *dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? c->dstHost : host_of(c->dstDevice);
   const void *src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? c->srcHost : host_of(c->srcDevice);
-  if (c->WidthInBytes) memmove(dst, src, c->WidthInBytes * (c->Height ? c->Height : 1) * (c->Depth ? c->Depth : 1));
+  if (!c->WidthInBytes) return;
+  use_pinned(dst, busy_until, 0);
+  use_pinned(src, busy_until, 0);
+  memmove(dst, src, c->WidthInBytes * (c->Height ? c->Height : 1) * (c->Depth ? c->Depth : 1));
 }
 static uint64_t count_events(const nd_work *w, uint32_t count) {
   uint64_t n = 0;
@@ -644,7 +744,7 @@ static uint64_t count_events(const nd_work *w, uint32_t count) {
 static void run_work(const nd_work *w, uint32_t count, uint64_t busy_until) {
   for (uint32_t i = 0; i < count; ++i) {
     switch (w[i].kind) {
-      case ND_COPY: run_copy(&w[i].copy); break;
+      case ND_COPY: run_copy(&w[i].copy, w[i].event_follows ? next_serial() : busy_until); break;
       case ND_HOST: w[i].fn(w[i].data); break;
       case ND_EVENT: record(w[i].event); break;
       case ND_CHILD: run_work(w[i].child->work, w[i].child->count, busy_until); break;
@@ -656,6 +756,7 @@ static void run_work(const nd_work *w, uint32_t count, uint64_t busy_until) {
 static CUresult nd_cuGraphLaunch(CUgraphExec x, CUstream s) {
   NEED_CTX();
   if (!x || !s) return CUDA_ERROR_INVALID_HANDLE;
+  FAIL_POINT("cuGraphLaunch");
   COUNT(graph_launches);
   if (s->capture) return CUDA_SUCCESS;
   /* Complete with the first event recorded after the whole graph: one

@@ -37,8 +37,15 @@ typedef struct kdag_null_calls {
  * reaches them, or until kdag_null_hold(0), which finishes every one. */
 void kdag_null_hold(int on);
 void kdag_null_calls_get(kdag_null_calls *out);
+/* The call of entry after `after` more (one of cuEventRecord,
+ * cuMemAllocFromPoolAsync, cuMemHostAlloc, cuLaunchKernel,
+ * cuGraphInstantiateWithParams, which then names the graph's node number
+ * node as the culprit, cuGraphLaunch, cuGraphExecKernelNodeSetParams)
+ * fails with the CUresult code, once. */
+void kdag_null_fail(const char *entry, uint32_t after, int code, uint32_t node);
 /* Their types, for dlsym: kdag loads the driver privately (RTLD_LOCAL). */
 typedef void kdag_null_hold_fn(int on);
 typedef void kdag_null_calls_get_fn(kdag_null_calls *out);
+typedef void kdag_null_fail_fn(const char *entry, uint32_t after, int code, uint32_t node);
 
 #endif
