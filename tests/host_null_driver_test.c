@@ -591,3 +591,75 @@ Test(host_null_driver, out_of_device_or_pinned_memory_is_a_clear_error) {
   kd_session_destroy(s);
   assert_all_returned();
 }
+
+/* Every call the null driver can refuse, refused in turn at each of its
+ * first few calls, in EAGER and GRAPH mode, during submissions with
+ * rebindings and completions held: each submission either succeeds with
+ * the right data or is refused with a message, nothing goes before its
+ * work is done, the session works once the driver does, and everything
+ * comes back. */
+Test(host_null_driver, every_refusable_call_refused_in_turn_loses_nothing) {
+  static const char *points[] = {"cuEventRecord", "cuMemAllocFromPoolAsync", "cuMemHostAlloc", "cuLaunchKernel",
+                                 "cuGraphInstantiateWithParams", "cuGraphLaunch",
+                                 "cuGraphExecKernelNodeSetParams"};
+  static const kd_exec_mode modes[] = {KD_EXEC_EAGER, KD_EXEC_GRAPH};
+  uint32_t refused = 0, runs = 0, by_point[sizeof points / sizeof points[0]] = {0};
+  for (size_t m = 0; m < 2; ++m)
+    for (size_t f = 0; f < sizeof points / sizeof points[0]; ++f)
+      for (uint32_t after = 0; after < 4; ++after) {
+        kd_session *s = null_session(modes[m], 4);
+        pipeline p;
+        fill_in(&p, 0);
+        pipeline_make(s, &p);
+        kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+        kd_tensor spare;
+        KDT_OK(kd_tensor_from_host(s, &d, p.in, sizeof p.in, &spare));
+        KDT_OK(kd_graph_submit(p.g, NULL));
+        pipeline_check(&p, 0);
+        int code = strstr(points[f], "Alloc") ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+        nd_fail(points[f], after, code, 0);
+        for (int r = 1; r <= 6; ++r) {
+          nd_hold(r % 2);
+          if (r == 3) { /* b <-> spare: a GRAPH launch patches its node */
+            kd_tensor old = p.b;
+            KDT_OK(kd_graph_rebind(p.g, old, spare));
+            p.b = spare;
+            spare = old;
+          }
+          if (r == 4) KDT_OK(kd_graph_scale(p.g, "b*=1", kd_whole(p.b), 1.0, NULL)); /* GRAPH: instantiates anew */
+          fill_in(&p, (float)(100 * r));
+          kd_status st = kd_graph_submit(p.g, NULL);
+          if (st) { /* the injected refusal, named */
+            cr_assert_eq(st, code == CUDA_ERROR_OUT_OF_MEMORY ? KD_ERR_OUT_OF_MEMORY : KD_ERR_DRIVER, "%s: %s",
+                         kd_status_name(st), kd_last_error());
+            cr_assert(strstr(kd_last_error(), points[f]), "the message names %s: %s", points[f], kd_last_error());
+          }
+          nd_hold(0);
+          if (!st) {
+            pipeline_check(&p, r);
+          } else {
+            refused++;
+            by_point[f]++;
+            (void)kd_sink_wait(p.sink); /* a copy committed before the refusal, if any */
+          }
+          cr_assert_eq(calls().lifetime_violations, 0, "%s after %u, round %d", points[f], after, r);
+        }
+        nd_fail(NULL, 0, 0, 0);
+        fill_in(&p, 999);
+        KDT_OK(kd_graph_submit(p.g, NULL));
+        pipeline_check(&p, 99);
+        KDT_OK(kd_tensor_release(s, spare));
+        release_pipeline(s, &p);
+        kd_session_destroy(s);
+        assert_all_returned();
+        runs++;
+      }
+  cr_log_info("%u runs, %u submissions refused", runs, refused);
+  /* Each call a submission makes failed one at least once, but for a device
+   * allocation, which no submission here makes (out_of_device_or_pinned_memory
+   * covers it), and a refused update, which kdag answers by instantiating
+   * afresh, with no error (a_refused_update_instantiates_afresh). */
+  for (size_t f = 0; f < sizeof points / sizeof points[0]; ++f)
+    if (strcmp(points[f], "cuMemAllocFromPoolAsync") && strcmp(points[f], "cuGraphExecKernelNodeSetParams"))
+      cr_assert_gt(by_point[f], 0, "%s was never refused during a submission", points[f]);
+}

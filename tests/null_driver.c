@@ -17,14 +17,17 @@
  * at once when enqueued and kernels do nothing; host functions run when
  * enqueued; a CUDA graph runs its nodes in insertion order (kdag adds them
  * in plan order, so that is a topological order: a dependency on a node
- * not yet added is refused). All streams share one timeline of recorded
- * events. While kdag_null_hold(1) is in force, recorded events stay
- * pending (cuEventQuery: CUDA_ERROR_NOT_READY) until a synchronize on one
- * of them finishes the timeline through it, or kdag_null_hold(0) finishes
- * it all.
+ * not yet added is refused). All streams share one timeline: every
+ * launch, copy and event record takes the next place on it. An event
+ * finishes the timeline through its place when recorded, but while
+ * kdag_null_hold(1) is in force it stays pending (cuEventQuery:
+ * CUDA_ERROR_NOT_READY) until a wait reaches it (cuEventSynchronize on it
+ * or a later one, cuStreamSynchronize) or kdag_null_hold(0) finishes it
+ * all.
  *
  * A launch (of a kernel, or of an executable graph) or a copy counts as
- * complete once the first event recorded after it has finished. Unloading
+ * complete once the timeline is finished through its place: an event
+ * recorded after it has finished, or a stream wait. Unloading
  * a module or destroying an executable graph before the launches that use
  * it are complete, and copying to or from pinned memory (or freeing it)
  * while an earlier copy of that allocation is not complete, are counted as
@@ -75,8 +78,6 @@ enum nd_kind { ND_KERNEL, ND_COPY, ND_HOST, ND_EMPTY, ND_CHILD, ND_EVENT };
 /* A node's payload; an executable graph holds its own copies. */
 typedef struct nd_work {
   enum nd_kind kind;
-  int event_follows; /* copies: an event record node comes later in the graph (its own
-                        completion, as kdag adds a sink's event right after its copy) */
   CUmodule module; /* kernels: the function's */
   CUDA_MEMCPY3D copy;
   CUhostFn fn;
@@ -98,13 +99,14 @@ struct CUgraphExec_st {
   nd_work *work;
   uint32_t count;
   CUgraph graph; /* for checking that a node is of this graph */
-  uint64_t events; /* event record nodes, children's included */
   uint64_t busy_until;
 };
 
 static struct CUctx_st g_ctx;
 static _Thread_local CUcontext g_current;
-static _Atomic uint64_t g_recorded, g_done;
+/* The timeline: every enqueued launch, copy and event record takes the
+ * next serial; work is complete once g_done has reached its serial. */
+static _Atomic uint64_t g_seq, g_done;
 static _Atomic int g_hold;
 /* The one armed failure: entry's call after `after` more fails with code.
  * Set and consumed by the test's thread (kdag calls the driver on the
@@ -118,6 +120,10 @@ static struct {
 } g_fail;
 
 ND_EXPORT void kdag_null_fail(const char *entry, uint32_t after, int code, uint32_t node) {
+  if (!entry) { /* disarm */
+    atomic_store(&g_fail.armed, 0);
+    return;
+  }
   snprintf(g_fail.entry, sizeof g_fail.entry, "%s", entry);
   g_fail.after = after;
   g_fail.code = (CUresult)code;
@@ -150,7 +156,7 @@ static _Atomic uint64_t g_count[sizeof(kdag_null_calls) / sizeof(uint64_t)];
 
 ND_EXPORT void kdag_null_hold(int on) {
   atomic_store(&g_hold, on);
-  if (!on) atomic_store(&g_done, atomic_load(&g_recorded));
+  if (!on) atomic_store(&g_done, atomic_load(&g_seq));
 }
 
 ND_EXPORT void kdag_null_calls_get(kdag_null_calls *out) {
@@ -160,7 +166,7 @@ ND_EXPORT void kdag_null_calls_get(kdag_null_calls *out) {
 }
 
 /* A launch enqueued now is complete once this serial has finished. */
-static uint64_t next_serial(void) { return atomic_load(&g_recorded) + 1; }
+static uint64_t enqueue_serial(void) { return atomic_fetch_add(&g_seq, 1) + 1; }
 static void check_idle(uint64_t busy_until) {
   if (busy_until > atomic_load(&g_done)) COUNT(lifetime_violations);
 }
@@ -288,7 +294,7 @@ static CUresult nd_cuStreamDestroy(CUstream s) {
 static CUresult nd_cuStreamSynchronize(CUstream s) {
   COUNT(stream_syncs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  finish_through(atomic_load(&g_recorded));
+  finish_through(atomic_load(&g_seq));
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuEventCreate(CUevent *e, unsigned int flags) {
@@ -307,7 +313,7 @@ static CUresult nd_cuEventDestroy(CUevent e) {
   return CUDA_SUCCESS;
 }
 static void record(CUevent e) {
-  e->serial = atomic_fetch_add(&g_recorded, 1) + 1;
+  e->serial = enqueue_serial();
   if (!atomic_load(&g_hold)) finish_through(e->serial);
 }
 static CUresult nd_cuEventRecord(CUevent e, CUstream s) {
@@ -445,8 +451,9 @@ static CUresult enqueue_copy(CUstream s, void *dst, const void *src, size_t byte
   if (!s || ((!dst || !src) && bytes)) return CUDA_ERROR_INVALID_VALUE;
   COUNT(copies);
   if (s->capture || !bytes) return CUDA_SUCCESS;
-  use_pinned(dst, next_serial(), 0);
-  use_pinned(src, next_serial(), 0);
+  uint64_t busy = enqueue_serial();
+  use_pinned(dst, busy, 0);
+  use_pinned(src, busy, 0);
   memmove(dst, src, bytes);
   return CUDA_SUCCESS;
 }
@@ -532,7 +539,7 @@ static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
   if (bad_shape(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
   FAIL_POINT("cuLaunchKernel");
   COUNT(kernel_launches);
-  f->module->busy_until = next_serial();
+  f->module->busy_until = enqueue_serial();
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
@@ -634,7 +641,6 @@ static CUresult nd_cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const 
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_EVENT, .event = e});
 }
-static uint64_t count_events(const nd_work *w, uint32_t count);
 static CUresult instantiate(CUgraphExec *out, CUgraph g) {
   if (!out || !g) return CUDA_ERROR_INVALID_VALUE;
   CUgraphExec x = calloc(1, sizeof *x);
@@ -647,11 +653,6 @@ static CUresult instantiate(CUgraphExec *out, CUgraph g) {
   x->work = c->work;
   x->count = c->count;
   x->graph = g;
-  x->events = count_events(x->work, x->count);
-  for (uint32_t i = x->count, seen = 0; i-- > 0;) {
-    x->work[i].event_follows = seen;
-    seen |= x->work[i].kind == ND_EVENT;
-  }
   c->work = NULL;
   for (uint32_t i = 0; i < c->count; ++i) free(c->nodes[i]);
   free(c->nodes);
@@ -725,7 +726,7 @@ static CUresult nd_cuGraphExecChildGraphNodeSetParams(CUgraphExec x, CUgraphNode
   return CUDA_SUCCESS;
 }
 /* Copies as a 1-D memcpy node describes them (kdag's are all 1-D). */
-static void run_copy(const CUDA_MEMCPY3D *c, uint64_t busy_until) {
+static void run_copy(const CUDA_MEMCPY3D *c, uint64_t busy_until) { /* its own serial */
   void *dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? c->dstHost : host_of(c->dstDevice);
   const void *src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? c->srcHost : host_of(c->srcDevice);
   if (!c->WidthInBytes) return;
@@ -733,24 +734,26 @@ static void run_copy(const CUDA_MEMCPY3D *c, uint64_t busy_until) {
   use_pinned(src, busy_until, 0);
   memmove(dst, src, c->WidthInBytes * (c->Height ? c->Height : 1) * (c->Depth ? c->Depth : 1));
 }
-static uint64_t count_events(const nd_work *w, uint32_t count) {
-  uint64_t n = 0;
-  for (uint32_t i = 0; i < count; ++i)
-    n += w[i].kind == ND_EVENT ? 1 : w[i].kind == ND_CHILD ? count_events(w[i].child->work, w[i].child->count) : 0;
-  return n;
-}
 
-/* Runs a graph's work; its kernels' modules are busy until busy_until. */
-static void run_work(const nd_work *w, uint32_t count, uint64_t busy_until) {
+/* Runs a graph's work, copies and event records each in its turn on the
+ * timeline (a sink's event after its copy). */
+static void run_work(const nd_work *w, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i) {
     switch (w[i].kind) {
-      case ND_COPY: run_copy(&w[i].copy, w[i].event_follows ? next_serial() : busy_until); break;
+      case ND_COPY: run_copy(&w[i].copy, enqueue_serial()); break;
       case ND_HOST: w[i].fn(w[i].data); break;
       case ND_EVENT: record(w[i].event); break;
-      case ND_CHILD: run_work(w[i].child->work, w[i].child->count, busy_until); break;
-      case ND_KERNEL: w[i].module->busy_until = busy_until; break;
+      case ND_CHILD: run_work(w[i].child->work, w[i].child->count); break;
+      case ND_KERNEL:
       case ND_EMPTY: break;
     }
+  }
+}
+/* The graph's kernels keep their modules busy until the graph is done. */
+static void modules_busy(const nd_work *w, uint32_t count, uint64_t busy_until) {
+  for (uint32_t i = 0; i < count; ++i) {
+    if (w[i].kind == ND_KERNEL) w[i].module->busy_until = busy_until;
+    if (w[i].kind == ND_CHILD) modules_busy(w[i].child->work, w[i].child->count, busy_until);
   }
 }
 static CUresult nd_cuGraphLaunch(CUgraphExec x, CUstream s) {
@@ -759,10 +762,9 @@ static CUresult nd_cuGraphLaunch(CUgraphExec x, CUstream s) {
   FAIL_POINT("cuGraphLaunch");
   COUNT(graph_launches);
   if (s->capture) return CUDA_SUCCESS;
-  /* Complete with the first event recorded after the whole graph: one
-   * past the events its own sink nodes record. */
-  x->busy_until = next_serial() + x->events;
-  run_work(x->work, x->count, x->busy_until);
+  run_work(x->work, x->count);
+  x->busy_until = enqueue_serial(); /* the whole graph: after its nodes */
+  modules_busy(x->work, x->count, x->busy_until);
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {

@@ -41,7 +41,7 @@ void kdag_null_calls_get(kdag_null_calls *out);
  * cuMemAllocFromPoolAsync, cuMemHostAlloc, cuLaunchKernel,
  * cuGraphInstantiateWithParams, which then names the graph's node number
  * node as the culprit, cuGraphLaunch, cuGraphExecKernelNodeSetParams)
- * fails with the CUresult code, once. */
+ * fails with the CUresult code, once. entry NULL: disarms. */
 void kdag_null_fail(const char *entry, uint32_t after, int code, uint32_t node);
 /* Their types, for dlsym: kdag loads the driver privately (RTLD_LOCAL). */
 typedef void kdag_null_hold_fn(int on);
