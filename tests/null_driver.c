@@ -34,6 +34,11 @@
  * lifetime violations: on a GPU that work could still be running, and
  * kdag's staging blocks must not be reused before it has.
  *
+ * kdag_null_fault(code) is a trap in the work already enqueued: from then
+ * on, as with a real sticky error, every call that queries, waits for or
+ * enqueues work, or makes an object, fails with code; freeing and
+ * destroying still work (and count no violation: nothing runs any more).
+ *
  * kdag_null_fail makes a coming call of one entry point fail with a
  * chosen result (an instantiation naming a chosen node as the culprit), so
  * tests can reach the error paths a real driver takes rarely: a refused
@@ -108,6 +113,17 @@ static _Thread_local CUcontext g_current;
  * next serial; work is complete once g_done has reached its serial. */
 static _Atomic uint64_t g_seq, g_done;
 static _Atomic int g_hold;
+/* A sticky fault: 0, or the CUresult every working call now returns. */
+static _Atomic int g_fault;
+
+ND_EXPORT void kdag_null_fault(int code) { atomic_store(&g_fault, code); }
+
+#define FAULTED() \
+  do { \
+    int nd_f_ = atomic_load_explicit(&g_fault, memory_order_relaxed); \
+    if (nd_f_) return (CUresult)nd_f_; \
+  } while (0)
+
 /* The one armed failure: entry's call after `after` more fails with code.
  * Set and consumed by the test's thread (kdag calls the driver on the
  * caller's thread). */
@@ -168,7 +184,7 @@ ND_EXPORT void kdag_null_calls_get(kdag_null_calls *out) {
 /* A launch enqueued now is complete once this serial has finished. */
 static uint64_t enqueue_serial(void) { return atomic_fetch_add(&g_seq, 1) + 1; }
 static void check_idle(uint64_t busy_until) {
-  if (busy_until > atomic_load(&g_done)) COUNT(lifetime_violations);
+  if (busy_until > atomic_load(&g_done) && !atomic_load(&g_fault)) COUNT(lifetime_violations);
 }
 
 /* Finishes the timeline through serial (a wait on it). */
@@ -203,6 +219,9 @@ static CUresult nd_cuGetErrorName(CUresult r, const char **out) {
     case CUDA_ERROR_NOT_READY: *out = "CUDA_ERROR_NOT_READY"; break;
     case CUDA_ERROR_INVALID_HANDLE: *out = "CUDA_ERROR_INVALID_HANDLE"; break;
     case CUDA_ERROR_OUT_OF_MEMORY: *out = "CUDA_ERROR_OUT_OF_MEMORY"; break;
+    case CUDA_ERROR_NOT_SUPPORTED: *out = "CUDA_ERROR_NOT_SUPPORTED"; break;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: *out = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
+    case CUDA_ERROR_LAUNCH_FAILED: *out = "CUDA_ERROR_LAUNCH_FAILED"; break;
     default: *out = "CUDA_ERROR_UNKNOWN"; break;
   }
   return CUDA_SUCCESS;
@@ -280,6 +299,7 @@ static CUresult nd_cuCtxGetCurrent(CUcontext *c) {
 /* ---- streams and events -------------------------------------------------- */
 
 static CUresult nd_cuStreamCreate(CUstream *s, unsigned int flags) {
+  FAULTED();
   (void)flags;
   NEED_CTX();
   if (!s) return CUDA_ERROR_INVALID_VALUE;
@@ -292,12 +312,14 @@ static CUresult nd_cuStreamDestroy(CUstream s) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuStreamSynchronize(CUstream s) {
+  FAULTED();
   COUNT(stream_syncs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   finish_through(atomic_load(&g_seq));
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuEventCreate(CUevent *e, unsigned int flags) {
+  FAULTED();
   (void)flags;
   NEED_CTX();
   if (!e) return CUDA_ERROR_INVALID_VALUE;
@@ -317,6 +339,7 @@ static void record(CUevent e) {
   if (!atomic_load(&g_hold)) finish_through(e->serial);
 }
 static CUresult nd_cuEventRecord(CUevent e, CUstream s) {
+  FAULTED();
   FAIL_POINT("cuEventRecord");
   COUNT(event_records);
   if (!e || !s) return CUDA_ERROR_INVALID_HANDLE;
@@ -325,11 +348,13 @@ static CUresult nd_cuEventRecord(CUevent e, CUstream s) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuEventQuery(CUevent e) {
+  FAULTED();
   COUNT(event_queries);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   return e->serial <= atomic_load(&g_done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 static CUresult nd_cuEventSynchronize(CUevent e) {
+  FAULTED();
   COUNT(event_syncs);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   finish_through(e->serial);
@@ -344,6 +369,7 @@ static CUresult nd_cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
 /* ---- memory --------------------------------------------------------------- */
 
 static CUresult nd_cuMemPoolCreate(CUmemoryPool *p, const CUmemPoolProps *props) {
+  FAULTED();
   NEED_CTX();
   if (!p || !props) return CUDA_ERROR_INVALID_VALUE;
   *p = calloc(1, sizeof **p);
@@ -373,6 +399,7 @@ static CUresult dealloc(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool p, CUstream s) {
+  FAULTED();
   NEED_CTX();
   FAIL_POINT("cuMemAllocFromPoolAsync");
   if (!p || !s) return CUDA_ERROR_INVALID_VALUE;
@@ -380,6 +407,7 @@ static CUresult nd_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmem
 }
 static CUresult nd_cuMemFreeAsync(CUdeviceptr p, CUstream s) { return s ? dealloc(p) : CUDA_ERROR_INVALID_VALUE; }
 static CUresult nd_cuMemAlloc(CUdeviceptr *out, size_t bytes) {
+  FAULTED();
   NEED_CTX();
   return alloc(out, bytes);
 }
@@ -417,6 +445,7 @@ static void use_pinned(const void *p, uint64_t busy_until, int free_it) {
 }
 
 static CUresult nd_cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
+  FAULTED();
   (void)flags;
   NEED_CTX();
   FAIL_POINT("cuMemHostAlloc");
@@ -447,6 +476,7 @@ static CUresult nd_cuMemHostUnregister(void *p) { return p ? CUDA_SUCCESS : CUDA
  * it is dropped: a capture's graph here is always empty (kdag captures
  * only a foreign node's callback). */
 static CUresult enqueue_copy(CUstream s, void *dst, const void *src, size_t bytes) {
+  FAULTED();
   NEED_CTX();
   if (!s || ((!dst || !src) && bytes)) return CUDA_ERROR_INVALID_VALUE;
   COUNT(copies);
@@ -468,12 +498,14 @@ static CUresult nd_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t by
   return enqueue_copy(s, host_of(dst), host_of(src), bytes);
 }
 static CUresult nd_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  FAULTED();
   NEED_CTX();
   if (!s || (!dst && n)) return CUDA_ERROR_INVALID_VALUE;
   if (!s->capture && n) memset(host_of(dst), v, n);
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  FAULTED();
   NEED_CTX();
   if (!s || (!dst && n) || (dst & 3)) return CUDA_ERROR_INVALID_VALUE;
   uint32_t *p = host_of(dst);
@@ -484,6 +516,7 @@ static CUresult nd_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, C
 /* ---- modules and launches -------------------------------------------------- */
 
 static CUresult nd_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *o, void **v) {
+  FAULTED();
   (void)n, (void)o, (void)v;
   NEED_CTX();
   if (!m || !image) return CUDA_ERROR_INVALID_VALUE;
@@ -533,6 +566,7 @@ static int bad_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigne
 static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                   unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void **params,
                                   void **extra) {
+  FAULTED();
   (void)smem, (void)params, (void)extra;
   NEED_CTX();
   if (!f || !s) return CUDA_ERROR_INVALID_HANDLE;
@@ -543,6 +577,7 @@ static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
+  FAULTED();
   NEED_CTX();
   if (!s || !fn) return CUDA_ERROR_INVALID_VALUE;
   if (!s->capture) fn(data);
@@ -662,6 +697,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph g) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+  FAULTED();
   if (!p || !g) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = injected("cuGraphInstantiateWithParams");
   if (r != CUDA_SUCCESS) { /* as the driver reports it: the node it could not take */
@@ -675,6 +711,7 @@ static CUresult nd_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g, CUD
   return r;
 }
 static CUresult nd_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph g, unsigned long long flags) {
+  FAULTED();
   (void)flags;
   return instantiate(out, g);
 }
@@ -697,6 +734,7 @@ static nd_work *exec_node(CUgraphExec x, CUgraphNode n, enum nd_kind kind) {
   return &x->work[n->index];
 }
 static CUresult nd_cuGraphExecKernelNodeSetParams(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p) {
+  FAULTED();
   COUNT(kernel_node_patches);
   FAIL_POINT("cuGraphExecKernelNodeSetParams");
   nd_work *w = exec_node(x, n, ND_KERNEL);
@@ -706,18 +744,21 @@ static CUresult nd_cuGraphExecKernelNodeSetParams(CUgraphExec x, CUgraphNode n, 
 }
 static CUresult nd_cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode n, const CUDA_MEMCPY3D *c,
                                                   CUcontext ctx) {
+  FAULTED();
   nd_work *w = exec_node(x, n, ND_COPY);
   if (!w || !c || ctx != &g_ctx) return CUDA_ERROR_INVALID_VALUE;
   w->copy = *c;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGraphExecEventRecordNodeSetEvent(CUgraphExec x, CUgraphNode n, CUevent e) {
+  FAULTED();
   nd_work *w = exec_node(x, n, ND_EVENT);
   if (!w || !e) return CUDA_ERROR_INVALID_VALUE;
   w->event = e;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGraphExecChildGraphNodeSetParams(CUgraphExec x, CUgraphNode n, CUgraph child) {
+  FAULTED();
   nd_work *w = exec_node(x, n, ND_CHILD);
   CUgraph c;
   if (!w || graph_clone(child, &c) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
@@ -757,6 +798,7 @@ static void modules_busy(const nd_work *w, uint32_t count, uint64_t busy_until) 
   }
 }
 static CUresult nd_cuGraphLaunch(CUgraphExec x, CUstream s) {
+  FAULTED();
   NEED_CTX();
   if (!x || !s) return CUDA_ERROR_INVALID_HANDLE;
   FAIL_POINT("cuGraphLaunch");
@@ -768,6 +810,7 @@ static CUresult nd_cuGraphLaunch(CUgraphExec x, CUstream s) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+  FAULTED();
   (void)mode;
   if (!s || s->capture) return CUDA_ERROR_INVALID_VALUE;
   return nd_cuGraphCreate(&s->capture, 0);

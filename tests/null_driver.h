@@ -43,9 +43,14 @@ void kdag_null_calls_get(kdag_null_calls *out);
  * node as the culprit, cuGraphLaunch, cuGraphExecKernelNodeSetParams)
  * fails with the CUresult code, once. entry NULL: disarms. */
 void kdag_null_fail(const char *entry, uint32_t after, int code, uint32_t node);
+/* A trap in the work enqueued so far: every later call that queries, waits
+ * for or enqueues work, or makes an object, fails with the CUresult code
+ * (a sticky one, such as CUDA_ERROR_ILLEGAL_ADDRESS), for the process. */
+void kdag_null_fault(int code);
 /* Their types, for dlsym: kdag loads the driver privately (RTLD_LOCAL). */
 typedef void kdag_null_hold_fn(int on);
 typedef void kdag_null_calls_get_fn(kdag_null_calls *out);
 typedef void kdag_null_fail_fn(const char *entry, uint32_t after, int code, uint32_t node);
+typedef void kdag_null_fault_fn(int code);
 
 #endif
