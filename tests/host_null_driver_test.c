@@ -700,3 +700,98 @@ Test(host_null_driver, a_sticky_fault_poisons_the_device_and_destroying_frees_ev
   cr_assert_null(s3);
   assert_all_returned();
 }
+
+/* ---- foreign nodes ------------------------------------------------------- */
+
+typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*copy_dtod_fn)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+
+/* A foreign library stand-in: copies span 1 into span 0 on the stream it
+ * is given, through the (null) driver, as cuBLAS would enqueue its work. */
+typedef struct copier {
+  copy_dtod_fn copy;
+  int calls, released;
+  size_t workspace_bytes;
+} copier;
+
+static kd_status copy_node(const kd_foreign_call *call, void *user) {
+  copier *c = user;
+  c->calls++;
+  if (call->span_count != 2 || call->resource != c || !call->workspace || call->workspace_bytes != c->workspace_bytes ||
+      call->spans[0].bytes != call->spans[1].bytes)
+    return KD_ERR_INVALID_ARGUMENT;
+  return c->copy(call->spans[0].device_ptr, call->spans[1].device_ptr, call->spans[0].bytes, call->stream)
+             ? KD_ERR_DRIVER
+             : KD_OK;
+}
+
+static void release_copier(void *p) { ((copier *)p)->released++; }
+
+static void copier_open(copier *c) {
+  memset(c, 0, sizeof *c);
+  void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  cr_assert(lib);
+  get_proc_fn get = (get_proc_fn)dlsym(lib, "cuGetProcAddress_v2");
+  cr_assert(get);
+  void *fn = NULL;
+  cr_assert_eq(get("cuMemcpyDtoDAsync", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL), CUDA_SUCCESS);
+  c->copy = (copy_dtod_fn)fn;
+  c->workspace_bytes = 4096;
+  dlclose(lib);
+}
+
+/* A foreign node's workspace and resource outlive every submission using
+ * them, in EAGER (a workspace per submission) and GRAPH mode (its capture:
+ * the callback runs once per capture, again when a rebinding moves its
+ * spans, and the work it enqueues becomes a child graph). */
+static void foreign_lifetimes(kd_exec_mode mode) {
+  kd_session *s = null_session(mode, 0);
+  copier c;
+  copier_open(&c);
+  pipeline p;
+  fill_in(&p, 5);
+  pipeline_make(s, &p);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  kd_tensor y, y2;
+  KDT_OK(kd_tensor_create(s, &d, &y));
+  KDT_OK(kd_tensor_create(s, &d, &y2));
+  kd_garg acc[] = {kd_g_out(kd_whole(y)), kd_g_in(kd_whole(p.a))};
+  KDT_OK(kd_graph_foreign(p.g, "copy y=a", copy_node, &c, acc, 2, c.workspace_bytes, &c, release_copier, NULL));
+  float got[LEN];
+  kd_sink *ys;
+  KDT_OK(kd_graph_sink(p.g, "y", y, got, sizeof got, &ys));
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 0);
+  KDT_OK(kd_sink_wait(ys));
+  if (mode == KD_EXEC_EAGER) /* captured work is not run by the null driver: EAGER only */
+    for (int i = 0; i < LEN; ++i) cr_assert_eq(got[i], p.in[i], "y[%d]", i);
+  cr_assert_eq(c.calls, 1);
+  nd_hold(1);
+  for (int r = 0; r < 3; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
+  KDT_OK(kd_graph_rebind(p.g, y, y2)); /* moves the node's span 0 */
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  cr_assert_eq(c.calls, mode == KD_EXEC_EAGER ? 5 : 2, "EAGER: once per submission; GRAPH: per capture");
+  uint64_t frees = calls().device_frees;
+  kd_graph_destroy(p.g);
+  KDT_OK(kd_tensor_release(s, p.a));
+  KDT_OK(kd_tensor_release(s, p.b));
+  KDT_OK(kd_tensor_release(s, y));
+  KDT_OK(kd_tensor_release(s, y2));
+  KDT_OK(kd_session_reap(s, NULL));
+  cr_assert_eq(c.released, 0, "the resource is released only once its work is done");
+  cr_assert_eq(calls().device_frees, frees, "workspaces and tensors stay while their work is pending");
+  nd_hold(0);
+  KDT_OK(kd_session_reap(s, NULL));
+  cr_assert_eq(c.released, 1);
+  kd_counters k = counters(s);
+  if (mode == KD_EXEC_GRAPH) cr_assert_eq(k.graph_instantiations, 1, "a moved span re-captures in place");
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+Test(host_null_driver, eager_foreign_node_keeps_workspace_and_resource_until_done) {
+  foreign_lifetimes(KD_EXEC_EAGER);
+}
+Test(host_null_driver, graph_foreign_node_keeps_workspace_and_resource_until_done) {
+  foreign_lifetimes(KD_EXEC_GRAPH);
+}
