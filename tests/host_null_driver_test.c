@@ -445,6 +445,23 @@ static void fill_in(pipeline *p, float base) {
   for (int i = 0; i < LEN; ++i) p->in[i] = base + (float)i;
 }
 
+/* A session of mode with the pipeline made, submitted and checked once. */
+static kd_session *started(kd_exec_mode mode, pipeline *p) {
+  kd_session *s = null_session(mode, 0);
+  fill_in(p, 0);
+  pipeline_make(s, p);
+  KDT_OK(kd_graph_submit(p->g, NULL));
+  pipeline_check(p, 0);
+  return s;
+}
+
+/* Lets go of the pipeline and the session; every object must be back. */
+static void finish(kd_session *s, pipeline *p) {
+  release_pipeline(s, p);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
 Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path_stays) {
   kd_session *s = null_session(KD_EXEC_GRAPH, 0);
   pipeline p;
@@ -479,18 +496,12 @@ Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path
   kdag_null_calls c = calls();
   cr_assert_eq(c.graph_instantiations, 1, "AUTO stayed EAGER after the refusal");
   cr_assert_eq(c.graph_launches, 1);
-  release_pipeline(s, &p);
-  kd_session_destroy(s);
-  assert_all_returned();
+  finish(s, &p);
 }
 
 Test(host_null_driver, a_refused_update_instantiates_afresh) {
-  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
   pipeline p;
-  fill_in(&p, 0);
-  pipeline_make(s, &p);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 0);
+  kd_session *s = started(KD_EXEC_GRAPH, &p);
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
   kd_tensor c;
   KDT_OK(kd_tensor_from_host(s, &d, p.in, sizeof p.in, &c));
@@ -504,18 +515,12 @@ Test(host_null_driver, a_refused_update_instantiates_afresh) {
   cr_assert_eq(k.graph_updates, 0);
   cr_assert_eq(calls().graph_instantiations, 2);
   KDT_OK(kd_tensor_release(s, c));
-  release_pipeline(s, &p);
-  kd_session_destroy(s);
-  assert_all_returned();
+  finish(s, &p);
 }
 
 Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_works) {
-  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
   pipeline p;
-  fill_in(&p, 0);
-  pipeline_make(s, &p);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 0);
+  kd_session *s = started(KD_EXEC_GRAPH, &p);
   uint64_t submitted = counters(s).submissions;
   nd_fail("cuGraphLaunch", 0, CUDA_ERROR_INVALID_VALUE, 0);
   kd_ticket t;
@@ -526,9 +531,7 @@ Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_work
   fill_in(&p, 77);
   KDT_OK(kd_graph_submit(p.g, NULL));
   pipeline_check(&p, 1);
-  release_pipeline(s, &p);
-  kd_session_destroy(s);
-  assert_all_returned();
+  finish(s, &p);
 }
 
 /* EAGER: the sink's event record refused after its copy was enqueued (the
@@ -536,12 +539,8 @@ Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_work
  * completion's own record refused (kdag then waits for the stream, the one
  * documented fallback, so it can let go of what the work holds). */
 Test(host_null_driver, refused_event_records_name_the_call_and_lose_nothing) {
-  kd_session *s = null_session(KD_EXEC_EAGER, 0);
   pipeline p;
-  fill_in(&p, 0);
-  pipeline_make(s, &p);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 0);
+  kd_session *s = started(KD_EXEC_EAGER, &p);
   nd_hold(1); /* the refused submission's copy stays pending */
   nd_fail("cuEventRecord", 0, CUDA_ERROR_INVALID_VALUE, 0); /* the sink's */
   KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "cuEventRecord");
@@ -562,9 +561,7 @@ Test(host_null_driver, refused_event_records_name_the_call_and_lose_nothing) {
   fill_in(&p, 30);
   KDT_OK(kd_graph_submit(p.g, NULL));
   pipeline_check(&p, 3);
-  release_pipeline(s, &p);
-  kd_session_destroy(s);
-  assert_all_returned();
+  finish(s, &p);
 }
 
 /* Out of device or pinned memory: KD_ERR_OUT_OF_MEMORY naming the call,
@@ -589,9 +586,7 @@ Test(host_null_driver, out_of_device_or_pinned_memory_is_a_clear_error) {
   KDT_OK(kd_graph_submit(p.g, NULL));
   pipeline_check(&p, 1);
   cr_assert_eq(calls().lifetime_violations, 0);
-  release_pipeline(s, &p);
-  kd_session_destroy(s);
-  assert_all_returned();
+  finish(s, &p);
 }
 
 /* Every call the null driver can refuse, refused in turn at each of its
