@@ -1,0 +1,143 @@
+/* ThreadSanitizer lane for the CUDA backend, against the null driver
+ * (tests/null_driver.c; no GPU), outside Criterion (whose runner does not
+ * work under TSan). One CUDA session shared by four threads: three each
+ * submit their own graph (EAGER, GRAPH, AUTO) one to eleven times, wait at
+ * its sink, check the data and rebind a tensor now and then, while the
+ * fourth reaps, reads the counters, holds completions pending and lets
+ * them go (held, the ring of 8 fills and a submit waits for its oldest). kdag's session
+ * lock must order every access to the session, its ring and its graphs;
+ * TSan fails the run on a race, and the run fails on a wrong result or an
+ * error. The null driver itself is not instrumented. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kdag/kdag.h"
+#include "tests/null_driver.h"
+
+#define LEN 128
+#define ROUNDS 300
+#define WORKERS 3
+
+typedef struct worker {
+  kd_session *s;
+  kd_exec_mode mode;
+  int id, rc;
+} worker;
+
+static atomic_int g_running = WORKERS;
+static kdag_null_hold_fn *g_hold;
+static kdag_null_calls_get_fn *g_calls;
+
+#define FAIL(...)                                      \
+  do {                                                 \
+    fprintf(stderr, "worker %d: ", w->id);             \
+    fprintf(stderr, __VA_ARGS__);                      \
+    fprintf(stderr, ": %s\n", kd_last_error());        \
+    w->rc = 1;                                         \
+    goto out;                                          \
+  } while (0)
+
+/* upload a; b = a; sink a: what is sunk is what was uploaded (the null
+ * driver's kernels do nothing, its copies are real). */
+static void *work(void *p) {
+  worker *w = p;
+  kd_session *s = w->s;
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  float in[LEN], out[LEN];
+  kd_tensor a = {0}, b = {0}, spare = {0};
+  kd_graph *g = NULL;
+  kd_sink *sink;
+  if (kd_tensor_create(s, &d, &a) || kd_tensor_create(s, &d, &b) || kd_tensor_create(s, &d, &spare))
+    FAIL("tensors");
+  if (kd_graph_create(s, &g) || kd_graph_set_exec_mode(g, w->mode)) FAIL("graph");
+  if (kd_graph_upload(g, "up", a, in, sizeof in, NULL) || kd_graph_copy(g, "b=a", kd_whole(b), kd_whole(a), NULL) ||
+      kd_graph_sink(g, "a", a, out, sizeof out, &sink))
+    FAIL("nodes");
+  for (int r = 0; r < ROUNDS; ++r) {
+    for (int i = 0; i < LEN; ++i) in[i] = (float)(w->id * 100000 + r * LEN + i);
+    if (r % 7 == 3) { /* b <-> spare, in place in GRAPH mode */
+      if (kd_graph_rebind(g, b, spare)) FAIL("rebind round %d", r);
+      kd_tensor t = b;
+      b = spare;
+      spare = t;
+    }
+    for (int k = 0; k <= r % 10; ++k) /* several in flight: held, a ring of 8 fills */
+      if (kd_graph_submit(g, NULL)) FAIL("submit round %d", r);
+    if (kd_sink_wait(sink)) FAIL("sink wait round %d", r);
+    for (int i = 0; i < LEN; ++i)
+      if (out[i] != in[i]) FAIL("round %d: out[%d] = %g, want %g", r, i, (double)out[i], (double)in[i]);
+  }
+out:
+  if (g) kd_graph_destroy(g);
+  kd_tensor_release(s, a);
+  kd_tensor_release(s, b);
+  kd_tensor_release(s, spare);
+  atomic_fetch_sub(&g_running, 1);
+  return NULL;
+}
+
+/* Reaps, reads counters and toggles pending completions until the workers
+ * are done. */
+static void *churn(void *p) {
+  kd_session *s = p;
+  for (unsigned i = 0; atomic_load(&g_running); ++i) {
+    uint32_t pending;
+    kd_counters k;
+    (void)kd_session_reap(s, &pending);
+    (void)kd_session_counters(s, &k);
+    g_hold((i / 64) % 2);
+  }
+  g_hold(0);
+  return NULL;
+}
+
+int main(void) {
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.completion_ring_capacity = 8; /* full rings too */
+  kd_session *s;
+  if (kd_session_create(&o, &s)) {
+    fprintf(stderr, "kd_session_create: %s\n", kd_last_error());
+    return 1;
+  }
+  void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  g_hold = lib ? (kdag_null_hold_fn *)dlsym(lib, "kdag_null_hold") : NULL;
+  g_calls = lib ? (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get") : NULL;
+  if (!g_hold || !g_calls) {
+    fprintf(stderr, "the null driver is not loaded\n");
+    return 1;
+  }
+  worker w[WORKERS] = {{s, KD_EXEC_EAGER, 0, 0}, {s, KD_EXEC_GRAPH, 1, 0}, {s, KD_EXEC_AUTO, 2, 0}};
+  pthread_t th[WORKERS], ch;
+  for (int i = 0; i < WORKERS; ++i)
+    if (pthread_create(&th[i], NULL, work, &w[i])) return 1;
+  if (pthread_create(&ch, NULL, churn, s)) return 1;
+  int rc = 0;
+  for (int i = 0; i < WORKERS; ++i) {
+    pthread_join(th[i], NULL);
+    rc |= w[i].rc;
+  }
+  pthread_join(ch, NULL);
+  kd_counters k;
+  kd_session_counters(s, &k);
+  kd_session_destroy(s);
+  kdag_null_calls c;
+  g_calls(&c);
+  if (c.lifetime_violations || c.device_frees != c.device_allocs || c.exec_destroys != c.graph_instantiations) {
+    fprintf(stderr, "violations %llu, device allocations %llu freed %llu, executable graphs %llu destroyed %llu\n",
+            (unsigned long long)c.lifetime_violations, (unsigned long long)c.device_allocs,
+            (unsigned long long)c.device_frees, (unsigned long long)c.graph_instantiations,
+            (unsigned long long)c.exec_destroys);
+    rc = 1;
+  }
+  printf("tsan_null_driver: %llu submissions (%llu graph launches, %llu full-ring waits) on %d threads: %s\n",
+         (unsigned long long)k.submissions, (unsigned long long)k.graph_launches,
+         (unsigned long long)k.ring_full_waits, WORKERS, rc ? "FAILED" : "passed");
+  return rc;
+}
