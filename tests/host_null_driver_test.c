@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 
 #include "kdag_test.h"
+#include "kernels/embedded.h"
 #include "null_driver.h"
 
 static kdag_null_hold_fn *nd_hold;
@@ -789,4 +790,98 @@ Test(host_null_driver, eager_foreign_node_keeps_workspace_and_resource_until_don
 }
 Test(host_null_driver, graph_foreign_node_keeps_workspace_and_resource_until_done) {
   foreign_lifetimes(KD_EXEC_GRAPH);
+}
+
+/* ---- user kernels: the raw scope and kernel nodes -------------------------- */
+
+typedef struct raw_add {
+  kd_tensor lhs, rhs, out;
+  kd_function fn;
+  kd_module m;
+  int release_inside;
+} raw_add;
+
+/* Loads add_kernel from PTX, launches out = lhs + rhs (a no-op here) and,
+ * with release_inside, lets go of the module and both inputs at once. */
+static kd_status raw_add_fn(kd_raw *raw, void *user) {
+  raw_add *c = user;
+  kd_session *s = kd_raw_session(raw);
+  kd_span lhs, rhs;
+  kd_span_mut out;
+  kd_launch_config cfg;
+  kd_status st = kd_raw_load_ptx(raw, (const char *)kd_kernel_add_ptx, kd_kernel_add_ptx_size, &c->m);
+  if (!st) st = kd_module_function(s, c->m, "add_kernel", &c->fn);
+  if (!st) st = kd_raw_tensor(raw, c->lhs, &lhs);
+  if (!st) st = kd_raw_tensor(raw, c->rhs, &rhs);
+  if (!st) st = kd_raw_alloc_output(raw, KD_F32, 1, (int64_t[]){LEN}, &c->out);
+  if (!st) st = kd_raw_tensor_mut(raw, c->out, &out);
+  if (!st) st = kd_launch_config_flat(LEN, 128, 0, &cfg);
+  if (st) return st;
+  kd_arg args[] = {kd_arg_tensor_mut(&out), kd_arg_tensor(&lhs), kd_arg_tensor(&rhs), kd_arg_i32(LEN)};
+  /* SAFETY: add_kernel is (float *out, const float *lhs, const float *rhs,
+   * int n); all three hold LEN floats; on the null driver it does not run. */
+  st = kd_raw_launch(raw, c->fn, &cfg, args, 4);
+  if (!st && c->release_inside) {
+    st = kd_module_release(s, c->m);
+    if (!st) st = kd_tensor_release(s, c->lhs);
+    if (!st) st = kd_tensor_release(s, c->rhs);
+  }
+  return st;
+}
+
+/* The raw scope's launch keeps its module and the tensors released inside
+ * the scope until its completion has fired; so does a kernel node of a
+ * GRAPH-mode graph whose module handle and graph are let go of while its
+ * launches are pending. */
+Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  static const float zeros[LEN];
+  raw_add c = {.release_inside = 1};
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &c.lhs));
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &c.rhs));
+  nd_hold(1);
+  kdag_null_calls c0 = calls();
+  KDT_OK(kd_with_raw(s, "test.add", raw_add_fn, &c));
+  KDT_OK(kd_session_reap(s, NULL));
+  kdag_null_calls c1 = calls();
+  cr_assert_eq(c1.kernel_launches, c0.kernel_launches + 1);
+  cr_assert_eq(c1.module_unloads, c0.module_unloads, "the module stays while its launch is pending");
+  cr_assert_eq(c1.device_frees, c0.device_frees, "so do the inputs released inside the scope");
+  cr_assert_eq(counters(s).bytes_retained, 2 * sizeof zeros);
+  nd_hold(0);
+  KDT_OK(kd_session_reap(s, NULL));
+  kdag_null_calls c2 = calls();
+  cr_assert_eq(c2.module_unloads, c1.module_unloads + 1);
+  cr_assert_eq(c2.device_frees, c1.device_frees + 2);
+  /* A kernel node in GRAPH mode: module handle, graph and tensors let go
+   * of while three launches are pending. */
+  raw_add k = {0};
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &k.lhs));
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &k.rhs));
+  KDT_OK(kd_with_raw(s, "test.add", raw_add_fn, &k)); /* loads the module, keeps the handle */
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config cfg;
+  KDT_OK(kd_launch_config_flat(LEN, 128, 0, &cfg));
+  kd_garg args[] = {kd_g_out(kd_whole(c.out)), kd_g_in(kd_whole(k.lhs)), kd_g_in(kd_whole(k.rhs)),
+                    kd_g_value(kd_arg_i32(LEN))};
+  KDT_OK(kd_graph_kernel(g, "out=l+r", k.fn, &cfg, args, 4, NULL));
+  KDT_OK(kd_module_release(s, k.m)); /* the node holds it */
+  nd_hold(1);
+  for (int r = 0; r < 3; ++r) KDT_OK(kd_graph_submit(g, NULL));
+  uint64_t unloads = calls().module_unloads;
+  kd_graph_destroy(g);
+  KDT_OK(kd_session_reap(s, NULL));
+  cr_assert_eq(calls().module_unloads, unloads, "the executable graph's module stays while it may run");
+  cr_assert_eq(calls().lifetime_violations, 0);
+  nd_hold(0);
+  KDT_OK(kd_session_reap(s, NULL));
+  cr_assert_eq(calls().module_unloads, unloads + 1);
+  KDT_OK(kd_tensor_release(s, c.out));
+  KDT_OK(kd_tensor_release(s, k.lhs));
+  KDT_OK(kd_tensor_release(s, k.rhs));
+  KDT_OK(kd_tensor_release(s, k.out));
+  kd_session_destroy(s);
+  assert_all_returned();
 }
