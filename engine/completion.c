@@ -104,22 +104,26 @@ kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp
   return KD_OK;
 }
 
-kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op) {
+int kd_deferred_room(kd_session *s, uint32_t n) {
   if (s->deferred_head == s->deferred_count) s->deferred_head = s->deferred_count = 0;
-  if (s->deferred_count + n <= s->deferred_cap) return KD_OK;
+  if (s->deferred_count + n <= s->deferred_cap) return 1;
   uint32_t live = s->deferred_count - s->deferred_head;
   if (s->deferred_head && live + n <= s->deferred_cap) { /* slide the live entries down */
     memmove(s->deferred, s->deferred + s->deferred_head, live * sizeof *s->deferred);
     s->deferred_head = 0, s->deferred_count = live;
-    return KD_OK;
+    return 1;
   }
   uint32_t cap = s->deferred_cap ? s->deferred_cap : 16;
   while (cap < s->deferred_count + n) cap *= 2;
   struct kd_deferred *grown = realloc(s->deferred, cap * sizeof *grown);
-  if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to defer a tensor's release", op);
+  if (!grown) return 0;
   s->deferred = grown;
   s->deferred_cap = cap;
-  return KD_OK;
+  return 1;
+}
+
+kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op) {
+  return kd_deferred_room(s, n) ? KD_OK : kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to defer a release", op);
 }
 
 void kd_release_after_inflight(kd_session *s, kd_held_kind kind, void *obj) {

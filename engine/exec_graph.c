@@ -73,7 +73,7 @@ typedef struct launch_xfer {
 void kd_gexec_release(kd_gexec *x) {
   if (!x) return;
   kd_session *s = x->session;
-  (void)kd_deferred_reserve(s, 1, "kd_graph_destroy"); /* without room, the release waits instead */
+  (void)kd_deferred_room(s, 1); /* without room, the release waits instead */
   kd_release_after_inflight(s, KD_HELD_GEXEC, x);
 }
 
@@ -84,7 +84,7 @@ void kd_gexec_destroy(kd_gexec *x) {
   kd_device_make_current(&s->dev, "kd_graph_destroy");
   if (x->exec) s->dev.cu->cuGraphExecDestroy(x->exec);
   if (x->graph) s->dev.cu->cuGraphDestroy(x->graph);
-  for (uint32_t i = 0; i < x->node_count; ++i) free(x->nodes[i].spans);
+  for (uint32_t i = 0; x->nodes && i < x->node_count; ++i) free(x->nodes[i].spans); /* NULL: build ran out of memory */
   kd_arena_free(&x->params);
   kd_held_release_all(s, &x->keep);
   free(x->nodes);

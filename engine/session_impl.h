@@ -177,9 +177,12 @@ void kd_completion_retire_before(kd_session *s, uint64_t seq);
 void kd_completion_drain(kd_session *s);
 /* Releases one held object (a tensor a graph no longer binds, say) once
  * all work submitted so far has completed: at once when none is in
- * flight. Room comes from kd_deferred_reserve; without it, this waits for
- * the work in flight first, so it cannot fail. */
+ * flight. Room comes from kd_deferred_reserve (an error for the caller to
+ * report) or kd_deferred_room (0 without memory, no error: for callers that
+ * cannot fail); without it, this waits for the work in flight first, so it
+ * cannot fail. */
 kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op);
+int kd_deferred_room(kd_session *s, uint32_t n);
 void kd_release_after_inflight(kd_session *s, kd_held_kind kind, void *obj);
 void kd_held_release_one(kd_session *s, const kd_held *h);
 

@@ -9,10 +9,14 @@
  * The first few come from the heap, which reuses them without page faults
  * (glibc would map larger ones afresh each time); a large graph's later
  * blocks are mappings that a freed graph hands on to the next
- * (graph/grow.c), so the second large graph faults no pages in either. */
+ * (graph/grow.c), so the second large graph faults no pages in either.
+ * The arena has its own threshold for mappings, not KD_GROW_MAPPED: a
+ * small graph's (or executable graph's) first block stays on the heap
+ * rather than taking a kept mapping a large graph's array could use. */
 #define KD_ARENA_BLOCK (32 << 10)
 #define KD_ARENA_HEAP_BLOCKS 8
 #define KD_ARENA_BLOCK_LARGE (2 << 20)
+#define KD_ARENA_MAPPED ((size_t)128 << 10)
 
 struct kd_arena_block {
   kd_arena_block *next;
@@ -24,7 +28,7 @@ int kd_arena_reserve(kd_arena *a, size_t bytes) {
   if (a->head && a->head->cap - a->head->used >= bytes) return 1;
   size_t size = a->blocks < KD_ARENA_HEAP_BLOCKS ? KD_ARENA_BLOCK : KD_ARENA_BLOCK_LARGE;
   if (size < sizeof(kd_arena_block) + bytes) size = sizeof(kd_arena_block) + bytes;
-  kd_arena_block *b = size >= KD_GROW_MAPPED ? kd_grow_map(&size, 1) : malloc(size);
+  kd_arena_block *b = size >= KD_ARENA_MAPPED ? kd_grow_map(&size, 1) : malloc(size);
   if (!b) return 0;
   size_t cap = size - sizeof *b;
   b->next = a->head;
@@ -45,7 +49,7 @@ void kd_arena_free(kd_arena *a) {
   while (a->head) {
     kd_arena_block *next = a->head->next;
     size_t size = sizeof *a->head + a->head->cap;
-    if (size >= KD_GROW_MAPPED) kd_grow_unmap(a->head, size, 1);
+    if (size >= KD_ARENA_MAPPED) kd_grow_unmap(a->head, size, 1);
     else free(a->head);
     a->head = next;
   }

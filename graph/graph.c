@@ -52,7 +52,7 @@ void kd_graph_destroy(kd_graph *g) {
   /* GRAPH-mode launches in flight hold no tensor of their own: the
    * graph's references go once they have completed. Without room to defer
    * them, the first waits for the work in flight instead. */
-  (void)kd_deferred_reserve(s, g->binding_count, "kd_graph_destroy");
+  (void)kd_deferred_room(s, g->binding_count);
   for (uint32_t i = 0; i < g->binding_count; ++i) {
     kd_release_after_inflight(s, KD_HELD_TENSOR, g->bindings[i].obj);
     kd_ivset_free(&g->bindings[i].reads);

@@ -184,8 +184,7 @@ static inline void kd_graph_changes_clear(kd_graph *g) {
 kd_status kd_plan_build(kd_graph *g, const char *op);
 void kd_plan_free(kd_plan *p);
 
-/* engine/exec_graph.c: drops a reference on an executable graph (the
- * plan's, or an in-flight launch's). */
+/* engine/exec_graph.c: a plan's executable graph, owned by the plan. */
 typedef struct kd_gexec kd_gexec;
 /* Frees an executable graph no launch can still use. */
 void kd_gexec_destroy(kd_gexec *x);

@@ -15,8 +15,9 @@
 #include "graph/grow.h"
 
 #define KD_GROW_KEEP 32 /* a large graph's arrays and arena blocks */
-/* Mappings smaller than this are kept without MADV_FREE: the system call
- * cost more than the pages (32 of them at most) are worth. */
+/* Kept mappings smaller than this are not advised MADV_FREE: the system
+ * call cost more than their pages are worth (at most 32 such mappings, so
+ * under 32 MiB stays unadvised). */
 #define KD_GROW_ADVISE ((size_t)1 << 20)
 
 static struct {
