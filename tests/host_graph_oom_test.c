@@ -1,10 +1,15 @@
 /* Host lane: a node refused for want of memory leaves the graph exactly as
- * it was. The library's malloc, calloc and realloc are wrapped at link
- * time (-Wl,--wrap, see CMakeLists.txt) so that one chosen call fails;
- * every allocation a node's addition makes is failed in turn. */
+ * it was, and a submission refused for want of memory loses nothing. The
+ * library's malloc, calloc and realloc are wrapped at link time
+ * (-Wl,--wrap, see CMakeLists.txt) so that one chosen call fails; every
+ * allocation a node's addition, or a submission, makes is failed in turn.
+ * Submissions run on CUDA sessions against the null driver
+ * (tests/null_driver.c, no GPU), whose own allocations are not wrapped. */
+#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "kdag_test.h"
+#include "null_driver.h"
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t count, size_t n);
@@ -166,3 +171,87 @@ Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_w
   KDT_FAILS(kd_graph_edge(g, (kd_node)(NODES - 1), 0), KD_ERR_CYCLE, "cycle");
   same_and_done(s, g, ref);
 }
+
+/* A submission of every kind of node in EAGER or GRAPH mode (the first one
+ * in GRAPH mode builds and instantiates the CUDA graph), each of its
+ * allocations failed in turn, on a fresh graph each time: the submission
+ * is refused with KD_ERR_OUT_OF_MEMORY and a message, or goes through
+ * (a failure kdag can do without); either way the next submission works
+ * with the right data, and at the end the driver has every object back. */
+static void submit_oom(kd_exec_mode mode) {
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.exec_mode = mode;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  enum { N = 256 };
+  float in[N], out[N], y_out[N];
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {N}};
+  kd_tensor a, b, y;
+  KDT_OK(kd_tensor_create(s, &d, &a));
+  KDT_OK(kd_tensor_create(s, &d, &b));
+  KDT_OK(kd_tensor_create(s, &d, &y));
+  long refused = 0, swallowed = 0, k;
+  for (k = 0;; ++k) {
+    kd_graph *g;
+    kd_sink *sink, *ysink;
+    KDT_OK(kd_graph_create(s, &g));
+    KDT_OK(kd_graph_upload(g, "up", a, in, sizeof in, NULL));
+    KDT_OK(kd_graph_scale(g, "a*=2", kd_whole(a), 2.0, NULL));
+    KDT_OK(kd_graph_copy(g, "b=a", kd_whole(b), kd_whole(a), NULL));
+    KDT_OK(kd_graph_host(g, "host", nothing, NULL, NULL, 0, NULL));
+    KDT_OK(kd_graph_add(g, "y=a+b", kd_whole(y), kd_whole(a), kd_whole(b), NULL));
+    KDT_OK(kd_graph_sink(g, "a", a, out, sizeof out, &sink));
+    KDT_OK(kd_graph_sink(g, "y", y, y_out, sizeof y_out, &ysink));
+    for (int i = 0; i < N; ++i) in[i] = (float)(k * N + i);
+    arm(k);
+    kd_status st = kd_graph_submit(g, NULL);
+    long made = disarm();
+    if (st) {
+      refused++;
+      cr_assert_eq(st, KD_ERR_OUT_OF_MEMORY, "allocation %ld: %s: %s", k, kd_status_name(st), kd_last_error());
+      cr_assert(strstr(kd_last_error(), "kd_graph_submit"), "allocation %ld: %s", k, kd_last_error());
+      (void)kd_sink_wait(sink); /* a copy committed before the failure, if any */
+      (void)kd_sink_wait(ysink);
+    } else if (made > k) {
+      swallowed++; /* e.g. a deferred poll: nothing depends on it */
+      KDT_OK(kd_sink_wait(sink));
+      KDT_OK(kd_sink_wait(ysink));
+    } else {
+      KDT_OK(kd_sink_wait(sink));
+      KDT_OK(kd_sink_wait(ysink));
+      kd_graph_destroy(g);
+      break; /* nothing left to fail */
+    }
+    for (int i = 0; i < N; ++i) in[i] = (float)(-k * N - i);
+    KDT_OK(kd_graph_submit(g, NULL)); /* the session and the graph work */
+    KDT_OK(kd_sink_wait(sink));
+    for (int i = 0; i < N; ++i) cr_assert_eq(out[i], in[i], "allocation %ld: out[%d]", k, i);
+    KDT_OK(kd_sink_wait(ysink));
+    kd_graph_destroy(g);
+  }
+  cr_log_info("%s: %ld allocations, %ld refused the submission, %ld were done without",
+              mode == KD_EXEC_GRAPH ? "GRAPH" : "EAGER", k, refused, swallowed);
+  cr_assert_gt(refused, mode == KD_EXEC_GRAPH ? 10 : 2, "only %ld submissions were refused", refused);
+  KDT_OK(kd_tensor_release(s, a));
+  KDT_OK(kd_tensor_release(s, b));
+  KDT_OK(kd_tensor_release(s, y));
+  kd_session_destroy(s);
+  void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  cr_assert(lib);
+  kdag_null_calls_get_fn *get = (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get");
+  cr_assert(get);
+  kdag_null_calls c;
+  get(&c);
+  dlclose(lib);
+  cr_assert_eq(c.lifetime_violations, 0);
+  cr_assert_eq(c.device_frees, c.device_allocs);
+  cr_assert_eq(c.events_destroyed, c.events_created);
+  cr_assert_eq(c.exec_destroys, c.graph_instantiations);
+  cr_assert_eq(c.module_unloads, c.module_loads);
+}
+
+Test(host_graph_oom, an_eager_submission_refused_for_want_of_memory_loses_nothing) { submit_oom(KD_EXEC_EAGER); }
+Test(host_graph_oom, a_graph_submission_refused_for_want_of_memory_loses_nothing) { submit_oom(KD_EXEC_GRAPH); }
