@@ -173,12 +173,13 @@ Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_w
 }
 
 /* A submission of every kind of node in EAGER or GRAPH mode (the first one
- * in GRAPH mode builds and instantiates the CUDA graph), each of its
+ * in GRAPH mode builds and instantiates the CUDA graph; with relaunch, the
+ * one after it, a tensor rebound in between, which patches it), each of its
  * allocations failed in turn, on a fresh graph each time: the submission
  * is refused with KD_ERR_OUT_OF_MEMORY and a message, or goes through
  * (a failure kdag can do without); either way the next submission works
  * with the right data, and at the end the driver has every object back. */
-static void submit_oom(kd_exec_mode mode) {
+static void submit_oom(kd_exec_mode mode, int relaunch) {
   setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
   kd_session_options o;
   kd_session_options_init(&o);
@@ -189,10 +190,11 @@ static void submit_oom(kd_exec_mode mode) {
   enum { N = 256 };
   float in[N], out[N], y_out[N];
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {N}};
-  kd_tensor a, b, y;
+  kd_tensor a, b, y, spare;
   KDT_OK(kd_tensor_create(s, &d, &a));
   KDT_OK(kd_tensor_create(s, &d, &b));
   KDT_OK(kd_tensor_create(s, &d, &y));
+  KDT_OK(kd_tensor_create(s, &d, &spare));
   long refused = 0, swallowed = 0, k;
   for (k = 0;; ++k) {
     kd_graph *g;
@@ -205,6 +207,12 @@ static void submit_oom(kd_exec_mode mode) {
     KDT_OK(kd_graph_add(g, "y=a+b", kd_whole(y), kd_whole(a), kd_whole(b), NULL));
     KDT_OK(kd_graph_sink(g, "a", a, out, sizeof out, &sink));
     KDT_OK(kd_graph_sink(g, "y", y, y_out, sizeof y_out, &ysink));
+    if (relaunch) {
+      KDT_OK(kd_graph_submit(g, NULL));
+      KDT_OK(kd_sink_wait(sink));
+      KDT_OK(kd_sink_wait(ysink));
+      KDT_OK(kd_graph_rebind(g, b, spare));
+    }
     for (int i = 0; i < N; ++i) in[i] = (float)(k * N + i);
     arm(k);
     kd_status st = kd_graph_submit(g, NULL);
@@ -232,12 +240,13 @@ static void submit_oom(kd_exec_mode mode) {
     KDT_OK(kd_sink_wait(ysink));
     kd_graph_destroy(g);
   }
-  cr_log_info("%s: %ld allocations, %ld refused the submission, %ld were done without",
-              mode == KD_EXEC_GRAPH ? "GRAPH" : "EAGER", k, refused, swallowed);
-  cr_assert_gt(refused, mode == KD_EXEC_GRAPH ? 10 : 2, "only %ld submissions were refused", refused);
+  cr_log_info("%s%s: %ld allocations, %ld refused the submission, %ld were done without",
+              mode == KD_EXEC_GRAPH ? "GRAPH" : "EAGER", relaunch ? " relaunch" : "", k, refused, swallowed);
+  cr_assert_gt(refused, relaunch ? 0 : mode == KD_EXEC_GRAPH ? 10 : 2, "only %ld submissions were refused", refused);
   KDT_OK(kd_tensor_release(s, a));
   KDT_OK(kd_tensor_release(s, b));
   KDT_OK(kd_tensor_release(s, y));
+  KDT_OK(kd_tensor_release(s, spare));
   kd_session_destroy(s);
   void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
   cr_assert(lib);
@@ -253,5 +262,13 @@ static void submit_oom(kd_exec_mode mode) {
   cr_assert_eq(c.module_unloads, c.module_loads);
 }
 
-Test(host_graph_oom, an_eager_submission_refused_for_want_of_memory_loses_nothing) { submit_oom(KD_EXEC_EAGER); }
-Test(host_graph_oom, a_graph_submission_refused_for_want_of_memory_loses_nothing) { submit_oom(KD_EXEC_GRAPH); }
+Test(host_graph_oom, an_eager_submission_refused_for_want_of_memory_loses_nothing) {
+  submit_oom(KD_EXEC_EAGER, 0);
+  submit_oom(KD_EXEC_EAGER, 1);
+}
+Test(host_graph_oom, a_graph_submission_refused_for_want_of_memory_loses_nothing) {
+  submit_oom(KD_EXEC_GRAPH, 0);
+}
+Test(host_graph_oom, a_graph_relaunch_refused_for_want_of_memory_loses_nothing) {
+  submit_oom(KD_EXEC_GRAPH, 1);
+}
