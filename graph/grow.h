@@ -1,12 +1,12 @@
 /* Internal: the growable arrays of a graph (nodes, accesses, edges, ...).
  *
  * Capacity doubles. An array of KD_GROW_MAPPED bytes or more lives in a
- * mapping of its own (16 KiB, not glibc's 128 KiB mmap threshold: a graph
+ * mapping of its own: a kept one that a freed array let go of, or a new
+ * one grown by mremap. 16 KiB, not glibc's 128 KiB mmap threshold: a graph
  * of a thousand nodes has several arrays between the two, and when it is
  * freed glibc trims the top of the heap, so the next such graph faulted
- * its pages in afresh; one-shot EAGER graphs of 1000 nodes took a third
- * less time per node with them kept): a kept one that a freed array let go of, or a new one grown by
- * mremap. Whether an array is mapped follows from its capacity alone, so
+ * its pages in afresh (one-shot EAGER graphs of 1000 nodes took a third
+ * less time per node with them kept). Whether an array is mapped follows from its capacity alone, so
  * kd_grow_free needs no flag. A freed mapping may be kept for the next
  * array that needs one (grow.c), so a new mapped array can come with more
  * capacity than asked. An array is not thread-safe (its graph's session
