@@ -6,10 +6,10 @@
  * of a thousand nodes has several arrays between the two, and when it is
  * freed glibc trims the top of the heap, so the next such graph faulted
  * its pages in afresh (one-shot EAGER graphs of 1000 nodes took a third
- * less time per node with them kept). Whether an array is mapped follows from its capacity alone, so
- * kd_grow_free needs no flag. A freed mapping may be kept for the next
- * array that needs one (grow.c), so a new mapped array can come with more
- * capacity than asked. An array is not thread-safe (its graph's session
+ * less time per node with them kept). Whether an array is mapped follows
+ * from its capacity alone, so kd_grow_free needs no flag. A freed mapping
+ * may be kept for the next array that needs one (grow.c), so a new mapped
+ * array can come with more capacity than asked. An array is not thread-safe (its graph's session
  * lock covers it); the kept mappings are shared and locked. */
 #ifndef KDAG_GRAPH_GROW_H
 #define KDAG_GRAPH_GROW_H
