@@ -170,9 +170,11 @@ static _Atomic uint64_t g_count[sizeof(kdag_null_calls) / sizeof(uint64_t)];
 #define COUNT(field) \
   atomic_fetch_add_explicit(&g_count[offsetof(kdag_null_calls, field) / sizeof(uint64_t)], 1, memory_order_relaxed)
 
+static void finish_through(uint64_t serial);
+
 ND_EXPORT void kdag_null_hold(int on) {
   atomic_store(&g_hold, on);
-  if (!on) atomic_store(&g_done, atomic_load(&g_seq));
+  if (!on) finish_through(atomic_load(&g_seq)); /* g_done never moves back */
 }
 
 ND_EXPORT void kdag_null_calls_get(kdag_null_calls *out) {
@@ -181,7 +183,7 @@ ND_EXPORT void kdag_null_calls_get(kdag_null_calls *out) {
   memcpy(out, v, sizeof v);
 }
 
-/* A launch enqueued now is complete once this serial has finished. */
+/* The place on the timeline of work enqueued now. */
 static uint64_t enqueue_serial(void) { return atomic_fetch_add(&g_seq, 1) + 1; }
 static void check_idle(uint64_t busy_until) {
   if (busy_until > atomic_load(&g_done) && !atomic_load(&g_fault)) COUNT(lifetime_violations);
