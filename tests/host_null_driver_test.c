@@ -126,6 +126,20 @@ static void steady_state(kd_exec_mode mode) {
   cr_assert_eq(c1.event_syncs - c0.event_syncs, n, "one event wait per sink wait");
   cr_assert_eq(k1.event_waits - k0.event_waits, n);
   cr_assert_eq(k1.stream_syncs + k1.device_syncs, 0);
+  /* The driver calls of a round, each one named, so that one more per
+   * submission fails here (the host time per launch is the driver's):
+   *   both modes: cuCtxGetCurrent at the submit and at the wait (entering
+   *   the session), the completion's cuEventRecord, the sink's
+   *   cuEventSynchronize;
+   *   GRAPH: the upload's and the sink's memcpy nodes pointed at this
+   *   launch's staging, the sink's event node at its event, cuGraphLaunch;
+   *   EAGER: the upload, two kernels, the sink's copy and its event;
+   * and a reap's cuEventQuery every KD_REAP_EVERY submissions (two polls:
+   * the oldest and the newest). */
+  uint64_t queries = c1.event_queries - c0.event_queries;
+  cr_assert_eq(c1.calls - c0.calls - queries, n * (mode == KD_EXEC_GRAPH ? 8 : 9), "%.3f calls per round",
+               (double)(c1.calls - c0.calls) / (double)n);
+  cr_assert_leq(queries, n / 32 + 2, "%llu event queries", (unsigned long long)queries);
   if (mode == KD_EXEC_GRAPH) {
     cr_assert_eq(c1.graph_instantiations, 1);
     cr_assert_eq(c1.graph_launches - c0.graph_launches, n);

@@ -206,14 +206,19 @@ static void finish_through(uint64_t serial) {
 
 /* ---- init, devices, contexts --------------------------------------------- */
 
-static CUresult nd_cuInit(unsigned int flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+static CUresult nd_cuInit(unsigned int flags) {
+  COUNT(calls);
+  return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
 static CUresult nd_cuDriverGetVersion(int *v) {
+  COUNT(calls);
   if (!v) return CUDA_ERROR_INVALID_VALUE;
   *v = CUDA_VERSION;
   return CUDA_SUCCESS;
 }
 
 static CUresult nd_cuGetErrorName(CUresult r, const char **out) {
+  COUNT(calls);
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   switch (r) {
     case CUDA_SUCCESS: *out = "CUDA_SUCCESS"; break;
@@ -229,28 +234,33 @@ static CUresult nd_cuGetErrorName(CUresult r, const char **out) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGetErrorString(CUresult r, const char **out) {
+  COUNT(calls);
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   *out = r == CUDA_SUCCESS ? "no error" : "refused by the null driver";
   return CUDA_SUCCESS;
 }
 
 static CUresult nd_cuDeviceGetCount(int *n) {
+  COUNT(calls);
   if (!n) return CUDA_ERROR_INVALID_VALUE;
   *n = 1;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDeviceGet(CUdevice *d, int ordinal) {
+  COUNT(calls);
   if (!d || ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
   *d = 0;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDeviceGetName(char *name, int len, CUdevice d) {
+  COUNT(calls);
   if (!name || len <= 0 || d != 0) return CUDA_ERROR_INVALID_VALUE;
   snprintf(name, (size_t)len, "%s", KDAG_NULL_DEVICE_NAME);
   return CUDA_SUCCESS;
 }
 /* An H200's figures where kdag reads them. */
 static CUresult nd_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+  COUNT(calls);
   if (!v || d != 0) return CUDA_ERROR_INVALID_VALUE;
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
@@ -264,28 +274,36 @@ static CUresult nd_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDeviceGetPCIBusId(char *id, int len, CUdevice d) {
+  COUNT(calls);
   if (!id || len <= 0 || d != 0) return CUDA_ERROR_INVALID_VALUE;
   snprintf(id, (size_t)len, "0000:00:00.0");
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDeviceTotalMem(size_t *bytes, CUdevice d) {
+  COUNT(calls);
   if (!bytes || d != 0) return CUDA_ERROR_INVALID_VALUE;
   *bytes = (size_t)1 << 34;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  COUNT(calls);
   if (!c || d != 0) return CUDA_ERROR_INVALID_VALUE;
   *c = &g_ctx;
   return CUDA_SUCCESS;
 }
-static CUresult nd_cuDevicePrimaryCtxRelease(CUdevice d) { return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE; }
+static CUresult nd_cuDevicePrimaryCtxRelease(CUdevice d) {
+  COUNT(calls);
+  return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
 static CUresult nd_cuCtxSetCurrent(CUcontext c) {
+  COUNT(calls);
   COUNT(ctx_set_current);
   if (c && c != &g_ctx) return CUDA_ERROR_INVALID_CONTEXT;
   g_current = c;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuCtxGetCurrent(CUcontext *c) {
+  COUNT(calls);
   if (!c) return CUDA_ERROR_INVALID_VALUE;
   *c = g_current;
   return CUDA_SUCCESS;
@@ -301,6 +319,7 @@ static CUresult nd_cuCtxGetCurrent(CUcontext *c) {
 /* ---- streams and events -------------------------------------------------- */
 
 static CUresult nd_cuStreamCreate(CUstream *s, unsigned int flags) {
+  COUNT(calls);
   FAULTED();
   (void)flags;
   NEED_CTX();
@@ -309,11 +328,13 @@ static CUresult nd_cuStreamCreate(CUstream *s, unsigned int flags) {
   return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 static CUresult nd_cuStreamDestroy(CUstream s) {
+  COUNT(calls);
   if (!s || s->capture) return CUDA_ERROR_INVALID_HANDLE;
   free(s);
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuStreamSynchronize(CUstream s) {
+  COUNT(calls);
   FAULTED();
   COUNT(stream_syncs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
@@ -321,6 +342,7 @@ static CUresult nd_cuStreamSynchronize(CUstream s) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuEventCreate(CUevent *e, unsigned int flags) {
+  COUNT(calls);
   FAULTED();
   (void)flags;
   NEED_CTX();
@@ -331,6 +353,7 @@ static CUresult nd_cuEventCreate(CUevent *e, unsigned int flags) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuEventDestroy(CUevent e) {
+  COUNT(calls);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   COUNT(events_destroyed);
   free(e);
@@ -341,6 +364,7 @@ static void record(CUevent e) {
   if (!atomic_load(&g_hold)) finish_through(e->serial);
 }
 static CUresult nd_cuEventRecord(CUevent e, CUstream s) {
+  COUNT(calls);
   FAULTED();
   FAIL_POINT("cuEventRecord");
   COUNT(event_records);
@@ -350,12 +374,14 @@ static CUresult nd_cuEventRecord(CUevent e, CUstream s) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuEventQuery(CUevent e) {
+  COUNT(calls);
   FAULTED();
   COUNT(event_queries);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   return e->serial <= atomic_load(&g_done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 static CUresult nd_cuEventSynchronize(CUevent e) {
+  COUNT(calls);
   FAULTED();
   COUNT(event_syncs);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
@@ -363,6 +389,7 @@ static CUresult nd_cuEventSynchronize(CUevent e) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+  COUNT(calls);
   if (!ms || !a || !b) return CUDA_ERROR_INVALID_VALUE;
   *ms = 0;
   return CUDA_SUCCESS;
@@ -371,6 +398,7 @@ static CUresult nd_cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
 /* ---- memory --------------------------------------------------------------- */
 
 static CUresult nd_cuMemPoolCreate(CUmemoryPool *p, const CUmemPoolProps *props) {
+  COUNT(calls);
   FAULTED();
   NEED_CTX();
   if (!p || !props) return CUDA_ERROR_INVALID_VALUE;
@@ -378,11 +406,13 @@ static CUresult nd_cuMemPoolCreate(CUmemoryPool *p, const CUmemPoolProps *props)
   return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 static CUresult nd_cuMemPoolDestroy(CUmemoryPool p) {
+  COUNT(calls);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   free(p);
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute a, void *v) {
+  COUNT(calls);
   (void)a;
   return p && v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -401,19 +431,25 @@ static CUresult dealloc(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool p, CUstream s) {
+  COUNT(calls);
   FAULTED();
   NEED_CTX();
   FAIL_POINT("cuMemAllocFromPoolAsync");
   if (!p || !s) return CUDA_ERROR_INVALID_VALUE;
   return alloc(out, bytes);
 }
-static CUresult nd_cuMemFreeAsync(CUdeviceptr p, CUstream s) { return s ? dealloc(p) : CUDA_ERROR_INVALID_VALUE; }
+static CUresult nd_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
+  COUNT(calls);
+  return s ? dealloc(p) : CUDA_ERROR_INVALID_VALUE;
+}
 static CUresult nd_cuMemAlloc(CUdeviceptr *out, size_t bytes) {
+  COUNT(calls);
   FAULTED();
   NEED_CTX();
   return alloc(out, bytes);
 }
 static CUresult nd_cuMemFree(CUdeviceptr p) {
+  COUNT(calls);
   COUNT(sync_frees);
   return dealloc(p);
 }
@@ -447,6 +483,7 @@ static void use_pinned(const void *p, uint64_t busy_until, int free_it) {
 }
 
 static CUresult nd_cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
+  COUNT(calls);
   FAULTED();
   (void)flags;
   NEED_CTX();
@@ -461,6 +498,7 @@ static CUresult nd_cuMemHostAlloc(void **p, size_t bytes, unsigned int flags) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuMemFreeHost(void *p) {
+  COUNT(calls);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   COUNT(sync_frees);
   use_pinned(p, 0, 1);
@@ -468,11 +506,15 @@ static CUresult nd_cuMemFreeHost(void *p) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuMemHostRegister(void *p, size_t bytes, unsigned int flags) {
+  COUNT(calls);
   (void)flags;
   COUNT(host_registers);
   return p && bytes ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
-static CUresult nd_cuMemHostUnregister(void *p) { return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+static CUresult nd_cuMemHostUnregister(void *p) {
+  COUNT(calls);
+  return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
 
 /* Stream work happens when enqueued, unless the stream is capturing, when
  * it is dropped: a capture's graph here is always empty (kdag captures
@@ -491,15 +533,19 @@ static CUresult enqueue_copy(CUstream s, void *dst, const void *src, size_t byte
 }
 static void *host_of(CUdeviceptr p) { return (void *)(uintptr_t)p; }
 static CUresult nd_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s) {
+  COUNT(calls);
   return enqueue_copy(s, host_of(dst), src, bytes);
 }
 static CUresult nd_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  COUNT(calls);
   return enqueue_copy(s, dst, host_of(src), bytes);
 }
 static CUresult nd_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+  COUNT(calls);
   return enqueue_copy(s, host_of(dst), host_of(src), bytes);
 }
 static CUresult nd_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  COUNT(calls);
   FAULTED();
   NEED_CTX();
   if (!s || (!dst && n)) return CUDA_ERROR_INVALID_VALUE;
@@ -507,6 +553,7 @@ static CUresult nd_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, C
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  COUNT(calls);
   FAULTED();
   NEED_CTX();
   if (!s || (!dst && n) || (dst & 3)) return CUDA_ERROR_INVALID_VALUE;
@@ -518,6 +565,7 @@ static CUresult nd_cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, C
 /* ---- modules and launches -------------------------------------------------- */
 
 static CUresult nd_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *o, void **v) {
+  COUNT(calls);
   FAULTED();
   (void)n, (void)o, (void)v;
   NEED_CTX();
@@ -528,6 +576,7 @@ static CUresult nd_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned i
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuModuleUnload(CUmodule m) {
+  COUNT(calls);
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
   check_idle(m->busy_until);
   for (struct CUfunc_st *f = m->funcs, *next; f; f = next) {
@@ -540,6 +589,7 @@ static CUresult nd_cuModuleUnload(CUmodule m) {
 }
 /* Any name is found: the null driver does not read the image. */
 static CUresult nd_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+  COUNT(calls);
   if (!f || !m || !name) return CUDA_ERROR_INVALID_VALUE;
   struct CUfunc_st *fn = calloc(1, sizeof *fn);
   if (!fn) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -550,6 +600,7 @@ static CUresult nd_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) {
+  COUNT(calls);
   if (!v || !f) return CUDA_ERROR_INVALID_VALUE;
   switch (a) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
@@ -559,6 +610,7 @@ static CUresult nd_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  COUNT(calls);
   (void)a, (void)v;
   return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
@@ -568,6 +620,7 @@ static int bad_shape(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigne
 static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                   unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void **params,
                                   void **extra) {
+  COUNT(calls);
   FAULTED();
   (void)smem, (void)params, (void)extra;
   NEED_CTX();
@@ -579,6 +632,7 @@ static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
+  COUNT(calls);
   FAULTED();
   NEED_CTX();
   if (!s || !fn) return CUDA_ERROR_INVALID_VALUE;
@@ -588,20 +642,30 @@ static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
 
 /* ---- graphs ------------------------------------------------------------------ */
 
-static CUresult nd_cuGraphCreate(CUgraph *g, unsigned int flags) {
-  if (!g || flags) return CUDA_ERROR_INVALID_VALUE;
+/* What cuGraphCreate and cuGraphDestroy do, for the driver's own use too
+ * (clones, captures), where it is not counted as a call of kdag's. */
+static CUresult graph_new(CUgraph *g) {
   *g = calloc(1, sizeof **g);
   return *g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
-static CUresult nd_cuGraphDestroy(CUgraph g) {
-  if (!g) return CUDA_ERROR_INVALID_VALUE;
+static void graph_free(CUgraph g) {
   for (uint32_t i = 0; i < g->count; ++i) {
-    if (g->work[i].kind == ND_CHILD) nd_cuGraphDestroy(g->work[i].child);
+    if (g->work[i].kind == ND_CHILD) graph_free(g->work[i].child);
     free(g->nodes[i]);
   }
   free(g->nodes);
   free(g->work);
   free(g);
+}
+static CUresult nd_cuGraphCreate(CUgraph *g, unsigned int flags) {
+  COUNT(calls);
+  if (!g || flags) return CUDA_ERROR_INVALID_VALUE;
+  return graph_new(g);
+}
+static CUresult nd_cuGraphDestroy(CUgraph g) {
+  COUNT(calls);
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  graph_free(g);
   return CUDA_SUCCESS;
 }
 static CUresult graph_clone(CUgraph g, CUgraph *out);
@@ -640,41 +704,47 @@ static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, s
 static CUresult graph_clone(CUgraph g, CUgraph *out) {
   if (!g) return CUDA_ERROR_INVALID_VALUE;
   CUgraph c;
-  CUresult r = nd_cuGraphCreate(&c, 0);
+  CUresult r = graph_new(&c);
   for (uint32_t i = 0; r == CUDA_SUCCESS && i < g->count; ++i) {
     CUgraphNode n;
     r = add_node(&n, c, NULL, 0, g->work[i]);
   }
-  if (r != CUDA_SUCCESS && c) nd_cuGraphDestroy(c);
+  if (r != CUDA_SUCCESS && c) graph_free(c);
   *out = r == CUDA_SUCCESS ? c : NULL;
   return r;
 }
 static CUresult nd_cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                                         const CUDA_KERNEL_NODE_PARAMS *p) {
+  COUNT(calls);
   if (!p || !p->func || bad_shape(p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ))
     return CUDA_ERROR_INVALID_VALUE;
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_KERNEL, .module = p->func->module});
 }
 static CUresult nd_cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                                         const CUDA_MEMCPY3D *c, CUcontext ctx) {
+  COUNT(calls);
   if (!c || ctx != &g_ctx) return CUDA_ERROR_INVALID_VALUE;
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_COPY, .copy = *c});
 }
 static CUresult nd_cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                                       const CUDA_HOST_NODE_PARAMS *p) {
+  COUNT(calls);
   if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_HOST, .fn = p->fn, .data = p->userData});
 }
 static CUresult nd_cuGraphAddEmptyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps) {
+  COUNT(calls);
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_EMPTY});
 }
 static CUresult nd_cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                                             CUgraph child) {
+  COUNT(calls);
   if (!child) return CUDA_ERROR_INVALID_VALUE;
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_CHILD, .child = child});
 }
 static CUresult nd_cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                                              CUevent e) {
+  COUNT(calls);
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_EVENT, .event = e});
 }
@@ -699,6 +769,7 @@ static CUresult instantiate(CUgraphExec *out, CUgraph g) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p) {
+  COUNT(calls);
   FAULTED();
   if (!p || !g) return CUDA_ERROR_INVALID_VALUE;
   CUresult r = injected("cuGraphInstantiateWithParams");
@@ -713,16 +784,18 @@ static CUresult nd_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph g, CUD
   return r;
 }
 static CUresult nd_cuGraphInstantiateWithFlags(CUgraphExec *out, CUgraph g, unsigned long long flags) {
+  COUNT(calls);
   FAULTED();
   (void)flags;
   return instantiate(out, g);
 }
 static void free_work(nd_work *w, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i)
-    if (w[i].kind == ND_CHILD) nd_cuGraphDestroy(w[i].child);
+    if (w[i].kind == ND_CHILD) graph_free(w[i].child);
   free(w);
 }
 static CUresult nd_cuGraphExecDestroy(CUgraphExec x) {
+  COUNT(calls);
   if (!x) return CUDA_ERROR_INVALID_VALUE;
   COUNT(exec_destroys);
   check_idle(x->busy_until);
@@ -736,6 +809,7 @@ static nd_work *exec_node(CUgraphExec x, CUgraphNode n, enum nd_kind kind) {
   return &x->work[n->index];
 }
 static CUresult nd_cuGraphExecKernelNodeSetParams(CUgraphExec x, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p) {
+  COUNT(calls);
   FAULTED();
   COUNT(kernel_node_patches);
   FAIL_POINT("cuGraphExecKernelNodeSetParams");
@@ -746,6 +820,7 @@ static CUresult nd_cuGraphExecKernelNodeSetParams(CUgraphExec x, CUgraphNode n, 
 }
 static CUresult nd_cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode n, const CUDA_MEMCPY3D *c,
                                                   CUcontext ctx) {
+  COUNT(calls);
   FAULTED();
   nd_work *w = exec_node(x, n, ND_COPY);
   if (!w || !c || ctx != &g_ctx) return CUDA_ERROR_INVALID_VALUE;
@@ -753,6 +828,7 @@ static CUresult nd_cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode n, 
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGraphExecEventRecordNodeSetEvent(CUgraphExec x, CUgraphNode n, CUevent e) {
+  COUNT(calls);
   FAULTED();
   nd_work *w = exec_node(x, n, ND_EVENT);
   if (!w || !e) return CUDA_ERROR_INVALID_VALUE;
@@ -760,11 +836,12 @@ static CUresult nd_cuGraphExecEventRecordNodeSetEvent(CUgraphExec x, CUgraphNode
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGraphExecChildGraphNodeSetParams(CUgraphExec x, CUgraphNode n, CUgraph child) {
+  COUNT(calls);
   FAULTED();
   nd_work *w = exec_node(x, n, ND_CHILD);
   CUgraph c;
   if (!w || graph_clone(child, &c) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-  nd_cuGraphDestroy(w->child);
+  graph_free(w->child);
   w->child = c;
   return CUDA_SUCCESS;
 }
@@ -800,6 +877,7 @@ static void modules_busy(const nd_work *w, uint32_t count, uint64_t busy_until) 
   }
 }
 static CUresult nd_cuGraphLaunch(CUgraphExec x, CUstream s) {
+  COUNT(calls);
   FAULTED();
   NEED_CTX();
   if (!x || !s) return CUDA_ERROR_INVALID_HANDLE;
@@ -812,12 +890,14 @@ static CUresult nd_cuGraphLaunch(CUgraphExec x, CUstream s) {
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+  COUNT(calls);
   FAULTED();
   (void)mode;
   if (!s || s->capture) return CUDA_ERROR_INVALID_VALUE;
-  return nd_cuGraphCreate(&s->capture, 0);
+  return graph_new(&s->capture);
 }
 static CUresult nd_cuStreamEndCapture(CUstream s, CUgraph *out) {
+  COUNT(calls);
   if (!s || !out || !s->capture) return CUDA_ERROR_INVALID_VALUE;
   *out = s->capture;
   s->capture = NULL;

@@ -12,6 +12,7 @@
 /* Calls the driver counted since the process loaded it; every field a
  * uint64_t (the driver counts them as an array). Thread-safe to read. */
 typedef struct kdag_null_calls {
+  uint64_t calls;               /* every entry point */
   uint64_t ctx_set_current;
   uint64_t stream_syncs;        /* cuStreamSynchronize */
   uint64_t event_syncs;         /* cuEventSynchronize */
