@@ -41,6 +41,13 @@ typedef struct kd_gexec_node {
   unsigned char *blob;     /* kernels: the parameter bytes the node was last given (in params) */
   uint32_t blob_len;
   CUdeviceptr *spans;      /* foreign: the span addresses of its capture */
+  /* Transfers: what the executable graph's copy and event nodes point at
+   * now, so a launch given the same staging block, tensor and event as
+   * the one before (a submit-and-wait loop, whose pools hand them back)
+   * makes no driver call to point them there again. */
+  void *xfer_host;
+  CUdeviceptr xfer_dptr;
+  CUevent xfer_event;
 } kd_gexec_node;
 
 struct kd_gexec {
@@ -285,13 +292,16 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
         r = cu->cuGraphAddEmptyNode(&xn->cu, x->graph, deps, ndeps);
       } else {
         CUDA_MEMCPY3D c;
-        copy_params(node, transfer_dptr(g, node), xf->block->host, &c);
+        xn->xfer_host = xf->block->host;
+        xn->xfer_dptr = transfer_dptr(g, node);
+        copy_params(node, xn->xfer_dptr, xn->xfer_host, &c);
         r = cu->cuGraphAddMemcpyNode(&xn->cu, x->graph, deps, ndeps, &c, s->dev.ctx);
       }
       if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, node->bytes ? "cuGraphAddMemcpyNode" : "cuGraphAddEmptyNode");
       if (node->kind == KD_NODE_SINK) {
         r = cu->cuGraphAddEventRecordNode(&xn->event, x->graph, &xn->cu, 1, xf->event);
         if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddEventRecordNode");
+        xn->xfer_event = xf->event;
       }
       return KD_OK;
     case KD_NODE_HOST: {
@@ -528,8 +538,21 @@ static kd_status xfers_get(kd_graph *g, const kd_gexec *x, const char *op, launc
     kd_gnode *node = &g->nodes[v];
     if (!x && !is_xfer(node)) continue;
     xf[i].node = v;
-    kd_status st = kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &xf[i].block);
-    if (!st && node->kind == KD_NODE_SINK) st = kd_event_acquire(&s->dev, op, &xf[i].event);
+    kd_status st = KD_OK;
+    if (node->kind == KD_NODE_SINK && node->sink->spare) { /* the block its last waited copy used */
+      xf[i].block = node->sink->spare;
+      node->sink->spare = NULL;
+    } else {
+      st = kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &xf[i].block);
+    }
+    if (!st && node->kind == KD_NODE_SINK) {
+      if (node->sink->spare_event) {
+        xf[i].event = node->sink->spare_event;
+        node->sink->spare_event = NULL;
+      } else {
+        st = kd_event_acquire(&s->dev, op, &xf[i].event);
+      }
+    }
     if (st) {
       xfers_put_back(s, xf, i + 1);
       free(xf);
@@ -550,16 +573,21 @@ static kd_status repoint(kd_graph *g, kd_gexec *x, const launch_xfer *xf, uint32
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t n = xf[i].node;
     kd_gnode *node = &g->nodes[n];
+    kd_gexec_node *xn = &x->nodes[n];
     CUresult r;
-    if (node->bytes) {
+    CUdeviceptr dptr = node->bytes ? transfer_dptr(g, node) : 0;
+    if (node->bytes && (xn->xfer_host != xf[i].block->host || xn->xfer_dptr != dptr)) {
       CUDA_MEMCPY3D c;
-      copy_params(node, transfer_dptr(g, node), xf[i].block->host, &c);
-      r = cu->cuGraphExecMemcpyNodeSetParams(x->exec, x->nodes[n].cu, &c, s->dev.ctx);
+      copy_params(node, dptr, xf[i].block->host, &c);
+      r = cu->cuGraphExecMemcpyNodeSetParams(x->exec, xn->cu, &c, s->dev.ctx);
       if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecMemcpyNodeSetParams");
+      xn->xfer_host = xf[i].block->host;
+      xn->xfer_dptr = dptr;
     }
-    if (xf[i].event) {
-      r = cu->cuGraphExecEventRecordNodeSetEvent(x->exec, x->nodes[n].event, xf[i].event);
+    if (xf[i].event && xn->xfer_event != xf[i].event) {
+      r = cu->cuGraphExecEventRecordNodeSetEvent(x->exec, xn->event, xf[i].event);
       if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecEventRecordNodeSetEvent");
+      xn->xfer_event = xf[i].event;
     }
   }
   return KD_OK;

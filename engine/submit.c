@@ -96,6 +96,8 @@ kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
 }
 
 void kd_sink_free(kd_session *s, kd_sink *sk) {
+  if (sk->spare) kd_staging_put(&s->dev, sk->spare); /* their copy was waited for */
+  if (sk->spare_event) kd_event_release_to_pool(&s->dev, sk->spare_event);
   if (sk->block) {
     /* The copy may still be in flight, and destroying a graph never waits:
      * the block is reused once the submission that wrote it has retired. */
@@ -163,8 +165,10 @@ kd_status kd_sink_wait(kd_sink *sk) {
       st = kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
     } else {
       memcpy(sk->host, sk->block->host, sk->bytes);
-      kd_staging_put(&s->dev, sk->block);
-      kd_event_release_to_pool(&s->dev, sk->event);
+      if (!sk->spare) sk->spare = sk->block; /* the next launch's copy may take them */
+      else kd_staging_put(&s->dev, sk->block);
+      if (!sk->spare_event) sk->spare_event = sk->event;
+      else kd_event_release_to_pool(&s->dev, sk->event);
       sk->block = NULL;
       sk->event = NULL;
       sk->pending = 0;

@@ -131,14 +131,18 @@ static void steady_state(kd_exec_mode mode) {
    *   both modes: cuCtxGetCurrent at the submit and at the wait (entering
    *   the session), the completion's cuEventRecord, the sink's
    *   cuEventSynchronize;
-   *   GRAPH: the upload's and the sink's memcpy nodes pointed at this
-   *   launch's staging, the sink's event node at its event, cuGraphLaunch;
+   *   GRAPH: cuGraphLaunch, and the upload's memcpy node pointed at this
+   *   launch's staging block when it is not the last one's (the sink's
+   *   block and event are the same every round: the sink keeps its waited
+   *   block, and the event pool hands the same event back);
    *   EAGER: the upload, two kernels, the sink's copy and its event;
    * and a reap's cuEventQuery every KD_REAP_EVERY submissions (two polls:
    * the oldest and the newest). */
-  uint64_t queries = c1.event_queries - c0.event_queries;
-  cr_assert_eq(c1.calls - c0.calls - queries, n * (mode == KD_EXEC_GRAPH ? 8 : 9), "%.3f calls per round",
-               (double)(c1.calls - c0.calls) / (double)n);
+  uint64_t queries = c1.event_queries - c0.event_queries, made = c1.calls - c0.calls - queries;
+  if (mode == KD_EXEC_GRAPH)
+    cr_assert(made >= 5 * n && made <= 6 * n, "%.3f calls per round", (double)made / (double)n);
+  else
+    cr_assert_eq(made, 9 * n, "%.3f calls per round", (double)made / (double)n);
   cr_assert_leq(queries, n / 32 + 2, "%llu event queries", (unsigned long long)queries);
   if (mode == KD_EXEC_GRAPH) {
     cr_assert_eq(c1.graph_instantiations, 1);
