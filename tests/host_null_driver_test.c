@@ -61,8 +61,9 @@ static kd_counters counters(kd_session *s) {
  * and nothing went before the work using it was complete. */
 static void assert_all_returned(void) {
   kdag_null_calls c = calls();
-  cr_assert_eq(c.lifetime_violations, 0, "a module or executable graph went while a launch used it");
+  cr_assert_eq(c.lifetime_violations, 0, "something went while the work using it was pending");
   cr_assert_eq(c.device_frees, c.device_allocs);
+  cr_assert_eq(c.pinned_frees, c.pinned_allocs);
   cr_assert_eq(c.module_unloads, c.module_loads);
   cr_assert_eq(c.events_destroyed, c.events_created);
   cr_assert_eq(c.exec_destroys, c.graph_instantiations);

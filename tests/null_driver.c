@@ -501,6 +501,7 @@ static CUresult nd_cuMemFreeHost(void *p) {
   COUNT(calls);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   COUNT(sync_frees);
+  COUNT(pinned_frees);
   use_pinned(p, 0, 1);
   free(p);
   return CUDA_SUCCESS;

@@ -21,7 +21,7 @@ typedef struct kdag_null_calls {
   uint64_t events_created, events_destroyed;
   uint64_t device_allocs, device_frees; /* pool and plain, both */
   uint64_t sync_frees;          /* cuMemFree, cuMemFreeHost: synchronize on a real driver */
-  uint64_t pinned_allocs;       /* cuMemHostAlloc */
+  uint64_t pinned_allocs, pinned_frees; /* cuMemHostAlloc, cuMemFreeHost */
   uint64_t host_registers;      /* cuMemHostRegister */
   uint64_t copies;              /* cuMemcpy*Async */
   uint64_t module_loads, module_unloads;
