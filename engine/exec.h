@@ -69,6 +69,13 @@ void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans);
 
 /* A sink's new copy (block, written by the event's work): an earlier copy
  * nobody waited for is handed to held, which completes after it. */
+/* A sink copy's staging block and event: the ones its last waited copy
+ * used (sk->spare, sk->spare_event), or from the pools. On failure nothing
+ * is taken. Both executors use it, so a submit-and-wait loop copies into
+ * the same block and records the same event every round (GRAPH mode then
+ * re-points nothing). */
+kd_status kd_sink_take(kd_session *s, kd_sink *sk, size_t bytes, const char *op, kd_staging_block **block,
+                       CUevent *event);
 void kd_sink_commit(kd_session *s, kd_sink *sk, kd_staging_block *block, CUevent event, kd_held_set *held,
                     const char *op);
 

@@ -138,7 +138,9 @@ static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *
   kd_status st = kd_held_reserve(held, node->kind == KD_NODE_UPLOAD ? 1 : 2, op);
   if (st) return st;
   kd_staging_block *b;
-  st = kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &b);
+  CUevent ev;
+  st = node->kind == KD_NODE_UPLOAD ? kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &b)
+                                    : kd_sink_take(s, node->sink, node->bytes, op, &b, &ev);
   if (st) return st;
   CUresult r;
   if (node->kind == KD_NODE_UPLOAD) {
@@ -149,12 +151,6 @@ static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *
       return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
     }
     return kd_held_add(held, KD_HELD_STAGING, b, op); /* reserved: cannot fail */
-  }
-  CUevent ev;
-  st = kd_event_acquire(&s->dev, op, &ev);
-  if (st) {
-    kd_staging_put(&s->dev, b);
-    return st;
   }
   r = node->bytes ? s->dev.cu->cuMemcpyDtoHAsync(b->host, o->dptr, node->bytes, s->dev.stream) : CUDA_SUCCESS;
   const char *call = "cuMemcpyDtoHAsync";

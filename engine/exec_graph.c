@@ -13,9 +13,11 @@
  * between submissions is patched in place first: kernel parameters when a
  * tensor was rebound or a scalar changed (compared against the bytes each
  * node was last given), a foreign node's child graph when its spans moved,
- * and on every launch each upload's and sink's staging block and each
- * sink's event, which are per launch so that launches in flight never share
- * them. Patching an executable graph affects only later launches.
+ * and each upload's and sink's staging block and each sink's event, which
+ * are per launch so that launches in flight never share them (re-pointed
+ * only when they differ from the last launch's: a sink's are the same in a
+ * submit-and-wait loop, see kd_sink_take). Patching an executable graph
+ * affects only later launches.
  *
  * Lifetimes: the plan owns the executable graph, and the executable graph
  * holds the modules its kernels use, foreign resources and workspaces. A
@@ -538,21 +540,9 @@ static kd_status xfers_get(kd_graph *g, const kd_gexec *x, const char *op, launc
     kd_gnode *node = &g->nodes[v];
     if (!x && !is_xfer(node)) continue;
     xf[i].node = v;
-    kd_status st = KD_OK;
-    if (node->kind == KD_NODE_SINK && node->sink->spare) { /* the block its last waited copy used */
-      xf[i].block = node->sink->spare;
-      node->sink->spare = NULL;
-    } else {
-      st = kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &xf[i].block);
-    }
-    if (!st && node->kind == KD_NODE_SINK) {
-      if (node->sink->spare_event) {
-        xf[i].event = node->sink->spare_event;
-        node->sink->spare_event = NULL;
-      } else {
-        st = kd_event_acquire(&s->dev, op, &xf[i].event);
-      }
-    }
+    kd_status st = node->kind == KD_NODE_SINK
+                       ? kd_sink_take(s, node->sink, node->bytes, op, &xf[i].block, &xf[i].event)
+                       : kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &xf[i].block);
     if (st) {
       xfers_put_back(s, xf, i + 1);
       free(xf);

@@ -95,6 +95,24 @@ kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
   return st;
 }
 
+kd_status kd_sink_take(kd_session *s, kd_sink *sk, size_t bytes, const char *op, kd_staging_block **block,
+                       CUevent *event) {
+  kd_staging_block *b = sk->spare;
+  kd_status st = b ? KD_OK : kd_staging_get(&s->dev, op, bytes ? bytes : 1, &b);
+  if (st) return st;
+  CUevent e = sk->spare_event;
+  st = e ? KD_OK : kd_event_acquire(&s->dev, op, &e);
+  if (st) {
+    if (!sk->spare) kd_staging_put(&s->dev, b);
+    return st;
+  }
+  sk->spare = NULL;
+  sk->spare_event = NULL;
+  *block = b;
+  *event = e;
+  return KD_OK;
+}
+
 void kd_sink_free(kd_session *s, kd_sink *sk) {
   if (sk->spare) kd_staging_put(&s->dev, sk->spare); /* their copy was waited for */
   if (sk->spare_event) kd_event_release_to_pool(&s->dev, sk->spare_event);

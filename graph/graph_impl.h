@@ -62,11 +62,11 @@ struct kd_sink {
   kd_staging_block *block; /* CUDA: the pinned copy (kept until waited) */
   CUevent event;           /* CUDA: recorded right after the copy */
   struct kd_host_run *run; /* HOST: the latest submission; its copy is run->tasks[node].dst */
-  /* CUDA, GRAPH mode: the block and event of the copy last waited for,
-   * kept for the next launch's copy (free: that copy is done), so that a
-   * submit-and-wait loop points the graph's copy and event nodes at the
-   * same ones every time and makes no driver call to re-point them
-   * (engine/exec_graph.c). */
+  /* CUDA: the block and event of the copy last waited for, kept for the
+   * next submission's copy (free: that copy is done; kd_sink_take), so
+   * that a submit-and-wait loop uses the same ones every time and, in
+   * GRAPH mode, makes no driver call to re-point the graph's copy and
+   * event nodes (engine/exec_graph.c). */
   kd_staging_block *spare;
   CUevent spare_event;
 };

@@ -134,14 +134,14 @@ static void steady_state(kd_exec_mode mode) {
    *   cuEventSynchronize;
    *   GRAPH: cuGraphLaunch, and the upload's memcpy node pointed at this
    *   launch's staging block when it is not the last one's (the sink's
-   *   block and event are the same every round: the sink keeps its waited
-   *   block, and the event pool hands the same event back);
+   *   block and event are the same every round: the sink keeps those of
+   *   its waited copy, kd_sink_take);
    *   EAGER: the upload, two kernels, the sink's copy and its event;
    * and a reap's cuEventQuery every KD_REAP_EVERY submissions (two polls:
    * the oldest and the newest). */
   uint64_t queries = c1.event_queries - c0.event_queries, made = c1.calls - c0.calls - queries;
-  if (mode == KD_EXEC_GRAPH)
-    cr_assert(made >= 5 * n && made <= 6 * n, "%.3f calls per round", (double)made / (double)n);
+  if (mode == KD_EXEC_GRAPH) /* the upload's re-point is skipped only after a reap, when its block came back */
+    cr_assert(made >= 6 * n - n / 64 - 2 && made <= 6 * n, "%.3f calls per round", (double)made / (double)n);
   else
     cr_assert_eq(made, 9 * n, "%.3f calls per round", (double)made / (double)n);
   cr_assert_leq(queries, n / 32 + 2, "%llu event queries", (unsigned long long)queries);
