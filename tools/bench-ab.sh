@@ -14,7 +14,11 @@
 # and each run's log go under $KDAG_AB_DIR (default /tmp/kdag-ab); this
 # checkout's MathDx (third_party/mathdx) is linked into both worktrees. CPU
 # suites run anywhere; a GPU suite needs the device machine, where the two
-# build trees would have to travel (tools/gpu-lane.sh carries one). Both
+# build trees would have to travel (tools/gpu-lane.sh carries one), or runs
+# here against the null driver to measure kdag's own host work (not GPU
+# figures): KDAG_CUDA_DRIVER_PATH=$PWD/build/tests/libkdag_null_driver.so
+# tools/bench-ab.sh OLD NEW 3 --suite launch,rebind (both sides load the same
+# driver, built from this checkout). Both
 # revisions need kdag-bench's --json and --compare (from 69f1449 on).
 set -euo pipefail
 usage="usage: $0 OLD_REV NEW_REV [ROUNDS] [kdag-bench selection...]"
