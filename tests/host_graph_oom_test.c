@@ -5,7 +5,6 @@
  * allocation a node's addition, or a submission, makes is failed in turn.
  * Submissions run on CUDA sessions against the null driver
  * (tests/null_driver.c, no GPU), whose own allocations are not wrapped. */
-#include <dlfcn.h>
 #include <stdlib.h>
 
 #include "kdag_test.h"
@@ -248,13 +247,10 @@ static void submit_oom(kd_exec_mode mode, int relaunch) {
   KDT_OK(kd_tensor_release(s, y));
   KDT_OK(kd_tensor_release(s, spare));
   kd_session_destroy(s);
-  void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
-  cr_assert(lib);
-  kdag_null_calls_get_fn *get = (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get");
-  cr_assert(get);
+  kdag_null_api nd;
+  cr_assert(kdag_null_api_get(KDAG_NULL_DRIVER, &nd));
   kdag_null_calls c;
-  get(&c);
-  dlclose(lib);
+  nd.calls_get(&c);
   cr_assert_eq(c.lifetime_violations, 0);
   cr_assert_eq(c.device_frees, c.device_allocs);
   cr_assert_eq(c.events_destroyed, c.events_created);

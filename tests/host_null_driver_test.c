@@ -9,16 +9,12 @@
  * destroyed or freed before that launch is complete. They run in CI under
  * ASan and UBSan, where the GPU lane's tests skip. */
 #include <cuda.h> /* CUresult codes to inject */
-#include <dlfcn.h>
 
 #include "kdag_test.h"
 #include "kernels/embedded.h"
 #include "null_driver.h"
 
-static kdag_null_hold_fn *nd_hold;
-static kdag_null_calls_get_fn *nd_calls_get;
-static kdag_null_fail_fn *nd_fail;
-static kdag_null_fault_fn *nd_fault;
+static kdag_null_api nd; /* set by null_session */
 
 static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
   /* Criterion runs each test in a process of its own: the driver is
@@ -31,14 +27,7 @@ static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
   if (ring) o.completion_ring_capacity = ring;
   kd_session *s;
   KDT_OK(kd_session_create(&o, &s));
-  void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
-  cr_assert(lib, "the null driver is not the library kdag loaded: %s", dlerror());
-  nd_hold = (kdag_null_hold_fn *)dlsym(lib, "kdag_null_hold");
-  nd_calls_get = (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get");
-  nd_fail = (kdag_null_fail_fn *)dlsym(lib, "kdag_null_fail");
-  nd_fault = (kdag_null_fault_fn *)dlsym(lib, "kdag_null_fault");
-  cr_assert(nd_hold && nd_calls_get && nd_fail && nd_fault);
-  dlclose(lib); /* kdag keeps its own handle */
+  cr_assert(kdag_null_api_get(KDAG_NULL_DRIVER, &nd), "the null driver is not the library kdag loaded");
   kd_device_info info;
   KDT_OK(kd_session_device_info(s, &info));
   cr_assert_str_eq(info.name, KDAG_NULL_DEVICE_NAME);
@@ -47,7 +36,7 @@ static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
 
 static kdag_null_calls calls(void) {
   kdag_null_calls c;
-  nd_calls_get(&c);
+  nd.calls_get(&c);
   return c;
 }
 
@@ -177,7 +166,7 @@ Test(host_null_driver, graph_launches_in_flight_keep_what_they_use) {
   pipeline p;
   for (int i = 0; i < LEN; ++i) p.in[i] = (float)i;
   pipeline_make(s, &p);
-  nd_hold(1);
+  nd.hold(1);
   for (int r = 0; r < 8; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
   cr_assert_eq(counters(s).inflight, 8);
   /* A new node: a new plan, a new executable graph; the old one has
@@ -208,7 +197,7 @@ Test(host_null_driver, graph_launches_in_flight_keep_what_they_use) {
   cr_assert_eq(c1.exec_destroys, 0);
   cr_assert_eq(c1.lifetime_violations, 0);
   cr_assert_eq(c1.stream_syncs + c1.event_syncs, 0, "letting go never waits");
-  nd_hold(0);
+  nd.hold(0);
   KDT_OK(kd_session_reap(s, &pending));
   cr_assert_eq(pending, 0);
   kdag_null_calls after = calls();
@@ -224,7 +213,7 @@ Test(host_null_driver, a_full_ring_waits_for_the_oldest_completion_alone) {
   pipeline p;
   for (int i = 0; i < LEN; ++i) p.in[i] = (float)-i;
   pipeline_make(s, &p);
-  nd_hold(1);
+  nd.hold(1);
   for (int r = 0; r < 10; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
   kd_counters k = counters(s);
   cr_assert_eq(k.ring_full_waits, 6);
@@ -233,7 +222,7 @@ Test(host_null_driver, a_full_ring_waits_for_the_oldest_completion_alone) {
   cr_assert_eq(c.event_syncs, 6, "one wait per full ring, on the oldest");
   cr_assert_eq(c.stream_syncs, 0);
   pipeline_check(&p, 9); /* the latest submission's copy */
-  nd_hold(0);
+  nd.hold(0);
   kd_graph_destroy(p.g);
   KDT_OK(kd_tensor_release(s, p.a));
   KDT_OK(kd_tensor_release(s, p.b));
@@ -421,7 +410,7 @@ Test(host_null_driver, random_operations_return_everything_and_violate_nothing) 
         break;
       case 14:
         holds += (i & 1);
-        nd_hold((int)(i & 1));
+        nd.hold((int)(i & 1));
         if (!(i & 1)) KDT_OK(kd_session_reap(s, NULL));
         break;
       default:
@@ -430,7 +419,7 @@ Test(host_null_driver, random_operations_return_everything_and_violate_nothing) 
     }
     cr_assert_eq(calls().lifetime_violations, 0, "step %d (op %u)", step, op);
   }
-  nd_hold(0);
+  nd.hold(0);
   for (int k = 0; k < RG; ++k)
     if (gs[k].g) kd_graph_destroy(gs[k].g);
   for (int i = 0; i < RT; ++i)
@@ -487,7 +476,7 @@ Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path
   pipeline p;
   fill_in(&p, 0);
   pipeline_make(s, &p); /* CUDA graph nodes in plan order: up, a*=2, b=a, the sink's copy and event */
-  nd_fail("cuGraphInstantiateWithParams", 0, CUDA_ERROR_NOT_SUPPORTED, 1);
+  nd.fail("cuGraphInstantiateWithParams", 0, CUDA_ERROR_NOT_SUPPORTED, 1);
   KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "node 'a*=2' (#1)");
   cr_assert(strstr(kd_last_error(), "cuGraphInstantiateWithParams"), "%s", kd_last_error());
   KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission"); /* nothing was enqueued */
@@ -507,7 +496,7 @@ Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path
   kd_session_options o;
   kd_session_options_init(&o);
   for (uint32_t r = 0; r < o.graph_after; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
-  nd_fail("cuGraphInstantiateWithParams", 0, CUDA_ERROR_NOT_SUPPORTED, 0);
+  nd.fail("cuGraphInstantiateWithParams", 0, CUDA_ERROR_NOT_SUPPORTED, 0);
   for (int r = 0; r < 3; ++r) {
     fill_in(&p, (float)(3000 + r));
     KDT_OK(kd_graph_submit(p.g, NULL));
@@ -526,7 +515,7 @@ Test(host_null_driver, a_refused_update_instantiates_afresh) {
   kd_tensor c;
   KDT_OK(kd_tensor_from_host(s, &d, p.in, sizeof p.in, &c));
   KDT_OK(kd_graph_rebind(p.g, p.b, c)); /* b=a is patched */
-  nd_fail("cuGraphExecKernelNodeSetParams", 0, CUDA_ERROR_INVALID_VALUE, 0);
+  nd.fail("cuGraphExecKernelNodeSetParams", 0, CUDA_ERROR_INVALID_VALUE, 0);
   fill_in(&p, 500);
   KDT_OK(kd_graph_submit(p.g, NULL));
   pipeline_check(&p, 1);
@@ -542,7 +531,7 @@ Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_work
   pipeline p;
   kd_session *s = started(KD_EXEC_GRAPH, &p);
   uint64_t submitted = counters(s).submissions;
-  nd_fail("cuGraphLaunch", 0, CUDA_ERROR_INVALID_VALUE, 0);
+  nd.fail("cuGraphLaunch", 0, CUDA_ERROR_INVALID_VALUE, 0);
   kd_ticket t;
   KDT_FAILS(kd_graph_submit(p.g, &t), KD_ERR_DRIVER, "cuGraphLaunch");
   cr_assert_eq(t.seq, UINT64_MAX, "no ticket for a failed submission");
@@ -561,18 +550,18 @@ Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_work
 Test(host_null_driver, refused_event_records_name_the_call_and_lose_nothing) {
   pipeline p;
   kd_session *s = started(KD_EXEC_EAGER, &p);
-  nd_hold(1); /* the refused submission's copy stays pending */
-  nd_fail("cuEventRecord", 0, CUDA_ERROR_INVALID_VALUE, 0); /* the sink's */
+  nd.hold(1); /* the refused submission's copy stays pending */
+  nd.fail("cuEventRecord", 0, CUDA_ERROR_INVALID_VALUE, 0); /* the sink's */
   KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "cuEventRecord");
   cr_assert(!strstr(kd_last_error(), "cuMemcpyDtoHAsync"), "names the call that failed: %s", kd_last_error());
   KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission");
   fill_in(&p, 10);
   KDT_OK(kd_graph_submit(p.g, NULL)); /* its staging must not be the pending copy's */
   cr_assert_eq(calls().lifetime_violations, 0, "a staging block reused while a copy into it was pending");
-  nd_hold(0);
+  nd.hold(0);
   pipeline_check(&p, 1);
   uint64_t syncs = calls().stream_syncs;
-  nd_fail("cuEventRecord", 1, CUDA_ERROR_INVALID_VALUE, 0); /* the completion's */
+  nd.fail("cuEventRecord", 1, CUDA_ERROR_INVALID_VALUE, 0); /* the completion's */
   fill_in(&p, 20);
   KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "cuEventRecord");
   cr_assert_eq(calls().stream_syncs, syncs + 1, "the stream waited for, once");
@@ -591,16 +580,16 @@ Test(host_null_driver, out_of_device_or_pinned_memory_is_a_clear_error) {
   pipeline p;
   fill_in(&p, 0);
   pipeline_make(s, &p);
-  nd_hold(1);
+  nd.hold(1);
   KDT_OK(kd_graph_submit(p.g, NULL)); /* pending while the failures happen */
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
   kd_tensor t;
-  nd_fail("cuMemAllocFromPoolAsync", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  nd.fail("cuMemAllocFromPoolAsync", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
   KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_OUT_OF_MEMORY, "cuMemAllocFromPoolAsync");
   /* Staging is pinned while its pool grows: two launches in flight need two blocks per transfer. */
-  nd_fail("cuMemHostAlloc", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  nd.fail("cuMemHostAlloc", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
   KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "cuMemHostAlloc");
-  nd_hold(0);
+  nd.hold(0);
   pipeline_check(&p, 0); /* the first submission's copy, intact */
   fill_in(&p, 40);
   KDT_OK(kd_graph_submit(p.g, NULL));
@@ -634,9 +623,9 @@ Test(host_null_driver, every_refusable_call_refused_in_turn_loses_nothing) {
         KDT_OK(kd_graph_submit(p.g, NULL));
         pipeline_check(&p, 0);
         int code = strstr(points[f], "Alloc") ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
-        nd_fail(points[f], after, code, 0);
+        nd.fail(points[f], after, code, 0);
         for (int r = 1; r <= 6; ++r) {
-          nd_hold(r % 2);
+          nd.hold(r % 2);
           if (r == 3) { /* b <-> spare: a GRAPH launch patches its node */
             kd_tensor old = p.b;
             KDT_OK(kd_graph_rebind(p.g, old, spare));
@@ -651,7 +640,7 @@ Test(host_null_driver, every_refusable_call_refused_in_turn_loses_nothing) {
                          kd_status_name(st), kd_last_error());
             cr_assert(strstr(kd_last_error(), points[f]), "the message names %s: %s", points[f], kd_last_error());
           }
-          nd_hold(0);
+          nd.hold(0);
           if (!st) {
             pipeline_check(&p, r);
           } else {
@@ -661,7 +650,7 @@ Test(host_null_driver, every_refusable_call_refused_in_turn_loses_nothing) {
           }
           cr_assert_eq(calls().lifetime_violations, 0, "%s after %u, round %d", points[f], after, r);
         }
-        nd_fail(NULL, 0, 0, 0);
+        nd.fail(NULL, 0, 0, 0);
         fill_in(&p, 999);
         KDT_OK(kd_graph_submit(p.g, NULL));
         pipeline_check(&p, 99);
@@ -695,10 +684,10 @@ Test(host_null_driver, a_sticky_fault_poisons_the_device_and_destroying_frees_ev
   pipeline_make(s2, &p2);
   KDT_OK(kd_graph_submit(p1.g, NULL));
   pipeline_check(&p1, 0);
-  nd_hold(1);
+  nd.hold(1);
   KDT_OK(kd_graph_submit(p1.g, NULL)); /* in flight when the fault comes */
   KDT_OK(kd_graph_submit(p2.g, NULL));
-  nd_fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+  nd.fault(CUDA_ERROR_ILLEGAL_ADDRESS);
   KDT_FAILS(kd_sink_wait(p1.sink), KD_ERR_DEVICE_FAULT, "CUDA_ERROR_ILLEGAL_ADDRESS");
   KDT_FAILS(kd_graph_submit(p1.g, NULL), KD_ERR_DEVICE_FAULT, "unusable after a device fault");
   KDT_FAILS(kd_graph_submit(p2.g, NULL), KD_ERR_DEVICE_FAULT, "unusable after a device fault");
@@ -744,15 +733,11 @@ static void release_copier(void *p) { ((copier *)p)->released++; }
 
 static void copier_open(copier *c) {
   memset(c, 0, sizeof *c);
-  void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
-  cr_assert(lib);
-  get_proc_fn get = (get_proc_fn)dlsym(lib, "cuGetProcAddress_v2");
-  cr_assert(get);
+  get_proc_fn get = (get_proc_fn)nd.get_proc; /* null_session looked it up */
   void *fn = NULL;
   cr_assert_eq(get("cuMemcpyDtoDAsync", &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL), CUDA_SUCCESS);
   c->copy = (copy_dtod_fn)fn;
   c->workspace_bytes = 4096;
-  dlclose(lib);
 }
 
 /* A foreign node's workspace and resource outlive every submission using
@@ -781,7 +766,7 @@ static void foreign_lifetimes(kd_exec_mode mode) {
   if (mode == KD_EXEC_EAGER) /* captured work is not run by the null driver: EAGER only */
     for (int i = 0; i < LEN; ++i) cr_assert_eq(got[i], p.in[i], "y[%d]", i);
   cr_assert_eq(c.calls, 1);
-  nd_hold(1);
+  nd.hold(1);
   for (int r = 0; r < 3; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
   KDT_OK(kd_graph_rebind(p.g, y, y2)); /* moves the node's span 0 */
   KDT_OK(kd_graph_submit(p.g, NULL));
@@ -795,7 +780,7 @@ static void foreign_lifetimes(kd_exec_mode mode) {
   KDT_OK(kd_session_reap(s, NULL));
   cr_assert_eq(c.released, 0, "the resource is released only once its work is done");
   cr_assert_eq(calls().device_frees, frees, "workspaces and tensors stay while their work is pending");
-  nd_hold(0);
+  nd.hold(0);
   KDT_OK(kd_session_reap(s, NULL));
   cr_assert_eq(c.released, 1);
   kd_counters k = counters(s);
@@ -859,7 +844,7 @@ Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
   raw_add c = {.release_inside = 1};
   KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &c.lhs));
   KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &c.rhs));
-  nd_hold(1);
+  nd.hold(1);
   kdag_null_calls c0 = calls();
   KDT_OK(kd_with_raw(s, "test.add", raw_add_fn, &c));
   KDT_OK(kd_session_reap(s, NULL));
@@ -868,7 +853,7 @@ Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
   cr_assert_eq(c1.module_unloads, c0.module_unloads, "the module stays while its launch is pending");
   cr_assert_eq(c1.device_frees, c0.device_frees, "so do the inputs released inside the scope");
   cr_assert_eq(counters(s).bytes_retained, 2 * sizeof zeros);
-  nd_hold(0);
+  nd.hold(0);
   KDT_OK(kd_session_reap(s, NULL));
   kdag_null_calls c2 = calls();
   cr_assert_eq(c2.module_unloads, c1.module_unloads + 1);
@@ -887,14 +872,14 @@ Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
                     kd_g_value(kd_arg_i32(LEN))};
   KDT_OK(kd_graph_kernel(g, "out=l+r", k.fn, &cfg, args, 4, NULL));
   KDT_OK(kd_module_release(s, k.m)); /* the node holds it */
-  nd_hold(1);
+  nd.hold(1);
   for (int r = 0; r < 3; ++r) KDT_OK(kd_graph_submit(g, NULL));
   uint64_t unloads = calls().module_unloads;
   kd_graph_destroy(g);
   KDT_OK(kd_session_reap(s, NULL));
   cr_assert_eq(calls().module_unloads, unloads, "the executable graph's module stays while it may run");
   cr_assert_eq(calls().lifetime_violations, 0);
-  nd_hold(0);
+  nd.hold(0);
   KDT_OK(kd_session_reap(s, NULL));
   cr_assert_eq(calls().module_unloads, unloads + 1);
   KDT_OK(kd_tensor_release(s, c.out));

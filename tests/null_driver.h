@@ -4,6 +4,7 @@
 #ifndef KDAG_TESTS_NULL_DRIVER_H
 #define KDAG_TESTS_NULL_DRIVER_H
 
+#include <dlfcn.h>
 #include <stdint.h>
 
 /* cuDeviceGetName's answer: says in every report that no GPU ran. */
@@ -53,5 +54,30 @@ typedef void kdag_null_hold_fn(int on);
 typedef void kdag_null_calls_get_fn(kdag_null_calls *out);
 typedef void kdag_null_fail_fn(const char *entry, uint32_t after, int code, uint32_t node);
 typedef void kdag_null_fault_fn(int code);
+
+/* The interface of the null driver kdag loaded from path (the value given
+ * to KDAG_CUDA_DRIVER_PATH), with its cuGetProcAddress_v2 for a test that
+ * calls the driver itself. */
+typedef struct kdag_null_api {
+  kdag_null_hold_fn *hold;
+  kdag_null_calls_get_fn *calls_get;
+  kdag_null_fail_fn *fail;
+  kdag_null_fault_fn *fault;
+  void *get_proc; /* cuGetProcAddress_v2 */
+} kdag_null_api;
+
+/* Fills *api from the copy kdag has loaded (never loads one): 1, or 0 when
+ * that library is not loaded or lacks an entry. For tests only. */
+static inline int kdag_null_api_get(const char *path, kdag_null_api *api) {
+  void *lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return 0;
+  api->hold = (kdag_null_hold_fn *)dlsym(lib, "kdag_null_hold");
+  api->calls_get = (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get");
+  api->fail = (kdag_null_fail_fn *)dlsym(lib, "kdag_null_fail");
+  api->fault = (kdag_null_fault_fn *)dlsym(lib, "kdag_null_fault");
+  api->get_proc = dlsym(lib, "cuGetProcAddress_v2");
+  dlclose(lib); /* kdag keeps its own handle: the pointers stay valid */
+  return api->hold && api->calls_get && api->fail && api->fault && api->get_proc;
+}
 
 #endif

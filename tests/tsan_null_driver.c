@@ -8,7 +8,6 @@
  * lock must order every access to the session, its ring and its graphs;
  * TSan fails the run on a race, and the run fails on a wrong result or an
  * error. The null driver itself is not instrumented. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,8 +28,7 @@ typedef struct worker {
 } worker;
 
 static atomic_int g_running = WORKERS;
-static kdag_null_hold_fn *g_hold;
-static kdag_null_calls_get_fn *g_calls;
+static kdag_null_api g_nd;
 
 #define FAIL(...)                                      \
   do {                                                 \
@@ -89,9 +87,9 @@ static void *churn(void *p) {
     kd_counters k;
     (void)kd_session_reap(s, &pending);
     (void)kd_session_counters(s, &k);
-    g_hold((i / 64) % 2);
+    g_nd.hold((i / 64) % 2);
   }
-  g_hold(0);
+  g_nd.hold(0);
   return NULL;
 }
 
@@ -106,10 +104,7 @@ int main(void) {
     fprintf(stderr, "kd_session_create: %s\n", kd_last_error());
     return 1;
   }
-  void *lib = dlopen(KDAG_NULL_DRIVER, RTLD_NOW | RTLD_NOLOAD);
-  g_hold = lib ? (kdag_null_hold_fn *)dlsym(lib, "kdag_null_hold") : NULL;
-  g_calls = lib ? (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get") : NULL;
-  if (!g_hold || !g_calls) {
+  if (!kdag_null_api_get(KDAG_NULL_DRIVER, &g_nd)) {
     fprintf(stderr, "the null driver is not loaded\n");
     return 1;
   }
@@ -128,7 +123,7 @@ int main(void) {
   kd_session_counters(s, &k);
   kd_session_destroy(s);
   kdag_null_calls c;
-  g_calls(&c);
+  g_nd.calls_get(&c);
   if (c.lifetime_violations || c.device_frees != c.device_allocs || c.exec_destroys != c.graph_instantiations) {
     fprintf(stderr, "violations %llu, device allocations %llu freed %llu, executable graphs %llu destroyed %llu\n",
             (unsigned long long)c.lifetime_violations, (unsigned long long)c.device_allocs,
