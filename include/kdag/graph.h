@@ -11,9 +11,10 @@
  * for views of up to KD_GRAPH_EXACT_RUNS contiguous runs each (even and odd
  * columns of a matrix are independent) and falls back to the views' element
  * intervals beyond that (conservative: it may order, never misses). Per
- * tensor, the accesses that can still conflict are kept sorted by element
- * interval, so a new access is compared only with those whose interval meets
- * its own; a write that covers an earlier access retires it, and a write is
+ * tensor, the accesses that can still conflict are kept, reads and writes
+ * apart (a set of up to 32 in no order, scanned whole; a larger one sorted
+ * by element interval), so a new access is compared only with those whose
+ * interval meets its own; a write that covers an earlier access retires it, and a write is
  * not tied to an earlier write that a read in between covered (ordered
  * through that read).
  *
