@@ -226,8 +226,9 @@ kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, 
   return enqueue(s, op, set, event, NULL, what);
 }
 
-kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, kd_host_run *run) {
-  return enqueue(s, op, set, NULL, run, "a HOST graph submission");
+kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, kd_host_run *run,
+                                    const char *what) {
+  return enqueue(s, op, set, NULL, run, what);
 }
 
 /* The work behind event (or run) is enqueued already: on failure, wait for

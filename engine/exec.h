@@ -8,6 +8,8 @@
 #include "graph/graph_impl.h"
 #include "kernels/strided.h"
 
+typedef struct kd_host_task kd_host_task;
+
 /* A HOST submission in flight; refcounted by its completion and by sinks
  * whose latest copy it holds. */
 typedef struct kd_host_run {
@@ -30,6 +32,7 @@ typedef struct kd_host_run {
 } kd_host_run;
 
 struct kd_host_task {
+  kd_host_item item;       /* the pool's link */
   kd_host_run *run;
   uint32_t node;
   kd_node_kind kind;
@@ -87,13 +90,18 @@ kd_kdtype kd_kdtype_of(kd_dtype d);
 /* Both resolve and enqueue the whole plan, adding what it uses to held
  * (each object once per stamp). */
 kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, kd_host_run **out);
+/* A HOST upload: a snapshot of host taken now, copied into o by a one-task
+ * run queued behind the session's submissions (in order, never waiting);
+ * o is added to held. */
+kd_status kd_exec_host_upload(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, kd_held_set *held,
+                              kd_host_run **out);
 kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp);
 /* GRAPH mode (engine/exec_graph.c): launches the plan's executable graph,
  * building or patching it first. Enqueues nothing when it fails. */
 kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held);
 /* Whether this submission of g runs in GRAPH mode. */
 int kd_exec_graph_wanted(kd_graph *g);
-void kd_exec_host_task(kd_host_task *t, kd_host_ready *q, void *ctx);
+void kd_exec_host_task(kd_host_item *it, void *ctx);
 
 void kd_host_run_unref(kd_host_run *r);
 /* Waits for every HOST submission of the session so far (they run in

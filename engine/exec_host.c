@@ -1,6 +1,7 @@
 /* The HOST executor: a submission becomes one task per node, released to
  * the thread pool as their predecessors finish. */
 #include <ck_pr.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,7 +22,7 @@ kd_kview kd_access_kview(const kd_gaccess *a, uint64_t base, size_t esize) {
   return v;
 }
 
-static void finish(kd_host_run *r, kd_host_ready *q);
+static void finish(kd_host_run *r);
 
 /* Drops one count of a counter other threads drop too; 1 when it was the
  * last. The fences make what this thread wrote before visible to the thread
@@ -100,26 +101,22 @@ static void run_task(kd_host_task *t) {
   }
 }
 
-/* Queues a run's roots: through q on a worker, else into the ring. */
-static void push_roots(kd_host_run *r, kd_host_ready *q) {
+/* Queues a run's roots. */
+static void push_roots(kd_host_run *r) {
   /* The roots were listed up front: scanning indegree here would race
    * with workers already decrementing it and queue a task twice. */
-  for (uint32_t i = 0; i < r->root_count; ++i) {
-    kd_host_task *t = &r->tasks[r->roots[i]];
-    if (q) kd_host_ready_push(q, t);
-    else kd_host_pool_push(r->pool, t);
-  }
+  for (uint32_t i = 0; i < r->root_count; ++i) kd_host_pool_push(r->pool, &r->tasks[r->roots[i]].item);
 }
 
-static void start(kd_host_run *r, kd_host_ready *q) {
-  if (r->root_count) push_roots(r, q);
-  else finish(r, q); /* an empty graph */
+static void start(kd_host_run *r) {
+  if (r->root_count) push_roots(r);
+  else finish(r); /* an empty graph */
 }
 
 /* Marks a run done and starts the submission queued behind it, and so on
  * through any empty ones: a loop, since a chain of empty submissions behind
  * a long one would otherwise recurse once each on a worker's stack. */
-static void finish(kd_host_run *r, kd_host_ready *q) {
+static void finish(kd_host_run *r) {
   while (r) {
     pthread_mutex_lock(&r->mu);
     ck_pr_fence_release();
@@ -131,7 +128,7 @@ static void finish(kd_host_run *r, kd_host_ready *q) {
     kd_host_run_unref(r); /* the pool's reference */
     r = NULL;
     if (!next) break;
-    if (next->root_count) push_roots(next, q);
+    if (next->root_count) push_roots(next);
     else r = next; /* empty: done at once; it holds the pool's reference too */
     kd_host_run_unref(next); /* the chain's */
   }
@@ -142,15 +139,17 @@ void kd_host_session_wait(kd_session *s) {
 }
 
 /* Pool callback: run the task, release successors, finish the run. */
-void kd_exec_host_task(kd_host_task *t, kd_host_ready *q, void *ctx) {
+void kd_exec_host_task(kd_host_item *it, void *ctx) {
   (void)ctx;
+  kd_host_task *t = (kd_host_task *)((char *)it - offsetof(kd_host_task, item));
   kd_host_run *r = t->run;
   if (r->jitter) jitter();
   run_task(t);
   for (uint32_t k = r->succ_start[t->node]; k < r->succ_start[t->node + 1]; ++k)
-    if (dec_to_zero(&r->indegree[r->succ[k]])) kd_host_ready_push(q, &r->tasks[r->succ[k]]);
-  if (dec_to_zero(&r->remaining)) finish(r, q);
+    if (dec_to_zero(&r->indegree[r->succ[k]])) kd_host_pool_push(r->pool, &r->tasks[r->succ[k]].item);
+  if (dec_to_zero(&r->remaining)) finish(r);
 }
+
 
 static kd_status keep_buffer(kd_host_run *r, size_t bytes, void **out, const char *op) {
   void **grown = realloc(r->buffers, ((size_t)r->buffer_count + 1) * sizeof *grown);
@@ -162,11 +161,10 @@ static kd_status keep_buffer(kd_host_run *r, size_t bytes, void **out, const cha
   return KD_OK;
 }
 
-kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, kd_host_run **out) {
-  kd_session *s = g->session;
-  uint32_t n = g->node_count, m = g->edge_count;
+/* A run of n tasks and m edges, its arrays unfilled; NULL: no memory. */
+static kd_host_run *run_new(kd_session *s, uint32_t n, uint32_t m) {
   kd_host_run *r = calloc(1, sizeof *r);
-  if (!r) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the submission", op);
+  if (!r) return NULL;
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
   r->refs = 1;
@@ -177,17 +175,80 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
   r->succ = malloc(((size_t)m + 1) * sizeof *r->succ);
   r->indegree = malloc(((size_t)n + 1) * sizeof *r->indegree);
   r->roots = malloc(((size_t)n + 1) * sizeof *r->roots);
-  kd_status st = KD_OK;
-  if (!r->tasks || !r->succ_start || !r->succ || !r->indegree || !r->roots)
-    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the submission", op);
-  if (!st) {
-    /* The run owns copies: later graph edits never reach work in flight. */
-    memcpy(r->succ_start, g->plan.succ_start, ((size_t)n + 1) * sizeof *r->succ_start);
-    memcpy(r->succ, g->plan.succ, (size_t)m * sizeof *r->succ);
-    memcpy(r->indegree, g->plan.indegree, (size_t)n * sizeof *r->indegree);
-    for (uint32_t i = 0; i < n; ++i)
-      if (!r->indegree[i]) r->roots[r->root_count++] = i;
+  if (!r->tasks || !r->succ_start || !r->succ || !r->indegree || !r->roots) {
+    kd_host_run_unref(r);
+    return NULL;
   }
+  return r;
+}
+
+/* Hands a filled run to the pool behind the session's previous one.
+ * Cannot fail. */
+static void run_enqueue(kd_session *s, kd_host_run *r) {
+  r->remaining = r->task_count;
+  r->pool = &s->pool;
+  ck_pr_inc_32(&r->refs); /* the pool's, dropped when the run finishes */
+  /* Submissions run in order, as on a stream: this one starts when the
+   * previous one is done. */
+  kd_host_run *prev = s->last_run;
+  int queued = 0;
+  if (prev) {
+    pthread_mutex_lock(&prev->mu);
+    if (!prev->done) {
+      ck_pr_inc_32(&r->refs); /* the chain's */
+      prev->next = r;
+      queued = 1;
+    }
+    pthread_mutex_unlock(&prev->mu);
+    kd_host_run_unref(prev); /* the session's hold moves to r */
+  }
+  ck_pr_inc_32(&r->refs);
+  s->last_run = r;
+  if (!queued) start(r);
+}
+
+kd_status kd_exec_host_upload(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, kd_held_set *held,
+                              kd_host_run **out) {
+  kd_host_run *r = run_new(s, 1, 0);
+  void *snap = NULL;
+  kd_status st = r ? keep_buffer(r, o->bytes, &snap, op)
+                   : kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the upload", op);
+  if (!st) {
+    st = kd_held_add(held, KD_HELD_TENSOR, o, op);
+    if (!st) kd_tensor_ref(o);
+  }
+  if (st) {
+    if (r) kd_host_run_unref(r);
+    return st;
+  }
+  memcpy(snap, host, o->bytes); /* the caller's memory is read now */
+  kd_host_task *t = &r->tasks[0];
+  t->run = r;
+  t->kind = KD_NODE_UPLOAD;
+  t->src = snap;
+  t->dst = o->host;
+  t->bytes = o->bytes;
+  r->succ_start[0] = r->succ_start[1] = 0;
+  r->indegree[0] = 0;
+  r->roots[0] = 0;
+  r->root_count = 1;
+  run_enqueue(s, r);
+  *out = r;
+  return KD_OK;
+}
+
+kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, kd_host_run **out) {
+  kd_session *s = g->session;
+  uint32_t n = g->node_count, m = g->edge_count;
+  kd_host_run *r = run_new(s, n, m);
+  if (!r) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the submission", op);
+  /* The run owns copies: later graph edits never reach work in flight. */
+  memcpy(r->succ_start, g->plan.succ_start, ((size_t)n + 1) * sizeof *r->succ_start);
+  memcpy(r->succ, g->plan.succ, (size_t)m * sizeof *r->succ);
+  memcpy(r->indegree, g->plan.indegree, (size_t)n * sizeof *r->indegree);
+  for (uint32_t i = 0; i < n; ++i)
+    if (!r->indegree[i]) r->roots[r->root_count++] = i;
+  kd_status st = KD_OK;
   for (uint32_t i = 0; !st && i < n; ++i) {
     kd_gnode *node = &g->nodes[i];
     kd_host_task *t = &r->tasks[i];
@@ -243,26 +304,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
     sk->run = r; /* its copy: r->tasks[i].dst */
     sk->pending = 1;
   }
-  r->remaining = n;
-  r->pool = &s->pool;
-  ck_pr_inc_32(&r->refs); /* the pool's, dropped when the run finishes */
-  /* Submissions run in order, as on a stream: this one starts when the
-   * previous one is done. */
-  kd_host_run *prev = s->last_run;
-  int queued = 0;
-  if (prev) {
-    pthread_mutex_lock(&prev->mu);
-    if (!prev->done) {
-      ck_pr_inc_32(&r->refs); /* the chain's */
-      prev->next = r;
-      queued = 1;
-    }
-    pthread_mutex_unlock(&prev->mu);
-    kd_host_run_unref(prev); /* the session's hold moves to r */
-  }
-  ck_pr_inc_32(&r->refs);
-  s->last_run = r;
-  if (!queued) start(r, NULL);
+  run_enqueue(s, r);
   *out = r;
   return KD_OK;
 }

@@ -1,5 +1,6 @@
 /* The HOST backend's worker threads. */
 #include <ck_pr.h>
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,119 +9,154 @@
 #include "cuda/status_internal.h"
 #include "engine/host_pool.h"
 
-#define KD_POOL_RING (1u << 16)
+#define KD_POOL_RING (1u << 12)
 #define KD_POOL_MAX_THREADS 64
 
-typedef struct worker_arg {
-  kd_host_pool *pool;
-  uint32_t index;
-} worker_arg;
+CK_STACK_CONTAINER(kd_host_item, link, item_of)
 
-struct kd_host_ready {
-  kd_host_pool *pool;
-  kd_host_task **local;    /* made ready while the ring was full: run here next */
-  uint32_t n, cap;
-};
-
-void kd_host_ready_push(kd_host_ready *q, kd_host_task *t) {
-  if (ck_ring_enqueue_mpmc(&q->pool->ring, q->pool->buf, t)) {
-    sem_post(&q->pool->queued);
-    return;
-  }
-  if (q->n == q->cap) {
-    uint32_t cap = q->cap ? q->cap * 2 : 64;
-    kd_host_task **grown = realloc(q->local, cap * sizeof *grown);
-    if (!grown) { /* no memory either: the last resort is to wait for room */
-      kd_host_pool_push(q->pool, t);
-      return;
-    }
-    q->local = grown;
-    q->cap = cap;
-  }
-  q->local[q->n++] = t;
+void kd_host_pool_push(kd_host_pool *p, kd_host_item *it) {
+  if (!ck_ring_enqueue_mpmc(&p->ring, p->buf, it)) ck_stack_push_upmc(&p->overflow, &it->link);
+  sem_post(&p->queued);
 }
 
-static void *worker(void *p) {
-  worker_arg *w = p;
-  kd_host_pool *pool = w->pool;
-  if (pool->topo) {
-    /* One worker per core: keeps independent nodes truly parallel and their
-     * caches apart. Failing to bind only costs locality. */
-    int cores = hwloc_get_nbobjs_by_type(pool->topo, HWLOC_OBJ_CORE);
-    hwloc_obj_t core = cores > 0 ? hwloc_get_obj_by_type(pool->topo, HWLOC_OBJ_CORE, (unsigned)((int)w->index % cores)) : NULL;
-    if (core) hwloc_set_cpubind(pool->topo, core->cpuset, HWLOC_CPUBIND_THREAD);
-  }
-  free(w);
-  kd_host_ready q = {.pool = pool};
+/* Takes the item one token stands for. The ring first; once it is empty,
+ * the overflow: the whole stack at once (one exchange: nothing popped is
+ * read after another thread could have run it), keeping one and queueing
+ * the rest again. An item moved that way is briefly in neither place, so
+ * a worker holding a token may find both empty: it yields and looks again. */
+static kd_host_item *take(kd_host_pool *p) {
   for (;;) {
-    kd_host_task *t = NULL;
-    if (q.n) {
-      t = q.local[--q.n];
-    } else {
-      while (sem_wait(&pool->queued) != 0) {}
-      if (ck_pr_load_int(&pool->stop)) break;
-      void *item = NULL;
-      while (!ck_ring_dequeue_mpmc(&pool->ring, pool->buf, &item)) sched_yield();
-      t = item;
+    void *item = NULL;
+    if (ck_ring_dequeue_mpmc(&p->ring, p->buf, &item)) return item;
+    ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&p->overflow);
+    if (!e) {
+      sched_yield();
+      continue;
     }
-    pool->run(t, &q, pool->ctx);
+    kd_host_item *mine = item_of(e);
+    for (e = e->next; e;) {
+      ck_stack_entry_t *next = e->next;
+      kd_host_item *it = item_of(e);
+      if (!ck_ring_enqueue_mpmc(&p->ring, p->buf, it)) ck_stack_push_upmc(&p->overflow, e);
+      e = next;
+    }
+    return mine;
   }
-  free(q.local);
+}
+
+static void *worker(void *arg) {
+  kd_host_pool *p = arg;
+  for (;;) {
+    while (sem_wait(&p->queued) != 0) {}
+    if (ck_pr_load_int(&p->stop)) break;
+    p->run(take(p), p->ctx);
+  }
   return NULL;
 }
 
-kd_status kd_host_pool_start(kd_host_pool *p, kd_host_task_fn run, void *ctx, const char *op) {
+/* The cores (else the PUs) of the creating thread's CPU binding, each
+ * narrowed to that binding: a session created inside taskset or an MPI
+ * rank's binding keeps its workers there. 0 when hwloc knows none. */
+static uint32_t binding_sets(kd_host_pool *p) {
+  hwloc_bitmap_t allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(p->topo));
+  hwloc_bitmap_t mine = hwloc_bitmap_alloc();
+  if (!allowed || !mine) {
+    hwloc_bitmap_free(allowed);
+    hwloc_bitmap_free(mine);
+    return 0;
+  }
+  if (hwloc_get_cpubind(p->topo, mine, HWLOC_CPUBIND_THREAD) == 0 && !hwloc_bitmap_iszero(mine))
+    hwloc_bitmap_and(allowed, allowed, mine);
+  hwloc_bitmap_free(mine);
+  uint32_t count = 0;
+  hwloc_obj_type_t types[2] = {HWLOC_OBJ_CORE, HWLOC_OBJ_PU};
+  for (int k = 0; k < 2 && !count; ++k) {
+    int n = hwloc_get_nbobjs_by_type(p->topo, types[k]);
+    if (n <= 0) continue;
+    p->bind = calloc((size_t)n, sizeof *p->bind);
+    if (!p->bind) break;
+    for (int i = 0; i < n && count < KD_POOL_MAX_THREADS; ++i) {
+      hwloc_obj_t o = hwloc_get_obj_by_type(p->topo, types[k], (unsigned)i);
+      if (!o || !hwloc_bitmap_intersects(o->cpuset, allowed)) continue;
+      hwloc_bitmap_t set = hwloc_bitmap_dup(o->cpuset);
+      if (!set) break;
+      hwloc_bitmap_and(set, set, allowed);
+      p->bind[count++] = set;
+      p->bind_count = count;
+    }
+    if (!count) {
+      free(p->bind);
+      p->bind = NULL;
+    }
+  }
+  hwloc_bitmap_free(allowed);
+  return count;
+}
+
+kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, int verbose, const char *op) {
   memset(p, 0, sizeof p[0]);
   p->run = run;
   p->ctx = ctx;
-  uint32_t n = 2;
+  uint32_t places = 0;
   if (hwloc_topology_init(&p->topo) == 0 && hwloc_topology_load(p->topo) == 0) {
-    int cores = hwloc_get_nbobjs_by_type(p->topo, HWLOC_OBJ_CORE);
-    if (cores > 2) n = (uint32_t)cores;
-    snprintf(p->placement, sizeof p->placement, "%u workers, one per core (hwloc, %d cores)", n < 2 ? 2 : n, cores);
-  } else {
-    if (p->topo) hwloc_topology_destroy(p->topo);
+    places = binding_sets(p);
+  } else if (p->topo) {
+    hwloc_topology_destroy(p->topo);
     p->topo = NULL;
-    snprintf(p->placement, sizeof p->placement, "2 workers, unplaced (hwloc topology unavailable)");
   }
   /* At least two workers even on one core: independent nodes must be able
    * to run at the same time (a node may wait for another). */
-  if (n > KD_POOL_MAX_THREADS) n = KD_POOL_MAX_THREADS;
+  uint32_t n = places > 2 ? places : 2;
   p->buf = calloc(KD_POOL_RING, sizeof *p->buf);
   p->threads = calloc(n, sizeof *p->threads);
-  if (!p->buf || !p->threads || sem_init(&p->queued, 0, 0) != 0) {
-    free(p->buf);
-    free(p->threads);
-    if (p->topo) hwloc_topology_destroy(p->topo);
+  p->sem_ready = p->buf && p->threads && sem_init(&p->queued, 0, 0) == 0;
+  if (!p->sem_ready) {
+    kd_host_pool_stop(p);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the host thread pool", op);
   }
   ck_ring_init(&p->ring, KD_POOL_RING);
+  ck_stack_init(&p->overflow);
+  uint32_t unbound = 0;
+  int create_error = 0;
   for (uint32_t i = 0; i < n; ++i) {
-    worker_arg *w = malloc(sizeof *w);
-    if (w) *w = (worker_arg){p, i};
-    if (!w || pthread_create(&p->threads[i], NULL, worker, w) != 0) {
-      free(w);
-      p->thread_count = i;
-      kd_host_pool_stop(p);
-      return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: could not start host worker %u", op, i);
-    }
+    create_error = pthread_create(&p->threads[i], NULL, worker, p);
+    if (create_error) break;
     p->thread_count = i + 1;
+    /* From here: the worker may already run, unbound for a moment. */
+    if (places && hwloc_set_thread_cpubind(p->topo, p->threads[i], p->bind[i % places], 0) != 0) unbound++;
   }
+  /* Two workers are the floor above; fewer than asked for beyond it (a
+   * process or container thread limit) only costs parallelism. */
+  if (p->thread_count < 2) {
+    kd_host_pool_stop(p);
+    return kd_fail(KD_ERR_RESOURCE_EXHAUSTED, "%s: could not start the host pool's second worker: pthread_create: %s",
+                   op, strerror(create_error));
+  }
+  int len;
+  if (!places)
+    len = snprintf(p->placement, sizeof p->placement, "%u workers, unplaced (%s)", p->thread_count,
+                   p->topo ? "hwloc knows no core or PU" : "hwloc topology unavailable");
+  else
+    len = snprintf(p->placement, sizeof p->placement, "%u workers over the %u %s of the creating thread's CPU binding (hwloc)",
+                   p->thread_count, places, hwloc_get_nbobjs_by_type(p->topo, HWLOC_OBJ_CORE) > 0 ? "cores" : "PUs");
+  if (unbound && len > 0 && (size_t)len < sizeof p->placement)
+    len += snprintf(p->placement + len, sizeof p->placement - (size_t)len, "; %u could not be bound", unbound);
+  if (p->thread_count < n && len > 0 && (size_t)len < sizeof p->placement)
+    snprintf(p->placement + len, sizeof p->placement - (size_t)len, "; %u of %u started (pthread_create: %s)",
+             p->thread_count, n, strerror(create_error));
+  if (verbose) fprintf(stderr, "kdag: HOST pool: %s\n", p->placement);
   return KD_OK;
-}
-
-void kd_host_pool_push(kd_host_pool *p, kd_host_task *t) {
-  while (!ck_ring_enqueue_mpmc(&p->ring, p->buf, t)) sched_yield();
-  sem_post(&p->queued);
 }
 
 void kd_host_pool_stop(kd_host_pool *p) {
   ck_pr_store_int(&p->stop, 1);
   for (uint32_t i = 0; i < p->thread_count; ++i) sem_post(&p->queued);
   for (uint32_t i = 0; i < p->thread_count; ++i) pthread_join(p->threads[i], NULL);
-  sem_destroy(&p->queued);
+  if (p->sem_ready) sem_destroy(&p->queued);
   free(p->threads);
   free(p->buf);
+  for (uint32_t i = 0; i < p->bind_count; ++i) hwloc_bitmap_free(p->bind[i]);
+  free(p->bind);
   if (p->topo) hwloc_topology_destroy(p->topo);
   memset(p, 0, sizeof *p);
 }

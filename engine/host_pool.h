@@ -1,10 +1,15 @@
 /* Internal: the HOST backend's thread pool. Workers are placed one per core
- * with hwloc and take ready tasks from a Concurrency Kit MPMC ring; a
- * semaphore counts queued tasks so idle workers sleep. */
+ * of the process's CPU binding with hwloc and take ready tasks from a
+ * Concurrency Kit MPMC ring; a semaphore counts queued tasks so idle
+ * workers sleep. When the ring is full, a task goes onto a CK stack that
+ * every worker drains once the ring is empty: queueing a task never waits
+ * and never allocates, however many tasks are ready at once, and a task
+ * that did not fit stays visible to every worker. */
 #ifndef KDAG_ENGINE_HOST_POOL_H
 #define KDAG_ENGINE_HOST_POOL_H
 
 #include <ck_ring.h>
+#include <ck_stack.h>
 #include <hwloc.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -12,33 +17,39 @@
 
 #include "kdag/status.h"
 
-typedef struct kd_host_task kd_host_task;
-/* A worker's hand-off for the tasks a running task makes ready: the ring,
- * or, when it is full, the worker's own stack, run next, depth first. A
- * worker never waits for room in the ring: if every worker did, none would
- * make any. Valid during the kd_host_task_fn call that received it. */
-typedef struct kd_host_ready kd_host_ready;
-void kd_host_ready_push(kd_host_ready *q, kd_host_task *t);
-/* Runs one task on a worker; hands the tasks it makes ready to q. */
-typedef void (*kd_host_task_fn)(kd_host_task *t, kd_host_ready *q, void *ctx);
+/* What the pool queues: the caller embeds one in each task and gets it
+ * back in its kd_host_item_fn. An item is queued at most once at a time
+ * (its link is the overflow stack's). */
+typedef struct kd_host_item {
+  ck_stack_entry_t link;
+} kd_host_item;
+/* Runs one item on a worker; it may queue more with kd_host_pool_push. */
+typedef void (*kd_host_item_fn)(kd_host_item *it, void *ctx);
 
 typedef struct kd_host_pool {
   pthread_t *threads;
   uint32_t thread_count;
   ck_ring_t ring;
   ck_ring_buffer_t *buf;
-  sem_t queued;
+  ck_stack_t overflow;     /* queued while the ring was full */
+  sem_t queued;            /* one token per item in the ring or the overflow */
+  int sem_ready;
   int stop;
-  kd_host_task_fn run;
+  kd_host_item_fn run;
   void *ctx;
   hwloc_topology_t topo;
-  char placement[160];
+  hwloc_cpuset_t *bind;    /* bind_count cores (or PUs) of the binding; worker i uses i % bind_count */
+  uint32_t bind_count;
+  char placement[192];
 } kd_host_pool;
 
-kd_status kd_host_pool_start(kd_host_pool *p, kd_host_task_fn run, void *ctx, const char *op);
+/* Starts the workers. verbose: print the placement, and why it fell back,
+ * to stderr. */
+kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, int verbose, const char *op);
+/* Joins the workers; items still queued are dropped (the session drains
+ * its work first). */
 void kd_host_pool_stop(kd_host_pool *p);
-/* Queues a ready task from a thread that is not a worker, waiting for room
- * in the ring when it is full (the workers drain it: none of them waits). */
-void kd_host_pool_push(kd_host_pool *p, kd_host_task *t);
+/* Queues a ready item, from any thread. Never waits, never fails. */
+void kd_host_pool_push(kd_host_pool *p, kd_host_item *it);
 
 #endif

@@ -107,7 +107,7 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
   }
   st = kd_completion_ring_init(s);
   if (!st && s->backend == KD_BACKEND_HOST) {
-    st = kd_host_pool_start(&s->pool, kd_exec_host_task, NULL, op); /* tasks know their run */
+    st = kd_host_pool_start(&s->pool, kd_exec_host_task, NULL, (o.flags & KD_SESSION_VERBOSE) != 0, op); /* tasks know their run */
     s->has_pool = st == KD_OK;
   }
   if (st) {

@@ -161,7 +161,8 @@ void kd_completion_ring_fini(kd_session *s);
  * and the set is still the caller's. */
 kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, const char *what);
 /* The same for a HOST submission: done when run is. */
-kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run);
+kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run,
+                                    const char *what);
 /* Retires every finished completion without blocking. */
 kd_status kd_completion_reap(kd_session *s, const char *op);
 /* Polls the completion of ticket seq (< next_seq) alone; if it is done,

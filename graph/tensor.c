@@ -140,9 +140,26 @@ static kd_status transfer_target(kd_session *s, const char *op, kd_tensor t, siz
   return st;
 }
 
-static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, const void *host) {
-  if (!s->has_device) kd_host_session_wait(s); /* in order after submitted graphs */
-  if (o->residency == KD_RESIDENCY_HOST || !s->has_device) {
+/* HOST: in order after the submissions before it, without waiting for
+ * them: with none in flight (or a tensor made by this call, which none can
+ * use) the copy is made now, else a snapshot of host is copied in by a run
+ * queued behind them. */
+static kd_status upload_host(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, int fresh) {
+  if (fresh || !s->last_run || kd_host_run_done(s->last_run)) {
+    memcpy(o->host, host, o->bytes);
+    return KD_OK;
+  }
+  kd_held_set held = {0};
+  kd_host_run *run = NULL;
+  kd_status st = kd_exec_host_upload(s, op, o, host, &held, &run);
+  if (!st) st = kd_completion_submit_host(s, op, &held, run, "an upload");
+  if (st) kd_held_release_all(s, &held);
+  return st;
+}
+
+static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, int fresh) {
+  if (!s->has_device) return upload_host(s, op, o, host, fresh);
+  if (o->residency == KD_RESIDENCY_HOST) {
     memcpy(o->host, host, o->bytes);
     return KD_OK;
   }
@@ -178,13 +195,13 @@ static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, 
 }
 
 /* kd_tensor_upload, its errors naming op. */
-static kd_status upload(kd_session *s, const char *op, kd_tensor t, const void *host, size_t bytes) {
+static kd_status upload(kd_session *s, const char *op, kd_tensor t, const void *host, size_t bytes, int fresh) {
   if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op);
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   kd_tensor_obj *o;
   st = transfer_target(s, op, t, bytes, &o);
-  if (!st) st = upload_locked(s, op, o, host);
+  if (!st) st = upload_locked(s, op, o, host, fresh);
   if (!st) {
     o->initialized = 1;
     s->counters.uploads++;
@@ -194,7 +211,7 @@ static kd_status upload(kd_session *s, const char *op, kd_tensor t, const void *
 }
 
 kd_status kd_tensor_upload(kd_session *s, kd_tensor t, const void *host, size_t bytes) {
-  return upload(s, "kd_tensor_upload", t, host, bytes);
+  return upload(s, "kd_tensor_upload", t, host, bytes, 0);
 }
 
 kd_status kd_tensor_from_host(kd_session *s, const kd_tensor_desc *desc, const void *host,
@@ -204,7 +221,7 @@ kd_status kd_tensor_from_host(kd_session *s, const kd_tensor_desc *desc, const v
   if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op); /* before creating */
   kd_status st = create(s, op, desc, out);
   if (st) return st;
-  st = upload(s, op, *out, host, bytes);
+  st = upload(s, op, *out, host, bytes, 1);
   if (st) {
     char *msg = strdup(kd_last_error());
     kd_tensor_release(s, *out);

@@ -843,6 +843,76 @@ Test(host_graph, independent_nodes_run_at_the_same_time) {
   kd_session_destroy(s);
 }
 
+/* A host node that waits for the test to open its gate, until a deadline
+ * shared by every node of the gate. */
+typedef struct timed_gate {
+  uint32_t open, ran, timed_out;
+  double deadline;
+} timed_gate;
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void gated(void *p) {
+  timed_gate *gt = p;
+  while (!ck_pr_load_32(&gt->open))
+    if (mono_s() > gt->deadline) {
+      ck_pr_store_32(&gt->timed_out, 1);
+      break;
+    } else {
+      sched_yield();
+    }
+  ck_pr_inc_32(&gt->ran);
+}
+
+/* More independent nodes than the pool's ring holds, each waiting for a
+ * gate the caller opens only after submitting, then uploading: neither call
+ * may wait for the work before it. Until 2026-12-05 the submit waited for
+ * room in the ring (under the session lock) and the upload for every
+ * submission in flight, so this deadlocked until the gates timed out. The
+ * upload is still ordered: the copy node submitted before it reads the old
+ * values, a download after it the new ones. */
+Test(host_graph, a_wide_submission_and_an_upload_behind_it_never_wait, .timeout = 60) {
+  enum { WIDE = 5000 };
+  kd_session *s = kdt_host_session();
+  int32_t old_v[4] = {1, 2, 3, 4}, new_v[4] = {5, 6, 7, 8}, got[4];
+  kd_tensor x = ivec(s, 4, old_v), y = ivec(s, 4, NULL);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  timed_gate gt = {.deadline = mono_s() + 10.0};
+  kd_node first;
+  KDT_OK(kd_graph_host(g, "first", gated, &gt, NULL, 0, &first));
+  for (int i = 1; i < WIDE; ++i) KDT_OK(kd_graph_host(g, "wide", gated, &gt, NULL, 0, NULL));
+  kd_node copy;
+  KDT_OK(kd_graph_copy(g, "y = x", kd_whole(y), kd_whole(x), &copy));
+  KDT_OK(kd_graph_edge(g, first, copy)); /* the copy runs once the gate is open */
+  double t0 = mono_s();
+  kd_ticket t;
+  KDT_OK(kd_graph_submit(g, &t));
+  double submitted = mono_s() - t0;
+  t0 = mono_s();
+  KDT_OK(kd_tensor_upload(s, x, new_v, sizeof new_v));
+  double uploaded = mono_s() - t0;
+  memset(new_v, 0, sizeof new_v); /* the caller's memory is free again at once */
+  ck_pr_store_32(&gt.open, 1);
+  cr_assert_lt(submitted, 1.0, "submitting %d gated nodes took %.3f s", WIDE, submitted);
+  cr_assert_lt(uploaded, 1.0, "an upload behind gated work took %.3f s", uploaded);
+  KDT_OK(kd_tensor_download(s, y, got, sizeof got));
+  cr_assert_arr_eq(got, old_v, sizeof got, "the copy submitted before the upload saw the new values");
+  KDT_OK(kd_tensor_download(s, x, got, sizeof got));
+  int32_t want[4] = {5, 6, 7, 8};
+  cr_assert_arr_eq(got, want, sizeof got, "the upload's values did not land");
+  cr_assert_eq(ck_pr_load_32(&gt.ran), WIDE);
+  cr_assert_eq(ck_pr_load_32(&gt.timed_out), 0, "a gated node timed out: something waited for it");
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, x));
+  KDT_OK(kd_tensor_release(s, y));
+  kd_session_destroy(s);
+}
+
 /* A ticket names the session that issued it: another session's, or one
  * never issued, is refused rather than read as a submission of this one. */
 Test(host_graph, a_ticket_is_checked_against_its_session) {

@@ -76,8 +76,11 @@ KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *des
 
 /* Copies bytes == tensor bytes from host into the tensor and marks it
  * initialised. The caller's memory is read completely before this returns
- * (into pinned staging), so it may be reused at once; the transfer itself is
- * asynchronous and ordered on the session stream.
+ * (into pinned staging; on a HOST session, into a snapshot when earlier
+ * submissions are still running), so it may be reused at once; the
+ * transfer itself is asynchronous and ordered after the work submitted
+ * before it (on the session stream; on HOST, behind those submissions).
+ * It never waits for that work.
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL, size mismatch), KD_ERR_RELEASED,
  * KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
@@ -90,8 +93,8 @@ KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *
 
 /* Copies the tensor into host memory. This is an explicit host wait: it
  * waits on the event of this copy alone (not the device, not the whole
- * stream), so all earlier work on the stream that the tensor depends on has
- * completed when it returns.
+ * stream; on HOST, for the submissions before it), so all earlier work on
+ * the stream that the tensor depends on has completed when it returns.
  * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_RELEASED, KD_ERR_WRONG_SESSION,
  * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
