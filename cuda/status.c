@@ -1,4 +1,5 @@
 /* Status names, the per-thread message buffer, CUresult conversion. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,13 @@
 /* The message grows to fit compiler logs; one buffer per thread, like errno. */
 static _Thread_local char *tls_msg;
 static _Thread_local size_t tls_cap;
+/* Frees a thread's buffer when the thread exits: the HOST pool's workers and
+ * any caller's threads come and go, and a TLS pointer alone would leak. */
+static pthread_key_t msg_key;
+static pthread_once_t msg_once = PTHREAD_ONCE_INIT;
+static int msg_key_ok;
+
+static void msg_key_make(void) { msg_key_ok = pthread_key_create(&msg_key, free) == 0; }
 
 const char *kd_status_name(kd_status status) {
   switch (status) {
@@ -64,6 +72,8 @@ static void set_message(const char *prefix, const char *fmt, va_list ap) {
     if (!grown) return; /* keep the old message rather than lose both */
     tls_msg = grown;
     tls_cap = need;
+    pthread_once(&msg_once, msg_key_make);
+    if (msg_key_ok) pthread_setspecific(msg_key, grown);
   }
   /* prefix may point into tls_msg itself: move it first. */
   if (plen) memmove(tls_msg, prefix, plen);

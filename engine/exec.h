@@ -28,6 +28,7 @@ typedef struct kd_host_run {
   uint32_t buffer_count;
   int jitter;              /* test option: random delay before each task */
   struct kd_host_run *next;/* starts when this one is done (session order), under mu */
+  uint64_t seq;            /* its completion's sequence number (kd_graph submissions) */
   kd_host_pool *pool;
 } kd_host_run;
 

@@ -226,7 +226,9 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
     if (st) return st;
     ck_pr_inc_32(&node->res->refs);
   }
+  const char *was = kd_callback_enter("a foreign node's callback");
   st = node->foreign_fn(&call, node->user);
+  kd_callback_leave(was);
   if (st) return kd_fail_context(st, "%s: foreign node '%s'", op, node->name);
   return KD_OK;
 }

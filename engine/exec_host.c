@@ -95,7 +95,12 @@ static void run_task(kd_host_task *t) {
       break;
     case KD_NODE_UPLOAD:
     case KD_NODE_SINK: memcpy(t->dst, t->src, t->bytes); break;
-    case KD_NODE_HOST: t->fn(t->user); break;
+    case KD_NODE_HOST: {
+      const char *was = kd_callback_enter("a host function node");
+      t->fn(t->user);
+      kd_callback_leave(was);
+      break;
+    }
     case KD_NODE_KERNEL:
     case KD_NODE_FOREIGN: break; /* refused when added to a HOST session */
   }
@@ -295,6 +300,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
     return st;
   }
   /* Nothing fails from here. Sinks now point at this run's copies. */
+  r->seq = s->next_seq; /* the completion enqueued next takes it */
   for (uint32_t i = 0; i < n; ++i) {
     kd_gnode *node = &g->nodes[i];
     if (node->kind != KD_NODE_SINK) continue;

@@ -138,7 +138,7 @@ static void cache_clear(kd_session *s) {
 }
 
 void kd_session_destroy(kd_session *s) {
-  if (!s) return;
+  if (!s || kd_callback_check("kd_session_destroy")) return; /* from a callback: refused, nothing destroyed */
   pthread_mutex_lock(&s->lock);
   if (s->raw.active && pthread_equal(s->raw.thread, pthread_self())) {
     /* Called from the session's own raw callback: the scope still uses the
@@ -173,23 +173,43 @@ void kd_session_destroy(kd_session *s) {
   kd_serial_give(serial); /* no handle of this session is valid any more */
 }
 
+/* Initial-exec: the check runs on every call, and a dynamic TLS lookup
+ * would cost a call into the loader each time. */
+static _Thread_local const char *tls_callback __attribute__((tls_model("initial-exec")));
+
+const char *kd_callback_enter(const char *what) {
+  const char *was = tls_callback;
+  tls_callback = what;
+  return was;
+}
+
+void kd_callback_leave(const char *was) { tls_callback = was; }
+
+kd_status kd_callback_check(const char *op) {
+  if (__builtin_expect(tls_callback == NULL, 1)) return KD_OK;
+  return kd_fail(KD_ERR_BUSY, "%s: called from inside %s, which must not call kdag (it runs inside a kdag call or "
+                 "on a worker a kdag call may be waiting for)", op, tls_callback);
+}
+
 /* refuse_fault 0: the release calls, which stay possible after a device
  * fault and then succeed without a word (kd_last_error keeps the message of
  * the last call that failed). */
 static kd_status enter(kd_session *s, const char *op, int refuse_fault) {
+  kd_status st = kd_callback_check(op);
+  if (st) return st;
   if (!s) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument session is NULL", op);
   pthread_mutex_lock(&s->lock);
   if (!s->fault && s->has_device && kd_device_fault_get(&s->dev, s->fault_msg, sizeof s->fault_msg))
     s->fault = KD_ERR_DEVICE_FAULT; /* another session of this device faulted */
   if (s->fault && !refuse_fault) return KD_OK; /* locked; the context is past use */
   if (s->fault) {
-    kd_status st = kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op,
+    st = kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op,
                            s->fault_msg);
     pthread_mutex_unlock(&s->lock);
     return st;
   }
   if (s->has_device) {
-    kd_status st = kd_device_make_current(&s->dev, op);
+    st = kd_device_make_current(&s->dev, op);
     if (st) {
       pthread_mutex_unlock(&s->lock);
       return st;
@@ -229,6 +249,8 @@ kd_status kd_session_device_info(kd_session *s, kd_device_info *out) {
 }
 
 kd_status kd_session_counters(kd_session *s, kd_counters *out) {
+  kd_status st = kd_callback_check("kd_session_counters");
+  if (st) return st;
   if (!s || !out)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_session_counters: argument %s is NULL",
                    s ? "out" : "session");

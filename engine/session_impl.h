@@ -146,6 +146,16 @@ kd_status kd_session_enter(kd_session *s, const char *op);
  * the lock and returns KD_OK, writing no message. */
 kd_status kd_session_enter_release(kd_session *s, const char *op);
 void kd_session_leave(kd_session *s);
+
+/* User callbacks that must not call kdag (foreign node functions and
+ * resource releases, host function nodes on a HOST pool worker) run between
+ * was = kd_callback_enter(what) and kd_callback_leave(was); meanwhile every
+ * kdag call on that thread is refused with KD_ERR_BUSY naming what, instead
+ * of re-entering an executor mid-walk or waiting for itself. */
+const char *kd_callback_enter(const char *what);
+void kd_callback_leave(const char *was);
+/* KD_OK, or KD_ERR_BUSY naming op and the callback it was called from. */
+kd_status kd_callback_check(const char *op);
 /* Records a device fault (if st is one) so later calls fail with it. */
 kd_status kd_session_note(kd_session *s, kd_status st);
 

@@ -166,8 +166,12 @@ kd_status kd_sink_wait(kd_sink *sk) {
     pthread_mutex_lock(&s->lock);
     /* r's own copy (each run has one, alive while r is): right even when
      * another thread submitted the graph again meanwhile, which leaves
-     * that later submission pending for its own wait. */
-    memcpy(sk->host, r->tasks[sk->node].dst, sk->bytes);
+     * that later submission pending for its own wait; skipped when a wait
+     * for a later run already copied its newer data. */
+    if (r->seq + 1 > sk->host_copied) {
+      memcpy(sk->host, r->tasks[sk->node].dst, sk->bytes);
+      sk->host_copied = r->seq + 1;
+    }
     if (sk->run == r) { /* waited for: the sink lets go of the run, and its buffers go at the next reap */
       sk->pending = 0;
       sk->run = NULL;

@@ -41,7 +41,7 @@ static void free_node(kd_session *s, kd_gnode *n) {
 }
 
 void kd_graph_destroy(kd_graph *g) {
-  if (!g) return;
+  if (!g || kd_callback_check("kd_graph_destroy")) return; /* from a callback: refused, nothing destroyed */
   kd_session *s = g->session;
   pthread_mutex_lock(&s->lock);
   /* Unloading a module or freeing a tensor the graph held last needs the
@@ -185,8 +185,8 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
     if (st) return in_access(c, arg, view, st);
   }
   if (compact && !e.compact)
-    return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; user kernels take compact "
-                   "views only: canonicalize it with kd_graph_copy first", KD_AT_ARGS,
+    return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; kernel and foreign nodes take "
+                   "compact views only: canonicalize it with kd_graph_copy first", KD_AT_ARGS,
                    (unsigned long long)view->tensor.bits);
   p->slot = kd_handle_index(view->tensor.bits);
   p->binding = binding_of(c->g, o, p->slot);
@@ -635,14 +635,16 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
   return st;
 }
 
-static kd_status declared(node_ctx *c, const kd_garg *accesses, size_t count, int any_residency) {
+/* compact: the node gets one contiguous span per access (a foreign node),
+ * so a strided or broadcast view is refused. */
+static kd_status declared(node_ctx *c, const kd_garg *accesses, size_t count, int any_residency, int compact) {
   if (count && !accesses)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument accesses is NULL with count %zu", c->op, c->name, count);
   for (size_t i = 0; i < count; ++i) {
     if (!accesses[i].is_tensor)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': access %zu is a value, not a tensor access", c->op,
                      c->name, i);
-    kd_status st = ctx_access(c, i, accesses[i].access, &accesses[i].view, 0, any_residency);
+    kd_status st = ctx_access(c, i, accesses[i].access, &accesses[i].view, compact, any_residency);
     if (st) return st;
   }
   return KD_OK;
@@ -660,7 +662,7 @@ kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user
   proto.host_fn = fn;
   proto.user = user;
   if (!fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument fn is NULL", op, name);
-  if (!st) st = declared(&c, accesses, count, 1);
+  if (!st) st = declared(&c, accesses, count, 1, 0); /* accesses only order it: any view */
   return node_end(&c, st, &proto, out);
 }
 
@@ -668,7 +670,11 @@ void kd_foreign_res_unref(kd_foreign_res *r) {
   bool zero = false;
   ck_pr_dec_32_zero(&r->refs, &zero);
   if (!zero) return;
-  if (r->release) r->release(r->resource);
+  if (r->release) {
+    const char *was = kd_callback_enter("a foreign resource's release callback");
+    r->release(r->resource);
+    kd_callback_leave(was);
+  }
   free(r);
 }
 
@@ -696,7 +702,7 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
   if (!st && count > KD_FOREIGN_MAX_ACCESSES)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': %zu accesses, at most %d", op, name, count,
                  KD_FOREIGN_MAX_ACCESSES);
-  if (!st) st = declared(&c, accesses, count, 0);
+  if (!st) st = declared(&c, accesses, count, 0, 1); /* spans: compact views only */
   if (!st && (resource || release)) {
     proto.res = calloc(1, sizeof *proto.res);
     if (!proto.res)

@@ -62,6 +62,8 @@ struct kd_sink {
   kd_staging_block *block; /* CUDA: the pinned copy (kept until waited) */
   CUevent event;           /* CUDA: recorded right after the copy */
   struct kd_host_run *run; /* HOST: the latest submission; its copy is run->tasks[node].dst */
+  uint64_t host_copied;    /* HOST: 1 + the seq of the run whose copy is in host (0: none), so a
+                              wait that wakes late never writes older data over newer */
   /* CUDA: the block and event of the copy last waited for, kept for the
    * next submission's copy (free: that copy is done; kd_sink_take), so
    * that a submit-and-wait loop uses the same ones every time and, in

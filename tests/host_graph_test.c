@@ -1233,3 +1233,82 @@ Test(host_graph, interval_set_queries_match_brute_force_across_the_threshold) {
   kd_ivset_free(&set[0]);
   kd_ivset_free(&set[1]);
 }
+
+static void record_affinity(void *p) {
+  cpu_set_t *out = p;
+  CPU_ZERO(out);
+  cr_assert_eq(sched_getaffinity(0, sizeof *out, out), 0);
+}
+
+/* A session created on a thread bound to one CPU (taskset, an MPI rank's
+ * binding) keeps its workers there. Until 2026-12-05 worker i was bound to
+ * core i of the whole machine, outside the binding. */
+Test(host_graph, workers_stay_inside_the_creating_threads_cpu_binding) {
+  cpu_set_t mine, one;
+  cr_assert_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int cpu = -1;
+  for (int i = 0; i < CPU_SETSIZE && cpu < 0; ++i)
+    if (CPU_ISSET(i, &mine)) cpu = i;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+  kd_session *s = kdt_host_session();
+  cr_assert_eq(sched_setaffinity(0, sizeof mine, &mine), 0); /* the caller may move on; the pool stays */
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  enum { NODES = 16 };
+  cpu_set_t seen[NODES];
+  for (int i = 0; i < NODES; ++i) KDT_OK(kd_graph_host(g, "where", record_affinity, &seen[i], NULL, 0, NULL));
+  kd_ticket t;
+  KDT_OK(kd_graph_submit(g, &t));
+  int done = 0;
+  for (int i = 0; i < 10000 && !done; ++i) {
+    KDT_OK(kd_ticket_done(s, t, &done));
+    if (!done) sleep_ms(1);
+  }
+  cr_assert(done);
+  for (int i = 0; i < NODES; ++i) {
+    cr_assert_eq(CPU_COUNT(&seen[i]), 1, "node %d ran on a worker allowed %d CPUs, not the one bound", i,
+                 CPU_COUNT(&seen[i]));
+    cr_assert(CPU_ISSET(cpu, &seen[i]), "node %d ran on a worker bound outside CPU %d", i, cpu);
+  }
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+/* A HOST host function runs on a pool worker, which an API call may be
+ * waiting for under the session's lock: a kdag call from it is refused
+ * with KD_ERR_BUSY naming the callback instead of deadlocking. */
+typedef struct calls_from_worker {
+  kd_session *s;
+  kd_tensor t;
+  kd_status counters, download;
+  char msg[256];
+} calls_from_worker;
+
+static void host_fn_calls_kdag(void *p) {
+  calls_from_worker *c = p;
+  kd_counters k;
+  c->counters = kd_session_counters(c->s, &k);
+  int32_t got[4];
+  c->download = kd_tensor_download(c->s, c->t, got, sizeof got);
+  snprintf(c->msg, sizeof c->msg, "%s", kd_last_error());
+}
+
+Test(host_graph, a_host_function_calling_kdag_is_refused) {
+  kd_session *s = kdt_host_session();
+  int32_t v[4] = {1, 2, 3, 4};
+  calls_from_worker c = {.s = s, .t = ivec(s, 4, v)};
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_host(g, "calls kdag", host_fn_calls_kdag, &c, NULL, 0, NULL));
+  int32_t got[4];
+  submit_and_sink(g, c.t, got, sizeof got);
+  cr_assert_eq(c.counters, KD_ERR_BUSY);
+  cr_assert_eq(c.download, KD_ERR_BUSY);
+  cr_assert(strstr(c.msg, "kd_tensor_download: called from inside a host function node"), "%s", c.msg);
+  cr_assert_arr_eq(got, v, sizeof got);
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, c.t));
+  kd_session_destroy(s);
+}

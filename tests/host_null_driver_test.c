@@ -796,6 +796,102 @@ Test(host_null_driver, graph_foreign_node_keeps_workspace_and_resource_until_don
   foreign_lifetimes(KD_EXEC_GRAPH);
 }
 
+/* Callbacks that must not call kdag: a foreign node's fn and its
+ * resource's release. A call from either is refused with KD_ERR_BUSY naming
+ * the callback (it used to re-enter the executor mid-walk: a submit from fn
+ * recursed into itself, a destroy freed what the outer walk still read),
+ * and the graph goes on working. */
+typedef struct reentrant {
+  kd_session *s;
+  kd_graph *g;
+  kd_status fn_stats, fn_submit, release_counters;
+  char fn_msg[256], release_msg[256];
+  int calls, released;
+} reentrant;
+
+static kd_status calls_kdag(const kd_foreign_call *call, void *user) {
+  (void)call;
+  reentrant *r = user;
+  r->calls++;
+  kd_graph_stats st;
+  r->fn_stats = kd_graph_stats_get(r->g, &st);
+  snprintf(r->fn_msg, sizeof r->fn_msg, "%s", kd_last_error());
+  r->fn_submit = kd_graph_submit(r->g, NULL);
+  kd_graph_destroy(r->g); /* refused: destroys nothing */
+  return KD_OK;
+}
+
+static void release_calls_kdag(void *p) {
+  reentrant *r = p;
+  r->released++;
+  kd_counters k;
+  r->release_counters = kd_session_counters(r->s, &k);
+  snprintf(r->release_msg, sizeof r->release_msg, "%s", kd_last_error());
+}
+
+static void callbacks_calling_kdag(kd_exec_mode mode) {
+  kd_session *s = null_session(mode, 0);
+  reentrant r = {.s = s};
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  kd_tensor y;
+  KDT_OK(kd_tensor_create(s, &d, &y));
+  KDT_OK(kd_graph_create(s, &r.g));
+  kd_garg acc = kd_g_out(kd_whole(y));
+  KDT_OK(kd_graph_foreign(r.g, "calls kdag", calls_kdag, &r, &acc, 1, 0, &r, release_calls_kdag, NULL));
+  for (int i = 0; i < 3; ++i) KDT_OK(kd_graph_submit(r.g, NULL));
+  cr_assert_geq(r.calls, 1);
+  cr_assert_eq(r.fn_stats, KD_ERR_BUSY, "kd_graph_stats_get from a foreign callback: %d", r.fn_stats);
+  cr_assert_eq(r.fn_submit, KD_ERR_BUSY, "kd_graph_submit from a foreign callback: %d", r.fn_submit);
+  cr_assert(strstr(r.fn_msg, "kd_graph_stats_get: called from inside a foreign node's callback"), "%s", r.fn_msg);
+  kd_graph_stats st;
+  KDT_OK(kd_graph_stats_get(r.g, &st)); /* the graph outlived the refused destroy */
+  cr_assert_eq(st.nodes, 1);
+  KDT_OK(kd_graph_submit(r.g, NULL));
+  kd_graph_destroy(r.g);
+  KDT_OK(kd_tensor_release(s, y));
+  KDT_OK(kd_session_reap(s, NULL));
+  cr_assert_eq(r.released, 1);
+  cr_assert_eq(r.release_counters, KD_ERR_BUSY);
+  cr_assert(strstr(r.release_msg, "kd_session_counters: called from inside a foreign resource's release callback"),
+            "%s", r.release_msg);
+  KDT_OK(kd_session_counters(s, &(kd_counters){0})); /* outside any callback: fine again */
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+Test(host_null_driver, eager_callbacks_calling_kdag_are_refused) { callbacks_calling_kdag(KD_EXEC_EAGER); }
+Test(host_null_driver, graph_callbacks_calling_kdag_are_refused) { callbacks_calling_kdag(KD_EXEC_GRAPH); }
+
+/* A span is one contiguous run: a foreign node refuses a strided or a
+ * broadcast view (it used to pass a span sized by the view's element count
+ * from its offset, over elements the view does not name, or past the
+ * tensor's end), and the graph stays as it was. */
+Test(host_null_driver, a_foreign_node_takes_compact_views_only) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {8}};
+  kd_tensor t;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_view even = {.tensor = t, .rank = 1, .offset = 0, .shape = {4}, .strides = {2}};
+  kd_garg out = kd_g_out(even);
+  KDT_FAILS(kd_graph_foreign(g, "strided", calls_kdag, NULL, &out, 1, 0, NULL, NULL, NULL), KD_ERR_NOT_COMPACT,
+            "node 'strided' (#0), argument 0");
+  kd_view broadcast = {.tensor = t, .rank = 1, .offset = 0, .shape = {1024}, .strides = {0}};
+  float one = 1.0f;
+  KDT_OK(kd_graph_fill(g, "init", kd_whole(t), &one, NULL));
+  kd_garg in = kd_g_in(broadcast);
+  KDT_FAILS(kd_graph_foreign(g, "broadcast", calls_kdag, NULL, &in, 1, 0, NULL, NULL, NULL), KD_ERR_NOT_COMPACT,
+            "argument 0");
+  kd_graph_stats st;
+  KDT_OK(kd_graph_stats_get(g, &st));
+  cr_assert_eq(st.nodes, 1, "a refused foreign node leaves the graph as it was");
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, t));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
 /* ---- user kernels: the raw scope and kernel nodes -------------------------- */
 
 typedef struct raw_add {

@@ -86,7 +86,10 @@ static inline kd_garg kd_g_value(kd_arg a) { kd_garg g; g.is_tensor = 0; g.acces
 /* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out owned. */
 KD_API kd_status kd_graph_create(kd_session *session, kd_graph **out);
 /* Waits for nothing (unless no memory is left to defer its releases, see
- * above): in-flight submissions keep what they use. NULL ignored. */
+ * above): in-flight submissions keep what they use. NULL ignored. graph is
+ * invalid afterwards; no other thread may use it during the call. Called
+ * from a callback that must not call kdag, it destroys nothing (and says so
+ * in kd_last_error). */
 KD_API void kd_graph_destroy(kd_graph *graph);
 
 /* A user kernel. Tensor arguments must be compact, device-resident views
@@ -129,14 +132,16 @@ KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, voi
                                kd_sink **out);
 
 /* A host function node: fn(user) runs after every node it depends on and
- * before every node depending on it; its accesses only declare order. It
- * must not call kdag: on a HOST session it runs on a pool worker while an
- * API call may hold the session's lock waiting for it, and on a CUDA
- * session it runs as a stream-ordered host callback (cuLaunchHostFunc),
- * which must not call CUDA either. user is passed as is on every
- * submission: it must stay valid while the graph can be submitted. name is
- * copied (as by every node-adding function); accesses is borrowed for the
- * call. */
+ * before every node depending on it; its accesses only declare order (any
+ * view). It cannot fail: report errors through user. It must not call
+ * kdag: on a HOST session it runs on a pool worker while an API call may
+ * hold the session's lock waiting for it (kdag refuses such calls there
+ * with KD_ERR_BUSY), and on a CUDA session it runs as a stream-ordered host
+ * callback on the driver's thread (cuLaunchHostFunc), which must not call
+ * CUDA either. user is passed as is on every submission: it must stay
+ * valid until every submission of the graph has completed, which may be
+ * after kd_graph_destroy. name is copied (as by every node-adding
+ * function); accesses is borrowed for the call. */
 typedef void (*kd_host_fn)(void *user);
 KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user,
                                const kd_garg *accesses, size_t count, kd_node *out);
@@ -144,16 +149,22 @@ KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, voi
 /* A foreign-library node (cuBLAS, cuSOLVER, ...): fn receives the session
  * stream, one span per declared access (bounded, valid only during the
  * call), and a workspace of the declared size that kdag allocates per
- * submission. resource (may be NULL) is released with release(resource)
- * only after the last submission using it has completed. fn runs inside a
- * kdag call (holding the session's lock, in GRAPH mode while capturing):
- * it may enqueue work on the stream but must not call kdag. user must stay
- * valid while the graph can be submitted; accesses is borrowed for the
- * call; resource is owned by the graph from a successful call (refused, it
- * stays the caller's). CUDA only. Errors, beyond those
- * of every node: KD_ERR_NO_HOST_IMPL on a HOST session; KD_ERR_INVALID_ARGUMENT
- * for a NULL fn, more than KD_FOREIGN_MAX_ACCESSES accesses, or a
- * workspace_bytes larger than the device's memory. */
+ * submission. A span is one contiguous run, so every access must be a
+ * compact view (KD_ERR_NOT_COMPACT otherwise: canonicalize a strided view
+ * with kd_graph_copy first). resource (may be NULL) is released with
+ * release(resource) only after the last submission using it has
+ * completed, on whichever thread makes the kdag call that finds it
+ * complete (a submit, a wait, a reap, kd_graph_destroy or
+ * kd_session_destroy), holding the session's lock. fn runs inside a kdag
+ * call (holding the session's lock, in GRAPH mode while capturing): it may
+ * enqueue work on the stream but must not call kdag, and neither may
+ * release; kdag refuses such calls with KD_ERR_BUSY. user must stay valid
+ * while the graph can be submitted; accesses is borrowed for the call;
+ * resource is owned by the graph from a successful call (refused, it stays
+ * the caller's). CUDA only. Errors, beyond those of every node:
+ * KD_ERR_NO_HOST_IMPL on a HOST session; KD_ERR_INVALID_ARGUMENT for a NULL
+ * fn, more than KD_FOREIGN_MAX_ACCESSES accesses, or a workspace_bytes
+ * larger than the device's memory; KD_ERR_NOT_COMPACT. */
 typedef struct kd_foreign_call {
   void *stream;              /* CUstream; never keep it, never destroy it */
   const kd_span *spans;      /* one per access, in declaration order */

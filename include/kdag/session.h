@@ -97,8 +97,11 @@ KD_API kd_status kd_session_create(const kd_session_options *options,
 
 /* Waits for the session's in-flight work (its own events only), then frees
  * it. NULL is ignored. Called inside the session's own raw callback, it takes
- * effect when kd_with_raw returns. Using the session or any of its handles afterwards is
- * undefined: handles cannot be policed once their session is gone. */
+ * effect when kd_with_raw returns; called from a callback that must not
+ * call kdag (a foreign node's fn or release, a HOST host function), it
+ * destroys nothing and says so in kd_last_error. Using the session or any
+ * of its handles afterwards is undefined: handles cannot be policed once
+ * their session is gone. */
 KD_API void kd_session_destroy(kd_session *session);
 
 /* The backend the session runs on (never AUTO for a session; AUTO for NULL). */
