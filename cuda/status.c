@@ -11,6 +11,7 @@
 /* The message grows to fit compiler logs; one buffer per thread, like errno. */
 static _Thread_local char *tls_msg;
 static _Thread_local size_t tls_cap;
+static _Thread_local unsigned long tls_generation; /* messages set on this thread */
 /* Frees a thread's buffer when the thread exits: the HOST pool's workers and
  * any caller's threads come and go, and a TLS pointer alone would leak. */
 static pthread_key_t msg_key;
@@ -75,9 +76,18 @@ static void set_message(const char *prefix, const char *fmt, va_list ap) {
     pthread_once(&msg_once, msg_key_make);
     if (msg_key_ok) pthread_setspecific(msg_key, grown);
   }
+  tls_generation++;
   /* prefix may point into tls_msg itself: move it first. */
   if (plen) memmove(tls_msg, prefix, plen);
   vsnprintf(tls_msg + plen, (size_t)body + 1, fmt, ap);
+}
+
+unsigned long kd_fail_mark(void) { return tls_generation; }
+
+kd_status kd_fail_unexplained(kd_status st, unsigned long mark, const char *who) {
+  if (st && tls_generation == mark)
+    kd_fail(st, "%s returned %s without a message (it made no failing kdag call)", who, kd_status_name(st));
+  return st;
 }
 
 kd_status kd_fail(kd_status code, const char *fmt, ...) {

@@ -15,6 +15,14 @@ kd_status kd_fail(kd_status code, const char *fmt, ...)
 kd_status kd_fail_context(kd_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Around a user callback that returns a kd_status: mark = kd_fail_mark()
+ * before it, then kd_fail_unexplained(st, mark, who) after it gives a
+ * callback that failed without setting a message (it made no failing kdag
+ * call) one naming who and the code, instead of leaving whatever older,
+ * unrelated message this thread had. Returns st. */
+unsigned long kd_fail_mark(void);
+kd_status kd_fail_unexplained(kd_status st, unsigned long mark, const char *who);
+
 /* The kdag code a driver result stands for (CUDA_SUCCESS -> KD_OK). */
 kd_status kd_status_from_cu(CUresult result);
 

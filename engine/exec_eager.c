@@ -227,7 +227,8 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
     ck_pr_inc_32(&node->res->refs);
   }
   const char *was = kd_callback_enter("a foreign node's callback");
-  st = node->foreign_fn(&call, node->user);
+  unsigned long mark = kd_fail_mark();
+  st = kd_fail_unexplained(node->foreign_fn(&call, node->user), mark, "the callback");
   kd_callback_leave(was);
   if (st) return kd_fail_context(st, "%s: foreign node '%s'", op, node->name);
   return KD_OK;

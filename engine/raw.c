@@ -45,7 +45,13 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   snprintf(raw->op, sizeof raw->op, "%s", op);
   raw->launches = 0;
   ck_pr_store_int(&raw->active, 1);
+  unsigned long mark = kd_fail_mark();
   kd_status user_st = fn(raw, user);
+  if (user_st && kd_fail_mark() == mark) {
+    char who[sizeof raw->op + 48];
+    snprintf(who, sizeof who, "kd_with_raw: the callback of scope '%s'", raw->op);
+    kd_fail_unexplained(user_st, mark, who);
+  }
   char *user_msg = user_st ? strdup(kd_last_error()) : NULL;
   ck_pr_store_int(&raw->active, 0);
   /* Close the scope: one event after everything it enqueued keeps the
@@ -162,7 +168,8 @@ kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn 
     return KD_OK;
   }
   kd_module m = {0};
-  st = build(raw, user, &m);
+  unsigned long mark = kd_fail_mark();
+  st = kd_fail_unexplained(build(raw, user, &m), mark, "the build callback");
   if (st) return kd_fail_context(st, "%s: building module '%s'", op, key);
   kd_module_obj *o;
   st = kd_module_lookup(s, m, &o, op, "module built for the cache");

@@ -892,6 +892,43 @@ Test(host_null_driver, a_foreign_node_takes_compact_views_only) {
   assert_all_returned();
 }
 
+/* A callback that fails without a message of its own (it made no failing
+ * kdag call) gets one naming it and its code, not whatever older, unrelated
+ * message the thread had. */
+static kd_status fails_quietly(kd_raw *raw, void *user) {
+  (void)raw;
+  (void)user;
+  return KD_ERR_NOT_FOUND;
+}
+
+static kd_status foreign_fails_quietly(const kd_foreign_call *call, void *user) {
+  (void)call;
+  (void)user;
+  return KD_ERR_NOT_FOUND;
+}
+
+Test(host_null_driver, a_callback_failing_without_a_message_is_named) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  kd_tensor t, unused;
+  KDT_FAILS(kd_tensor_create(s, NULL, &unused), KD_ERR_INVALID_ARGUMENT, "kd_tensor_create"); /* an older message */
+  KDT_FAILS(kd_with_raw(s, "quiet.op", fails_quietly, NULL), KD_ERR_NOT_FOUND,
+            "kd_with_raw: the callback of scope 'quiet.op' returned KD_ERR_NOT_FOUND without a message");
+  cr_assert_null(strstr(kd_last_error(), "kd_tensor_create"), "%s", kd_last_error());
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_garg acc = kd_g_out(kd_whole(t));
+  KDT_OK(kd_graph_foreign(g, "quiet", foreign_fails_quietly, NULL, &acc, 1, 0, NULL, NULL, NULL));
+  KDT_FAILS(kd_tensor_create(s, NULL, &unused), KD_ERR_INVALID_ARGUMENT, "kd_tensor_create");
+  KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_NOT_FOUND, "foreign node 'quiet'");
+  cr_assert(strstr(kd_last_error(), "the callback returned KD_ERR_NOT_FOUND without a message"), "%s", kd_last_error());
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, t));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
 /* ---- user kernels: the raw scope and kernel nodes -------------------------- */
 
 typedef struct raw_add {
