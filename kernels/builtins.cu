@@ -9,11 +9,15 @@
 // Launch rules:
 //  - fill, copy, add, axpy, scale: any grid and block (all three dimensions
 //    are folded into one grid-stride loop over n).
-//  - sum: exactly ONE block of KD_KSUM_THREADS = 256 threads, grid 1x1x1,
-//    block 256x1x1, no dynamic shared memory. Any other shape traps (a
-//    launcher bug, reported as a device fault). The result is deterministic:
-//    thread t sums elements t, t+256, t+512, ... in index order, then a
-//    fixed tree adds partials s[t] += s[t+h] for h = 128, 64, ..., 1.
+//  - sum: one block of KD_KSUM_THREADS = 256 threads, grid 1x1x1, block
+//    256x1x1, no dynamic shared memory (what kdag launches). The result is
+//    deterministic and bit-exact with the host implementation for any block
+//    shape: KD_KSUM_THREADS slots fix the order of the additions (slot j sums
+//    elements j, j+256, j+512, ... in index order, then a fixed tree adds
+//    s[j] += s[j+h] for h = 128, 64, ..., 1); each thread takes the slots
+//    t, t + threads, ... (one each in kdag's launch), and blocks other than
+//    the first return at once. No shape traps: a trap would poison the
+//    device's context for every session of the process.
 //
 // Overlap: dst/out/y may be the very same view as an input (each element is
 // read before it is written by the same thread); partially overlapping views
@@ -121,21 +125,19 @@ template <typename T> __device__ __forceinline__ void scale(const kd_kview &y, d
 // Deterministic one-block sum; see the launch rules above.
 template <typename T> __device__ __forceinline__ void sum(const kd_kview &out, const kd_kview &x) {
   __shared__ T s[KD_KSUM_THREADS];
-  // Only kdag launches this (the built-in module is internal), with the
-  // shape engine/exec_eager.c sets for KD_BI_SUM; another shape is a kdag
-  // bug, which would silently produce a wrong sum: trap, loudly, instead.
-  if (blockDim.x != KD_KSUM_THREADS || blockDim.y != 1 || blockDim.z != 1 || gridDim.x != 1 || gridDim.y != 1 ||
-      gridDim.z != 1)
-    __trap();
-  const unsigned t = threadIdx.x;
+  if (blockIdx.x | blockIdx.y | blockIdx.z) return; // a whole block leaves: no barrier is split
+  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const long long n = kd_kview_numel(&x);
-  T acc = (T)0;
-  for (long long i = t; i < n; i += KD_KSUM_THREADS) acc = add_op(acc, *at<const T>(x, i));
-  s[t] = acc;
+  for (unsigned j = t; j < KD_KSUM_THREADS; j += threads) {
+    T acc = (T)0;
+    for (long long i = j; i < n; i += KD_KSUM_THREADS) acc = add_op(acc, *at<const T>(x, i));
+    s[j] = acc;
+  }
   __syncthreads();
 #pragma unroll
   for (unsigned h = KD_KSUM_THREADS / 2; h > 0; h >>= 1) {
-    if (t < h) s[t] = add_op(s[t], s[t + h]);
+    for (unsigned j = t; j < h; j += threads) s[j] = add_op(s[j], s[j + h]);
     __syncthreads();
   }
   if (t == 0) *reinterpret_cast<T *>(out.base) = s[0];

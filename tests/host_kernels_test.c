@@ -427,3 +427,14 @@ Test(host_kernels, launch_config_limits_are_checked_before_any_device) {
     cr_assert(strncmp(kd_last_error(), "op: ", 4) == 0, "names the operation: %s", kd_last_error());
   }
 }
+
+/* The built-in kernels never trap: a trap is a sticky fault that poisons
+ * the device's context for every session of the process, so no launch
+ * shape, however wrong, may cause one (the sum kernel trapped on a shape
+ * other than kdag's until 2026-12-05; it now handles any shape). */
+Test(host_kernels, builtin_kernels_contain_no_trap) {
+  const char *ptx = (const char *)kd_kernel_builtins_ptx;
+  cr_assert_gt(kd_kernel_builtins_ptx_size, 1000);
+  cr_assert_null(strstr(ptx, "trap;"), "the built-in PTX has a trap instruction");
+  cr_assert_not_null(strstr(ptx, ".entry kd_sum_f32"), "the scan looked at the built-in module");
+}
