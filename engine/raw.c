@@ -132,6 +132,8 @@ kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source, const kd_nvrtc_o
   static const char *op = "kd_raw_compile_nvrtc";
   kd_status st = raw_check(raw, op);
   if (st) return st;
+  if (!source) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument source is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op); /* before compiling */
   kd_nvrtc_options o;
   if (options) o = *options;
   else memset(&o, 0, sizeof o);
@@ -184,6 +186,10 @@ kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn 
   if (!owned || !ck_ht_put_spmc(&s->module_cache, h, &e)) {
     free(owned);
     kd_module_release(s, m); /* the caller never saw it: do not leak it */
+    ck_ht_entry_key_set(&e, key, (uint16_t)len);
+    if (ck_ht_get_spmc(&s->module_cache, h, &e)) /* put refuses a key that is there */
+      return kd_fail(KD_ERR_BUSY, "%s: the build for '%s' cached a module under its own key (a nested "
+                     "kd_raw_cached_module of the same key); the outer build's module was released", op, key);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: could not insert '%s' into the cache", op, key);
   }
   /* The cache now holds the caller's reference: user_refs 0 marks it. */

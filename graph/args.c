@@ -21,6 +21,9 @@ kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg val
   } else if (!a) {
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' has %u arguments, index is %u", op, n->name,
                  n->arg_count, index);
+  } else if ((unsigned)value.kind > KD_ARG_BYTES) {
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' argument %u: value kind %d is not a kd_arg_kind", op,
+                 n->name, index, (int)value.kind);
   } else if (a->access >= 0 || value.kind == KD_ARG_TENSOR || value.kind == KD_ARG_TENSOR_MUT) {
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' argument %u: only value arguments can be set "
                  "(rebind tensors with kd_graph_rebind)", op, n->name, index);

@@ -967,7 +967,8 @@ kd_status kd_graph_write_dot(kd_graph *g, FILE *f) {
   fprintf(f, "digraph kdag {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
   for (uint32_t i = 0; i < g->node_count; ++i) {
     fprintf(f, "  n%u [label=\"#%u ", i, i);
-    for (const char *p = g->nodes[i].name; *p; ++p) fputs(*p == '"' ? "\\\"" : (char[]){*p, 0}, f);
+    for (const char *p = g->nodes[i].name; *p; ++p) /* a DOT string: quote, backslash and line breaks escaped */
+      fputs(*p == '"' ? "\\\"" : *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "" : (char[]){*p, 0}, f);
     fprintf(f, "\\n%s\"];\n", kind_name(&g->nodes[i]));
   }
   for (uint32_t e = 0; e < g->edge_count; ++e) {

@@ -44,13 +44,16 @@ static kd_status check_shape(const char *op, kd_dtype dtype, int rank, const int
   if (rank < 0 || rank > KD_MAX_RANK)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: rank %d is outside [0, %d]", op, rank, KD_MAX_RANK);
   if (rank > 0 && !shape) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape is NULL with rank %d", op, rank);
-  int64_t n = 1;
+  /* The product of the nonzero dimensions must fit too: a zero-sized
+   * tensor's strides (products of the dimensions before each) still do. */
+  int64_t n = 1, nonzero = 1;
   for (int i = 0; i < rank; ++i) {
     if (shape[i] < 0)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape[%d] = %lld is negative", op, i,
                      (long long)shape[i]);
-    if (shape[i] && n > INT64_MAX / shape[i] / (int64_t)esize)
+    if (shape[i] && nonzero > INT64_MAX / shape[i] / (int64_t)esize)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape overflows at dimension %d", op, i);
+    if (shape[i]) nonzero *= shape[i];
     n *= shape[i];
   }
   *elements = n;
@@ -389,7 +392,8 @@ int kd_view_is_compact(const kd_view *v) {
 /* Counts the view's elements, checking that its last element lies inside the tensor. */
 kd_status kd_view_extent_checked(const char *op, const kd_view *v, int64_t tensor_elements, kd_extent *out) {
   if (v->rank < 0 || v->rank > KD_MAX_RANK)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view rank %d is outside [0, %d]", op, v->rank, KD_MAX_RANK);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view rank %d is outside [0, %d]%s", op, v->rank, KD_MAX_RANK,
+                   v->rank == -1 ? " (kd_whole() is for graph nodes; kd_view_whole gives a tensor's whole view)" : "");
   if (v->offset < 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view offset %lld is negative", op, (long long)v->offset);
   int64_t n = 1, last = v->offset, step;

@@ -1312,3 +1312,18 @@ Test(host_graph, a_host_function_calling_kdag_is_refused) {
   KDT_OK(kd_tensor_release(s, c.t));
   kd_session_destroy(s);
 }
+
+/* Node names are DOT strings: a quote, a backslash or a line break in a
+ * name is escaped, so the file stays one valid graph. */
+Test(host_graph, dot_escapes_node_names) {
+  kd_session *s = kdt_host_session();
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_host(g, "say \"hi\"\\\nbye", no_op, NULL, NULL, 0, NULL));
+  char *dot = kdt_dot_text(g);
+  cr_assert(strstr(dot, "#0 say \\\"hi\\\"\\\\\\nbye\\n"), "%s", dot);
+  cr_assert_null(strstr(dot, "\nbye"), "a raw line break in a label: %s", dot);
+  free(dot);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}

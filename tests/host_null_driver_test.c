@@ -1003,7 +1003,11 @@ Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
   KDT_OK(kd_launch_config_flat(LEN, 128, 0, &cfg));
   kd_garg args[] = {kd_g_out(kd_whole(c.out)), kd_g_in(kd_whole(k.lhs)), kd_g_in(kd_whole(k.rhs)),
                     kd_g_value(kd_arg_i32(LEN))};
-  KDT_OK(kd_graph_kernel(g, "out=l+r", k.fn, &cfg, args, 4, NULL));
+  kd_node kn;
+  KDT_OK(kd_graph_kernel(g, "out=l+r", k.fn, &cfg, args, 4, &kn));
+  kd_arg bogus = kd_arg_i32(LEN);
+  bogus.kind = (kd_arg_kind)42;
+  KDT_FAILS(kd_graph_set_arg(g, kn, 3, bogus), KD_ERR_INVALID_ARGUMENT, "value kind 42 is not a kd_arg_kind");
   KDT_OK(kd_module_release(s, k.m)); /* the node holds it */
   nd.hold(1);
   for (int r = 0; r < 3; ++r) KDT_OK(kd_graph_submit(g, NULL));
@@ -1019,6 +1023,22 @@ Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
   KDT_OK(kd_tensor_release(s, k.lhs));
   KDT_OK(kd_tensor_release(s, k.rhs));
   KDT_OK(kd_tensor_release(s, k.out));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+static kd_status compile_to_null(kd_raw *raw, void *user) {
+  (void)user;
+  return kd_raw_compile_nvrtc(raw, "extern \"C\" __global__ void k() {}", NULL, NULL);
+}
+
+/* kd_raw_compile_nvrtc checks its arguments before compiling, naming
+ * itself (a NULL out was found only after a whole compile, and named
+ * kd_raw_load_binary). */
+Test(host_null_driver, raw_compile_checks_its_arguments_first) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  KDT_FAILS(kd_with_raw(s, "compile", compile_to_null, NULL), KD_ERR_INVALID_ARGUMENT,
+            "kd_raw_compile_nvrtc: argument out is NULL");
   kd_session_destroy(s);
   assert_all_returned();
 }

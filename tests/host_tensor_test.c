@@ -38,6 +38,9 @@ Test(host_tensor, creation_is_validated) {
   KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "shape[1] = -1");
   d.shape[1] = INT64_MAX / 2;
   KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "overflows");
+  /* Zero elements, but the strides of the whole view would overflow. */
+  kd_tensor_desc z = {.dtype = KD_F32, .rank = 3, .shape = {0, 1ll << 40, 1ll << 40}};
+  KDT_FAILS(kd_tensor_create(s, &z, &t), KD_ERR_INVALID_ARGUMENT, "overflows at dimension 2");
   d.dtype = (kd_dtype)42;
   d.shape[1] = 2;
   KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "dtype 42");
@@ -186,6 +189,8 @@ Test(host_tensor, views_are_bounds_checked_and_classified) {
   KDT_FAILS(kd_view_check(s, &past), KD_ERR_OUT_OF_BOUNDS, "out of bounds");
   kd_view wraps = {.tensor = m, .rank = 1, .offset = 0, .shape = {3}, .strides = {1ll << 62}};
   KDT_FAILS(kd_view_check(s, &wraps), KD_ERR_OUT_OF_BOUNDS, "overflows");
+  kd_view whole = kd_whole(m); /* a graph node's shorthand, not a view to check */
+  KDT_FAILS(kd_view_check(s, &whole), KD_ERR_INVALID_ARGUMENT, "kd_view_whole");
   /* Rank 1 has a quick path: its edges answer as the full check does. */
   kd_view last = {.tensor = m, .rank = 1, .offset = 20, .shape = {2}, .strides = {3}};
   KDT_OK(kd_view_check(s, &last)); /* reaches element 23 of 24 */
