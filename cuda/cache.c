@@ -79,6 +79,11 @@ static kd_status key_raw(const char *op, const kd_build_recipe *r, unsigned char
   if (!o->arch || strncmp(o->arch, "sm_", 3) != 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: recipe nvrtc.arch must be a real architecture such "
                    "as \"sm_90\" (got %s)", op, o->arch ? o->arch : "NULL");
+  /* As the compile and link calls do: a disk hit would otherwise hand back
+   * a binary whose arch was cut to fit. */
+  if (strlen(o->arch) >= KD_BINARY_ARCH_MAX)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: recipe nvrtc.arch \"%s\" is longer than %d characters", op,
+                   o->arch, KD_BINARY_ARCH_MAX - 1);
   if (!r->source && r->input_count == 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the recipe has no source and no link inputs", op);
   kd_status st;

@@ -94,6 +94,9 @@ Test(host_dx, unreferenced_device_variables_are_dropped_unless_named) {
   KDT_FAILS(kd_build_cubin(NULL, &r, &b, NULL), KD_ERR_INVALID_ARGUMENT, "host_variables[0] (a,b)");
   r.host_variables = NULL;
   KDT_FAILS(kd_build_key(&r, &dropped), KD_ERR_INVALID_ARGUMENT, "host_variables is NULL");
+  r.host_variables = names;
+  r.nvrtc.arch = "sm_90_and_a_name_far_too_long_to_keep";
+  KDT_FAILS(kd_build_key(&r, &dropped), KD_ERR_INVALID_ARGUMENT, "longer than 31 characters");
 }
 
 Test(host_dx, link_errors_carry_the_linker_log) {

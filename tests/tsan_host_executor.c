@@ -2,7 +2,8 @@
  * runner does not work under TSan): seeded random graphs over a pool of
  * tensors and strided views, run with random per-node delays on the thread
  * pool, compared bit for bit with a sequential interpretation; plus
- * concurrent submit / sink-wait / release from two threads. Exit 0 only
+ * concurrent submit / sink-wait / release from two threads, and a graph
+ * wider than the pool's ring with an upload queued behind it. Exit 0 only
  * when every result matches; TSan itself fails the run on a race. */
 #include <pthread.h>
 #include <stdio.h>
@@ -140,6 +141,52 @@ static int two_threads(kd_session *s) {
   return sh.rc;
 }
 
+/* More ready nodes than the pool's ring holds (the overflow stack), an
+ * upload queued behind them while they run (a snapshot run), and every
+ * handle released right after the submit. */
+static int wide_then_upload(kd_session *s) {
+  enum { WIDE = 6000 };
+  static int32_t init[WIDE], later[WIDE], got_w[WIDE], got_y[WIDE];
+  for (int i = 0; i < WIDE; ++i) init[i] = i, later[i] = -i;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {WIDE}};
+  kd_tensor w, x, y;
+  CHECK(kd_tensor_create(s, &d, &w));
+  CHECK(kd_tensor_from_host(s, &d, init, sizeof init, &x));
+  CHECK(kd_tensor_create(s, &d, &y));
+  kd_graph *g;
+  CHECK(kd_graph_create(s, &g));
+  for (int i = 0; i < WIDE; ++i) {
+    kd_view one = {.tensor = w, .rank = 1, .offset = i, .shape = {1}, .strides = {1}};
+    int32_t v = 3 * i;
+    CHECK(kd_graph_fill(g, "w[i]", one, &v, NULL));
+  }
+  CHECK(kd_graph_copy(g, "y = x", kd_whole(y), kd_whole(x), NULL));
+  kd_sink *sw, *sy;
+  CHECK(kd_graph_sink(g, "w", w, got_w, sizeof got_w, &sw));
+  CHECK(kd_graph_sink(g, "y", y, got_y, sizeof got_y, &sy));
+  CHECK(kd_graph_submit(g, NULL));
+  CHECK(kd_tensor_upload(s, x, later, sizeof later)); /* after the copy, without waiting for it */
+  memset(later, 0, sizeof later);
+  CHECK(kd_tensor_release(s, w));
+  CHECK(kd_tensor_release(s, y));
+  CHECK(kd_sink_wait(sw));
+  CHECK(kd_sink_wait(sy));
+  for (int i = 0; i < WIDE; ++i)
+    if (got_w[i] != 3 * i || got_y[i] != i) {
+      fprintf(stderr, "element %d: w %d (want %d), y %d (want %d)\n", i, got_w[i], 3 * i, got_y[i], i);
+      return 1;
+    }
+  CHECK(kd_tensor_download(s, x, got_y, sizeof got_y));
+  for (int i = 0; i < WIDE; ++i)
+    if (got_y[i] != -i) {
+      fprintf(stderr, "x[%d] = %d after the upload, want %d\n", i, got_y[i], -i);
+      return 1;
+    }
+  CHECK(kd_tensor_release(s, x));
+  kd_graph_destroy(g);
+  return 0;
+}
+
 int main(void) {
   kd_session_options o;
   kd_session_options_init(&o);
@@ -149,7 +196,8 @@ int main(void) {
   CHECK(kd_session_create(&o, &s));
   int rc = random_graphs(s);
   if (!rc) rc = two_threads(s);
+  if (!rc) rc = wide_then_upload(s);
   kd_session_destroy(s);
-  printf("%s\n", rc ? "tsan_host_executor: FAILED" : "tsan_host_executor: 2 passed, 0 failed");
+  printf("%s\n", rc ? "tsan_host_executor: FAILED" : "tsan_host_executor: 3 passed, 0 failed");
   return rc;
 }

@@ -83,7 +83,9 @@ typedef struct kd_module_key {
  * nvJitLink by their files without loading them unless they cannot be found
  * by name; hashes every byte of source, headers and link inputs). Errors:
  * KD_ERR_INVALID_ARGUMENT (NULL recipe or out, no arch, no source and no
- * inputs, an array NULL with a count), KD_ERR_LIBRARY_MISSING. */
+ * inputs, an array NULL with a count), KD_ERR_LIBRARY_MISSING. The recipe,
+ * with every string, array and input it points to, is read during the call
+ * only; *out is written only on success. Thread-safe. */
 KD_API kd_status kd_build_key(const kd_build_recipe *recipe, kd_module_key *out);
 
 typedef struct kd_module_cache kd_module_cache;
@@ -126,7 +128,10 @@ typedef struct kd_build_report {
  * those of kd_build_key, KD_ERR_COMPILE_FAILED (NVRTC's log),
  * KD_ERR_LINK_FAILED (nvJitLink's log), KD_ERR_LTO_VERSION,
  * KD_ERR_OUT_OF_MEMORY. *out is owned (kd_binary_free), a copy the caller
- * may keep after the cache is closed; NULL on failure. */
+ * may keep after the cache is closed; NULL on failure. The recipe is read
+ * during the call only, as by kd_build_key. *report is written on success,
+ * and on a memory or disk hit whose copy fails (KD_ERR_OUT_OF_MEMORY); every
+ * other failure leaves it untouched. */
 KD_API kd_status kd_build_cubin(kd_module_cache *cache, const kd_build_recipe *recipe,
                                 kd_binary **out, kd_build_report *report);
 

@@ -52,14 +52,21 @@ typedef struct kd_nvrtc_options {
   int relocatable;                   /* 1: -rdc=true */
 } kd_nvrtc_options;
 
-/* Output of one compilation. Owned by the caller: free with kd_binary_free. */
+/* Output of one compilation. Owned by the caller: free with kd_binary_free.
+ * Immutable once returned, so any number of threads may read one binary at
+ * once; kd_binary_free must not overlap any other use. No kdag call given a
+ * binary keeps it or frees it. */
 typedef struct kd_binary kd_binary;
 
-/* Compiles CUDA C++ source (NUL-terminated). options may be NULL only when
- * called inside a raw scope's compile (which supplies the arch).
+/* Compiles CUDA C++ source (NUL-terminated). options is required (its arch
+ * above all); kd_raw_compile_nvrtc takes NULL options and supplies the
+ * device's arch.
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL source, no arch, bad option strings),
  * KD_ERR_LIBRARY_MISSING (no NVRTC), KD_ERR_COMPILE_FAILED (kd_last_error()
- * holds NVRTC's full log), KD_ERR_OUT_OF_MEMORY. On failure *out is NULL. */
+ * holds NVRTC's full log), KD_ERR_OUT_OF_MEMORY. On failure *out is NULL.
+ * source, options and every string and array options points to (arch, std,
+ * include paths, defines, extra flags, program name, headers) are read
+ * during the call only: the binary copies what it needs (arch). */
 KD_API kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *options,
                                   kd_binary **out);
 
@@ -79,7 +86,9 @@ KD_API void kd_binary_free(kd_binary *binary); /* NULL is ignored */
  * LTO-IR, as major * 1000 + minor * 10 (13000 = 13.0), 0 if unknown; an
  * LTO-IR input newer than nvJitLink is refused before linking. Errors:
  * KD_ERR_INVALID_ARGUMENT (NULL or empty data, unknown kind, LTO-IR without
- * the LTO-IR magic number), KD_ERR_OUT_OF_MEMORY. *out is owned. */
+ * the LTO-IR magic number), KD_ERR_OUT_OF_MEMORY. *out is owned; NULL on
+ * failure. data and arch (at most 31 characters) are both copied: neither
+ * is read after the call. */
 KD_API kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t size,
                                        const char *arch, int producer_version, kd_binary **out);
 
@@ -92,7 +101,8 @@ KD_API int kd_binary_producer_version(const kd_binary *binary);
  * at compile time: block dimensions, shared memory bytes), without a GPU.
  * Exactly size bytes are copied into dst. Errors: KD_ERR_INVALID_ARGUMENT
  * (not a CUBIN, NULL dst, size differs from the variable's), KD_ERR_NOT_FOUND
- * (no such symbol, or it has no initial data in the image). */
+ * (no such symbol, or it has no initial data in the image). name is read
+ * and dst written during the call only; on failure dst is left untouched. */
 KD_API kd_status kd_binary_read_global(const kd_binary *cubin, const char *name, void *dst,
                                        size_t size);
 
@@ -130,11 +140,14 @@ typedef struct kd_link_options {
  * KD_ERR_LIBRARY_MISSING, KD_ERR_LINK_FAILED (the message holds nvJitLink's
  * whole error log and names the input where nvJitLink did),
  * KD_ERR_LTO_VERSION, KD_ERR_OUT_OF_MEMORY. *out (a CUBIN, its log holding
- * nvJitLink's info log) is owned; NULL on failure. */
+ * nvJitLink's info log) is owned; NULL on failure. inputs (with the data
+ * and names they point to) and options (arch, extra flags) are read during
+ * the call only; the CUBIN borrows nothing from them. */
 KD_API kd_status kd_nvjitlink_link(const kd_link_input *inputs, size_t input_count,
                                    const kd_link_options *options, kd_binary **out);
 
-/* NVRTC's version. Errors: KD_ERR_LIBRARY_MISSING. */
+/* NVRTC's version. Errors: KD_ERR_LIBRARY_MISSING. *major and *minor are
+ * the caller's, written only on success (as for kd_nvjitlink_version). */
 KD_API kd_status kd_nvrtc_version(int *major, int *minor);
 /* nvJitLink's version. Errors: KD_ERR_LIBRARY_MISSING. */
 KD_API kd_status kd_nvjitlink_version(int *major, int *minor);

@@ -83,7 +83,9 @@ static inline kd_garg kd_g_out(kd_view v) { return kd_g_access(KD_OUT, v); }
 static inline kd_garg kd_g_inout(kd_view v) { return kd_g_access(KD_INOUT, v); }
 static inline kd_garg kd_g_value(kd_arg a) { kd_garg g; g.is_tensor = 0; g.access = KD_IN; g.view = kd_whole((kd_tensor){0}); g.value = a; return g; }
 
-/* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out owned. */
+/* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out owned
+ * (kd_graph_destroy, before the session is destroyed: the graph holds no
+ * reference on it); NULL on failure. */
 KD_API kd_status kd_graph_create(kd_session *session, kd_graph **out);
 /* Waits for nothing (unless no memory is left to defer its releases, see
  * above): in-flight submissions keep what they use. NULL ignored. graph is
@@ -242,9 +244,10 @@ KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
  * submitted is lost. */
 KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 
-/* Non-blocking: 1 when the submission has completed, 0 if not yet. Polls
- * that submission's completion alone (one event query); when it is done,
- * it and every earlier submission retire, releasing what they held.
+/* Non-blocking: *done (the caller's, written during the call only) is 1
+ * when the submission has completed, 0 if not yet. Polls that
+ * submission's completion alone (one event query); when it is done, it
+ * and every earlier submission retire, releasing what they held.
  * Errors: KD_ERR_INVALID_ARGUMENT (a ticket never issued: zeroed, or from a
  * failed submission), KD_ERR_WRONG_SESSION (another session's ticket),
  * KD_ERR_DEVICE_FAULT. */

@@ -107,10 +107,16 @@ typedef struct kd_dx_solver {
  * description and the libmathdx version, so a warm start does not call
  * libmathdx. Errors: KD_ERR_INVALID_ARGUMENT (bad description),
  * KD_ERR_LIBRARY_MISSING (no libmathdx), KD_ERR_COMPILE_FAILED (libmathdx
- * refused: its message is included), KD_ERR_OUT_OF_MEMORY. */
+ * refused: its message is included), KD_ERR_OUT_OF_MEMORY. desc is read and
+ * cache used during the call only. *out is zeroed before desc is checked
+ * (only a NULL desc leaves it untouched), so it must not hold a live solver:
+ * that one would leak. On success *out owns both binaries
+ * (kd_dx_solver_release); on any other failure it holds none. */
 KD_API kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *desc,
                                      kd_dx_solver *out);
-KD_API void kd_dx_solver_release(kd_dx_solver *solver); /* NULL ignored; zeroes it */
+/* Frees both binaries (pointers taken from them, e.g. by kd_link_input_of,
+ * die with them) and zeroes *solver. NULL ignored. */
+KD_API void kd_dx_solver_release(kd_dx_solver *solver);
 
 #ifdef __cplusplus
 }

@@ -48,7 +48,8 @@ typedef kd_status (*kd_raw_fn)(kd_raw *raw, void *user);
 /* Runs fn inside a raw scope named op (used in every error message; copied).
  * Errors: KD_ERR_WRONG_BACKEND ("backend session is not CUDA") on a HOST
  * session, KD_ERR_BUSY when called from inside another raw scope of the same
- * session, KD_ERR_DEVICE_FAULT when the session is poisoned, else fn's. */
+ * session, KD_ERR_DEVICE_FAULT when the session is poisoned, else fn's.
+ * user is passed to fn as is; kdag does not keep it after the call. */
 KD_API kd_status kd_with_raw(kd_session *session, const char *op, kd_raw_fn fn,
                              void *user);
 
@@ -81,7 +82,9 @@ KD_API kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
 
 /* Compiles with NVRTC (options may be NULL; arch defaults to the device's
  * sm_XX, so the result is CUBIN) and loads the result. Compile errors are
- * KD_ERR_COMPILE_FAILED with the full log in the message. *out is owned. */
+ * KD_ERR_COMPILE_FAILED with the full log in the message. *out is owned.
+ * source and options (with what they point to) are read during the call
+ * only, as by kd_nvrtc_compile. */
 KD_API kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source,
                                       const kd_nvrtc_options *options, kd_module *out);
 
@@ -100,7 +103,8 @@ KD_API kd_status kd_module_function(kd_session *session, kd_module module,
 
 /* Number of parameters and their sizes, from the driver (cuFuncGetParamInfo)
  * or, for PTX kdag loaded itself, from the .entry signature. sizes may be
- * NULL; at most cap sizes are written. */
+ * NULL; at most cap sizes are written. *count (every parameter, even past
+ * cap) and sizes are the caller's, written during the call only, on success. */
 KD_API kd_status kd_function_params(kd_session *session, kd_function fn,
                                     size_t *count, size_t *sizes, size_t cap);
 
@@ -112,7 +116,8 @@ KD_API kd_status kd_module_release(kd_session *session, kd_module module);
 /* The session's module cache (the seed's Session::resource): returns the
  * module stored under key, calling build(raw, user, &module) only on the
  * first request. The cache owns the module: do not release it; it lives
- * until the session is destroyed. key is copied. */
+ * until the session is destroyed. key is copied; user is passed to build as
+ * is (only on a miss) and not kept after the call. */
 typedef kd_status (*kd_module_build_fn)(kd_raw *raw, void *user, kd_module *out);
 KD_API kd_status kd_raw_cached_module(kd_raw *raw, const char *key,
                                       kd_module_build_fn build, void *user,
@@ -166,7 +171,8 @@ typedef struct kd_launch_config {
 } kd_launch_config;
 
 /* ceil(n / block) blocks of block threads. Errors (KD_ERR_LAUNCH_CONFIG):
- * block 0 or above 1024, n 0, more than 2^31-1 blocks. */
+ * block 0 or above 1024, n 0, more than 2^31-1 blocks. Needs no session and
+ * is thread-safe; the caller's *out is written only on success. */
 KD_API kd_status kd_launch_config_flat(uint64_t n, uint32_t block,
                                        uint32_t shared_bytes, kd_launch_config *out);
 

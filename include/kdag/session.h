@@ -75,7 +75,8 @@ typedef struct kd_session_options {
                                       switches to GRAPH (0: from the first); default 2 */
 } kd_session_options;
 
-/* Fills the defaults above. Thread-safe. */
+/* Fills the defaults above. Thread-safe: it writes every field of the
+ * caller's *options and touches nothing else. NULL is ignored. */
 KD_API void kd_session_options_init(kd_session_options *options);
 
 /* options may be NULL (defaults). *out_session is owned by the caller.
@@ -124,7 +125,10 @@ typedef struct kd_device_info {
   size_t memory_bytes;         /* the device's memory (cuDeviceTotalMem) */
 } kd_device_info;
 
-/* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_WRONG_BACKEND on a HOST session. */
+/* Copies the device's description into the caller's *out (every string is
+ * an array inside it, nothing borrowed); written during the call only, and
+ * only on success. Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_WRONG_BACKEND on
+ * a HOST session. */
 KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out);
 
 /* Monotonic counters, readable at any time so tests can prove what the

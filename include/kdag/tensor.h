@@ -87,7 +87,8 @@ KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
                                   const void *host, size_t bytes);
 
 /* Convenience: kd_tensor_create + kd_tensor_upload; nothing is left
- * allocated on failure. */
+ * allocated on failure. desc and host are read during the call only (as by
+ * those two); *out is owned (kd_tensor_release), zeroed on failure. */
 KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
                                      const void *host, size_t bytes, kd_tensor *out);
 
@@ -96,7 +97,8 @@ KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *
  * stream; on HOST, for the submissions before it), so all earlier work on
  * the stream that the tensor depends on has completed when it returns.
  * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_RELEASED, KD_ERR_WRONG_SESSION,
- * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_DEVICE_FAULT. */
+ * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_DEVICE_FAULT.
+ * host (the caller's, bytes long) is written during the call only. */
 KD_API kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
                                     size_t bytes);
 
@@ -136,7 +138,9 @@ KD_API kd_status kd_view_check(kd_session *session, const kd_view *view);
 
 /* 1 when the view's elements are one contiguous column-major block; 0 for
  * NULL, a rank outside [0, KD_MAX_RANK] (kd_whole's -1 too: resolve it with
- * kd_view_whole) or a negative or overflowing shape. */
+ * kd_view_whole) or a negative or overflowing shape. view is read during
+ * the call only; its tensor is not looked up (nor its offset checked), so
+ * it needs no session or lock and any thread may call it. */
 KD_API int kd_view_is_compact(const kd_view *view);
 
 #ifdef __cplusplus
