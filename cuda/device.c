@@ -49,8 +49,10 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
   int count = 0;
   KD_CU(d, op, cuDeviceGetCount, (&count));
   if (count == 0) return kd_fail(KD_ERR_NO_DEVICE, "%s: the driver reports no CUDA device", op);
+  /* A caller's mistake, not a machine without a GPU: AUTO must not hide it
+   * behind a HOST session. */
   if (o->device_ordinal < 0 || o->device_ordinal >= count)
-    return kd_fail(KD_ERR_NO_DEVICE, "%s: options->device_ordinal %d out of range (%d device%s)",
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->device_ordinal %d out of range (%d device%s)",
                    op, o->device_ordinal, count, count == 1 ? "" : "s");
   KD_CU(d, op, cuDeviceGet, (&d->dev, o->device_ordinal));
   if (o->device_ordinal >= KD_MAX_DEVICES)

@@ -1042,3 +1042,19 @@ Test(host_null_driver, raw_compile_checks_its_arguments_first) {
   kd_session_destroy(s);
   assert_all_returned();
 }
+
+/* A device ordinal the driver does not have is the caller's mistake: even
+ * AUTO reports it rather than quietly making a HOST session. */
+Test(host_null_driver, a_device_ordinal_out_of_range_is_refused_even_with_auto) {
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.device_ordinal = 7;
+  kd_session *s = NULL;
+  KDT_FAILS(kd_session_create(&o, &s), KD_ERR_INVALID_ARGUMENT, "options->device_ordinal 7 out of range (1 device)");
+  cr_assert_null(s);
+  o.device_ordinal = 0;
+  KDT_OK(kd_session_create(&o, &s));
+  cr_assert_eq(kd_session_backend(s), KD_BACKEND_CUDA);
+  kd_session_destroy(s);
+}

@@ -63,7 +63,8 @@ typedef enum kd_exec_mode {
 
 typedef struct kd_session_options {
   kd_backend backend;
-  int device_ordinal;              /* CUDA device index; default 0 */
+  int device_ordinal;              /* CUDA device index; default 0. One the driver does
+                                      not have is KD_ERR_INVALID_ARGUMENT, even with AUTO */
   uint64_t pool_release_threshold; /* bytes the memory pool keeps cached at
                                       stream syncs; default UINT64_MAX (keep all) */
   uint32_t completion_ring_capacity; /* in-flight completions before a submit
