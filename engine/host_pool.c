@@ -12,35 +12,37 @@
 #define KD_POOL_RING (1u << 12)
 #define KD_POOL_MAX_THREADS 64
 
-CK_STACK_CONTAINER(kd_host_item, link, item_of)
-
 void kd_host_pool_push(kd_host_pool *p, kd_host_item *it) {
-  if (!ck_ring_enqueue_mpmc(&p->ring, p->buf, it)) ck_stack_push_upmc(&p->overflow, &it->link);
-  sem_post(&p->queued);
+  if (!ck_ring_enqueue_mpmc(&p->ring, p->buf, it)) {
+    it->next = NULL;
+    pthread_mutex_lock(&p->overflow_mu);
+    if (p->overflow_tail) p->overflow_tail->next = it;
+    else ck_pr_store_ptr(&p->overflow_head, it);
+    p->overflow_tail = it;
+    pthread_mutex_unlock(&p->overflow_mu);
+  }
+  sem_post(&p->queued); /* after the item is visible: a token always finds one */
 }
 
-/* Takes the item one token stands for. The ring first; once it is empty,
- * the overflow: the whole stack at once (one exchange: nothing popped is
- * read after another thread could have run it), keeping one and queueing
- * the rest again. An item moved that way is briefly in neither place, so
- * a worker holding a token may find both empty: it yields and looks again. */
+/* Takes an item for the token just taken: the ring first, then the
+ * overflow's oldest. Each item is visible before its token is posted and
+ * tokens never outnumber queued items, so one is there; the retry is only
+ * a guard. */
 static kd_host_item *take(kd_host_pool *p) {
   for (;;) {
     void *item = NULL;
     if (ck_ring_dequeue_mpmc(&p->ring, p->buf, &item)) return item;
-    ck_stack_entry_t *e = ck_stack_batch_pop_upmc(&p->overflow);
-    if (!e) {
-      sched_yield();
-      continue;
+    if (ck_pr_load_ptr(&p->overflow_head)) {
+      pthread_mutex_lock(&p->overflow_mu);
+      kd_host_item *it = p->overflow_head;
+      if (it) {
+        ck_pr_store_ptr(&p->overflow_head, it->next);
+        if (!it->next) p->overflow_tail = NULL;
+      }
+      pthread_mutex_unlock(&p->overflow_mu);
+      if (it) return it;
     }
-    kd_host_item *mine = item_of(e);
-    for (e = e->next; e;) {
-      ck_stack_entry_t *next = e->next;
-      kd_host_item *it = item_of(e);
-      if (!ck_ring_enqueue_mpmc(&p->ring, p->buf, it)) ck_stack_push_upmc(&p->overflow, e);
-      e = next;
-    }
-    return mine;
+    sched_yield();
   }
 }
 
@@ -115,7 +117,11 @@ kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, in
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the host thread pool", op);
   }
   ck_ring_init(&p->ring, KD_POOL_RING);
-  ck_stack_init(&p->overflow);
+  p->overflow_ready = pthread_mutex_init(&p->overflow_mu, NULL) == 0;
+  if (!p->overflow_ready) {
+    kd_host_pool_stop(p);
+    return kd_fail(KD_ERR_RESOURCE_EXHAUSTED, "%s: could not create the host pool's overflow lock", op);
+  }
   uint32_t unbound = 0;
   int create_error = 0;
   for (uint32_t i = 0; i < n; ++i) {
@@ -153,6 +159,7 @@ void kd_host_pool_stop(kd_host_pool *p) {
   for (uint32_t i = 0; i < p->thread_count; ++i) sem_post(&p->queued);
   for (uint32_t i = 0; i < p->thread_count; ++i) pthread_join(p->threads[i], NULL);
   if (p->sem_ready) sem_destroy(&p->queued);
+  if (p->overflow_ready) pthread_mutex_destroy(&p->overflow_mu);
   free(p->threads);
   free(p->buf);
   for (uint32_t i = 0; i < p->bind_count; ++i) hwloc_bitmap_free(p->bind[i]);

@@ -1,15 +1,16 @@
 /* Internal: the HOST backend's thread pool. Workers are placed one per core
- * of the process's CPU binding with hwloc and take ready tasks from a
- * Concurrency Kit MPMC ring; a semaphore counts queued tasks so idle
- * workers sleep. When the ring is full, a task goes onto a CK stack that
- * every worker drains once the ring is empty: queueing a task never waits
- * and never allocates, however many tasks are ready at once, and a task
- * that did not fit stays visible to every worker. */
+ * of the creating thread's CPU binding with hwloc and take ready tasks from
+ * a Concurrency Kit MPMC ring; a semaphore counts queued tasks so idle
+ * workers sleep. When the ring is full, a task goes onto an intrusive FIFO
+ * under a mutex (the rare path: more ready tasks than the ring holds) that
+ * every worker takes from once the ring is empty: queueing a task never
+ * waits for room and never allocates, however many tasks are ready at once,
+ * each queue and take is O(1), and a task that did not fit stays visible to
+ * every worker. */
 #ifndef KDAG_ENGINE_HOST_POOL_H
 #define KDAG_ENGINE_HOST_POOL_H
 
 #include <ck_ring.h>
-#include <ck_stack.h>
 #include <hwloc.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -19,9 +20,9 @@
 
 /* What the pool queues: the caller embeds one in each task and gets it
  * back in its kd_host_item_fn. An item is queued at most once at a time
- * (its link is the overflow stack's). */
+ * (its link is the overflow FIFO's). */
 typedef struct kd_host_item {
-  ck_stack_entry_t link;
+  struct kd_host_item *next;
 } kd_host_item;
 /* Runs one item on a worker; it may queue more with kd_host_pool_push. */
 typedef void (*kd_host_item_fn)(kd_host_item *it, void *ctx);
@@ -31,7 +32,9 @@ typedef struct kd_host_pool {
   uint32_t thread_count;
   ck_ring_t ring;
   ck_ring_buffer_t *buf;
-  ck_stack_t overflow;     /* queued while the ring was full */
+  pthread_mutex_t overflow_mu; /* queued while the ring was full, oldest first: */
+  kd_host_item *overflow_head, *overflow_tail; /* head read unlocked to peek (ck_pr) */
+  int overflow_ready;
   sem_t queued;            /* one token per item in the ring or the overflow */
   int sem_ready;
   int stop;
