@@ -56,7 +56,7 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
                    op, o->device_ordinal, count, count == 1 ? "" : "s");
   KD_CU(d, op, cuDeviceGet, (&d->dev, o->device_ordinal));
   if (o->device_ordinal >= KD_MAX_DEVICES)
-    return kd_fail(KD_ERR_NO_DEVICE, "%s: options->device_ordinal %d: kdag handles devices 0..%d", op,
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->device_ordinal %d: kdag handles devices 0..%d", op,
                    o->device_ordinal, KD_MAX_DEVICES - 1);
   d->info.ordinal = o->device_ordinal;
   char why[512];

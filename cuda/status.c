@@ -18,7 +18,16 @@ static pthread_key_t msg_key;
 static pthread_once_t msg_once = PTHREAD_ONCE_INIT;
 static int msg_key_ok;
 
-static void msg_key_make(void) { msg_key_ok = pthread_key_create(&msg_key, free) == 0; }
+/* The thread's TLS is still there while key destructors run, and another
+ * destructor may yet make a failing kdag call: forget the buffer too (a
+ * later message allocates and registers a new one). */
+static void msg_free(void *p) {
+  free(p);
+  tls_msg = NULL;
+  tls_cap = 0;
+}
+
+static void msg_key_make(void) { msg_key_ok = pthread_key_create(&msg_key, msg_free) == 0; }
 
 const char *kd_status_name(kd_status status) {
   switch (status) {

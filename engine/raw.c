@@ -12,6 +12,8 @@
  * must be the one running its callback. The session lock is already held
  * by kd_with_raw on this thread. */
 static kd_status raw_check(kd_raw *raw, const char *fn) {
+  kd_status st = kd_callback_check(fn); /* a foreign callback handed the scope through its user */
+  if (st) return st;
   if (!raw) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument raw is NULL", fn);
   if (!ck_pr_load_int(&raw->active))
     return kd_fail(KD_ERR_SCOPE_ENDED, "%s: the raw scope has ended; kd_raw handles and spans "

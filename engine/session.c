@@ -59,10 +59,13 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
   static const char *op = "kd_session_create";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_session is NULL", op);
   *out = NULL;
+  /* First: its failure paths destroy, which a callback may not do. */
+  kd_status st = kd_callback_check(op);
+  if (st) return st;
   kd_session_options o;
   if (options) o = *options;
   else kd_session_options_init(&o);
-  kd_status st = validate_options(&o);
+  st = validate_options(&o);
   if (st) return st;
   uint32_t serial;
   st = kd_serial_take(&serial, op); /* tells this session's handles from every other live session's */

@@ -1282,7 +1282,7 @@ Test(host_graph, workers_stay_inside_the_creating_threads_cpu_binding) {
 typedef struct calls_from_worker {
   kd_session *s;
   kd_tensor t;
-  kd_status counters, download;
+  kd_status counters, download, create;
   char msg[256];
 } calls_from_worker;
 
@@ -1293,6 +1293,9 @@ static void host_fn_calls_kdag(void *p) {
   int32_t got[4];
   c->download = kd_tensor_download(c->s, c->t, got, sizeof got);
   snprintf(c->msg, sizeof c->msg, "%s", kd_last_error());
+  kd_session *other = NULL;
+  c->create = kd_session_create(NULL, &other);
+  if (other) kd_session_destroy(other);
 }
 
 Test(host_graph, a_host_function_calling_kdag_is_refused) {
@@ -1306,6 +1309,7 @@ Test(host_graph, a_host_function_calling_kdag_is_refused) {
   submit_and_sink(g, c.t, got, sizeof got);
   cr_assert_eq(c.counters, KD_ERR_BUSY);
   cr_assert_eq(c.download, KD_ERR_BUSY);
+  cr_assert_eq(c.create, KD_ERR_BUSY);
   cr_assert(strstr(c.msg, "kd_tensor_download: called from inside a host function node"), "%s", c.msg);
   cr_assert_arr_eq(got, v, sizeof got);
   kd_graph_destroy(g);

@@ -804,7 +804,8 @@ Test(host_null_driver, graph_foreign_node_keeps_workspace_and_resource_until_don
 typedef struct reentrant {
   kd_session *s;
   kd_graph *g;
-  kd_status fn_stats, fn_submit, release_counters;
+  kd_raw *raw; /* set while a raw scope submits the graph */
+  kd_status fn_stats, fn_submit, fn_raw, release_counters;
   char fn_msg[256], release_msg[256];
   int calls, released;
 } reentrant;
@@ -818,7 +819,16 @@ static kd_status calls_kdag(const kd_foreign_call *call, void *user) {
   snprintf(r->fn_msg, sizeof r->fn_msg, "%s", kd_last_error());
   r->fn_submit = kd_graph_submit(r->g, NULL);
   kd_graph_destroy(r->g); /* refused: destroys nothing */
+  if (r->raw) r->fn_raw = kd_raw_synchronize(r->raw); /* the scope handed over through user */
   return KD_OK;
+}
+
+static kd_status submit_in_scope(kd_raw *raw, void *user) {
+  reentrant *r = user;
+  r->raw = raw;
+  kd_status st = kd_graph_submit(r->g, NULL); /* allowed from a raw scope */
+  r->raw = NULL;
+  return st;
 }
 
 static void release_calls_kdag(void *p) {
@@ -847,6 +857,12 @@ static void callbacks_calling_kdag(kd_exec_mode mode) {
   KDT_OK(kd_graph_stats_get(r.g, &st)); /* the graph outlived the refused destroy */
   cr_assert_eq(st.nodes, 1);
   KDT_OK(kd_graph_submit(r.g, NULL));
+  int before = r.calls;
+  KDT_OK(kd_with_raw(s, "outer", submit_in_scope, &r));
+  if (mode == KD_EXEC_EAGER) { /* fn runs on every EAGER submission; in GRAPH mode only when captured */
+    cr_assert_gt(r.calls, before);
+    cr_assert_eq(r.fn_raw, KD_ERR_BUSY, "a raw call from a foreign callback: %d", r.fn_raw);
+  }
   kd_graph_destroy(r.g);
   KDT_OK(kd_tensor_release(s, y));
   KDT_OK(kd_session_reap(s, NULL));

@@ -160,7 +160,9 @@ KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, voi
  * kd_session_destroy), holding the session's lock. fn runs inside a kdag
  * call (holding the session's lock, in GRAPH mode while capturing): it may
  * enqueue work on the stream but must not call kdag, and neither may
- * release; kdag refuses such calls with KD_ERR_BUSY. user must stay valid
+ * release; kdag refuses every call into a session made there (any call
+ * given a session, graph, sink, tensor or raw scope, and
+ * kd_session_create) with KD_ERR_BUSY. user must stay valid
  * while the graph can be submitted; accesses is borrowed for the call;
  * resource is owned by the graph from a successful call (refused, it stays
  * the caller's). CUDA only. Errors, beyond those of every node:

@@ -63,8 +63,10 @@ typedef enum kd_exec_mode {
 
 typedef struct kd_session_options {
   kd_backend backend;
-  int device_ordinal;              /* CUDA device index; default 0. One the driver does
-                                      not have is KD_ERR_INVALID_ARGUMENT, even with AUTO */
+  int device_ordinal;              /* CUDA device index; default 0. Where a driver with
+                                      devices is found, an ordinal it does not have (or past
+                                      kdag's 64) is KD_ERR_INVALID_ARGUMENT, even with AUTO;
+                                      with no driver or no device, AUTO gives HOST */
   uint64_t pool_release_threshold; /* bytes the memory pool keeps cached at
                                       stream syncs; default UINT64_MAX (keep all) */
   uint32_t completion_ring_capacity; /* in-flight completions before a submit

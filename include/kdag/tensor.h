@@ -80,7 +80,8 @@ KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *des
  * submissions are still running), so it may be reused at once; the
  * transfer itself is asynchronous and ordered after the work submitted
  * before it (on the session stream; on HOST, behind those submissions).
- * It never waits for that work.
+ * It does not wait for that work (only, as a submission does, for the
+ * oldest one when the completion ring is full).
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL, size mismatch), KD_ERR_RELEASED,
  * KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
