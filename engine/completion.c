@@ -48,6 +48,7 @@ void kd_held_release_one(kd_session *s, const kd_held *h) {
     case KD_HELD_DEVPTR: kd_device_free(&s->dev, (CUdeviceptr)(uintptr_t)h->obj); break;
     case KD_HELD_FOREIGN: kd_foreign_res_unref(h->obj); break;
     case KD_HELD_GEXEC: kd_gexec_destroy(h->obj); break;
+    case KD_HELD_MEMORY: free(h->obj); break;
   }
 }
 

@@ -104,6 +104,12 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held);
 int kd_exec_graph_wanted(kd_graph *g);
 void kd_exec_host_task(kd_host_item *it, void *ctx);
 
+/* What the driver calls back for a CUDA session's host function node
+ * (call: its kd_host_call): fn(user), marked as a callback
+ * (kd_callback_enter), so a kdag call from it is refused instead of waiting
+ * for the lock that a thread waiting for this very callback holds. */
+void CUDA_CB kd_host_trampoline(void *call);
+
 void kd_host_run_unref(kd_host_run *r);
 /* Waits for every HOST submission of the session so far (they run in
  * submission order, like work on a stream). */

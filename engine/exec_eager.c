@@ -234,6 +234,13 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
   return KD_OK;
 }
 
+void CUDA_CB kd_host_trampoline(void *call) {
+  kd_host_call *c = call;
+  const char *was = kd_callback_enter("a host function node");
+  c->fn(c->user);
+  kd_callback_leave(was);
+}
+
 /* Debug option: wait for each node's own event so a fault is charged to
  * the node that caused it (slow: the host waits after every node). */
 static kd_status debug_wait(kd_session *s, const char *op) {
@@ -266,7 +273,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
       case KD_NODE_UPLOAD:
       case KD_NODE_SINK: st = transfer(s, op, g, node, held); break;
       case KD_NODE_HOST: {
-        CUresult r = s->dev.cu->cuLaunchHostFunc(s->dev.stream, node->host_fn, node->user);
+        CUresult r = s->dev.cu->cuLaunchHostFunc(s->dev.stream, kd_host_trampoline, node->host_call);
         if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuLaunchHostFunc"));
         break;
       }

@@ -310,7 +310,7 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
       }
       return KD_OK;
     case KD_NODE_HOST: {
-      CUDA_HOST_NODE_PARAMS p = {node->host_fn, node->user};
+      CUDA_HOST_NODE_PARAMS p = {kd_host_trampoline, node->host_call};
       r = cu->cuGraphAddHostNode(&xn->cu, x->graph, deps, ndeps, &p);
       return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddHostNode");
     }

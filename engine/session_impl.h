@@ -45,7 +45,8 @@ typedef struct kd_module_obj {
 
 typedef enum kd_held_kind {
   KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN,
-  KD_HELD_GEXEC             /* an executable CUDA graph (engine/exec_graph.c): only deferred */
+  KD_HELD_GEXEC,            /* an executable CUDA graph (engine/exec_graph.c): only deferred */
+  KD_HELD_MEMORY            /* a malloc'd block the driver may still read (kd_host_call): only deferred */
 } kd_held_kind;
 
 typedef struct kd_held {

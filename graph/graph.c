@@ -37,6 +37,8 @@ static void free_node(kd_session *s, kd_gnode *n) {
     if (n->module) kd_module_unref(s, n->module);
   } else if (n->kind == KD_NODE_FOREIGN && n->res) {
     kd_foreign_res_unref(n->res);
+  } else if (n->kind == KD_NODE_HOST && n->host_call) {
+    kd_release_after_inflight(s, KD_HELD_MEMORY, n->host_call); /* the driver may yet call it back */
   }
 }
 
@@ -663,7 +665,15 @@ kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user
   proto.user = user;
   if (!fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument fn is NULL", op, name);
   if (!st) st = declared(&c, accesses, count, 1, 0); /* accesses only order it: any view */
-  return node_end(&c, st, &proto, out);
+  if (!st && g->session->has_device) { /* HOST workers mark their own calls */
+    proto.host_call = malloc(sizeof *proto.host_call);
+    if (!proto.host_call)
+      st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: node '%s' (#%u): no memory for its callback record", op, name, c.index);
+    else *proto.host_call = (kd_host_call){fn, user};
+  }
+  st = node_end(&c, st, &proto, out);
+  if (st) free(proto.host_call); /* never launched */
+  return st;
 }
 
 void kd_foreign_res_unref(kd_foreign_res *r) {

@@ -73,6 +73,14 @@ struct kd_sink {
   CUevent spare_event;
 };
 
+/* A CUDA session's host function node as the driver sees it (through
+ * kd_host_trampoline): one per node, freed once the submissions made before
+ * the graph's destruction have completed. */
+typedef struct kd_host_call {
+  kd_host_fn fn;
+  void *user;
+} kd_host_call;
+
 typedef struct kd_foreign_res {
   uint32_t refs;
   void *resource;
@@ -108,6 +116,7 @@ typedef struct kd_gnode {
     };
     struct { /* KD_NODE_HOST, KD_NODE_FOREIGN */
       kd_host_fn host_fn;
+      struct kd_host_call *host_call; /* CUDA sessions: what the driver calls back (kd_host_trampoline) */
       kd_foreign_fn foreign_fn;
       size_t workspace_bytes;
       kd_foreign_res *res;

@@ -805,10 +805,20 @@ typedef struct reentrant {
   kd_session *s;
   kd_graph *g;
   kd_raw *raw; /* set while a raw scope submits the graph */
-  kd_status fn_stats, fn_submit, fn_raw, release_counters;
-  char fn_msg[256], release_msg[256];
-  int calls, released;
+  kd_status fn_stats, fn_submit, fn_raw, release_counters, host_counters;
+  char fn_msg[256], release_msg[256], host_msg[256];
+  int calls, released, host_calls;
 } reentrant;
+
+/* A host function node: the driver calls it back (here, on the submitting
+ * thread, inside the launch; on a GPU, on the driver's thread). */
+static void host_calls_kdag(void *p) {
+  reentrant *r = p;
+  r->host_calls++;
+  kd_counters k;
+  r->host_counters = kd_session_counters(r->s, &k);
+  snprintf(r->host_msg, sizeof r->host_msg, "%s", kd_last_error());
+}
 
 static kd_status calls_kdag(const kd_foreign_call *call, void *user) {
   (void)call;
@@ -848,14 +858,18 @@ static void callbacks_calling_kdag(kd_exec_mode mode) {
   KDT_OK(kd_graph_create(s, &r.g));
   kd_garg acc = kd_g_out(kd_whole(y));
   KDT_OK(kd_graph_foreign(r.g, "calls kdag", calls_kdag, &r, &acc, 1, 0, &r, release_calls_kdag, NULL));
+  KDT_OK(kd_graph_host(r.g, "host calls kdag", host_calls_kdag, &r, NULL, 0, NULL));
   for (int i = 0; i < 3; ++i) KDT_OK(kd_graph_submit(r.g, NULL));
+  cr_assert_eq(r.host_calls, 3);
+  cr_assert_eq(r.host_counters, KD_ERR_BUSY, "kd_session_counters from a host function node: %d", r.host_counters);
+  cr_assert(strstr(r.host_msg, "called from inside a host function node"), "%s", r.host_msg);
   cr_assert_geq(r.calls, 1);
   cr_assert_eq(r.fn_stats, KD_ERR_BUSY, "kd_graph_stats_get from a foreign callback: %d", r.fn_stats);
   cr_assert_eq(r.fn_submit, KD_ERR_BUSY, "kd_graph_submit from a foreign callback: %d", r.fn_submit);
   cr_assert(strstr(r.fn_msg, "kd_graph_stats_get: called from inside a foreign node's callback"), "%s", r.fn_msg);
   kd_graph_stats st;
   KDT_OK(kd_graph_stats_get(r.g, &st)); /* the graph outlived the refused destroy */
-  cr_assert_eq(st.nodes, 1);
+  cr_assert_eq(st.nodes, 2);
   KDT_OK(kd_graph_submit(r.g, NULL));
   int before = r.calls;
   KDT_OK(kd_with_raw(s, "outer", submit_in_scope, &r));

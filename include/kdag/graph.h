@@ -136,11 +136,11 @@ KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, voi
 /* A host function node: fn(user) runs after every node it depends on and
  * before every node depending on it; its accesses only declare order (any
  * view). It cannot fail: report errors through user. It must not call
- * kdag: on a HOST session it runs on a pool worker while an API call may
- * hold the session's lock waiting for it (kdag refuses such calls there
- * with KD_ERR_BUSY), and on a CUDA session it runs as a stream-ordered host
- * callback on the driver's thread (cuLaunchHostFunc), which must not call
- * CUDA either. user is passed as is on every submission: it must stay
+ * kdag (refused with KD_ERR_BUSY): on a HOST session it runs on a pool
+ * worker while an API call may hold the session's lock waiting for it, and
+ * on a CUDA session it runs as a stream-ordered host callback on the
+ * driver's thread (cuLaunchHostFunc, or a CUDA graph's host node), which
+ * must not call CUDA either. user is passed as is on every submission: it must stay
  * valid until every submission of the graph has completed, which may be
  * after kd_graph_destroy. name is copied (as by every node-adding
  * function); accesses is borrowed for the call. */
