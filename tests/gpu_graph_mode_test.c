@@ -40,6 +40,7 @@ Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
   static int32_t init[RG_POOL][RG_LEN], out[3][RG_POOL][RG_LEN];
   rg_rng seeds = {0xC0FFEE1234567ull};
   const int graphs = 300;
+  uint64_t nodes = 0; /* accepted, over the three sessions */
   for (int gi = 0; gi < graphs; ++gi) {
     for (int i = 0; i < RG_POOL; ++i)
       for (int j = 0; j < RG_LEN; ++j) init[i][j] = (int32_t)(rg_next(&seeds) % 2000) - 1000;
@@ -54,6 +55,9 @@ Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
       KDT_OK(kd_graph_create(s, &g));
       rg_rng copy = r;
       rg_build(g, t, &copy, NULL);
+      kd_graph_stats gs;
+      KDT_OK(kd_graph_stats_get(g, &gs));
+      nodes += gs.nodes;
       kd_sink *sinks[RG_POOL];
       for (int i = 0; i < RG_POOL; ++i)
         KDT_OK(kd_graph_sink(g, "out", t[i], out[w][i], sizeof out[w][i], &sinks[i]));
@@ -67,6 +71,8 @@ Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
     cr_assert_eq(memcmp(out[0], out[1], sizeof out[0]), 0, "graph %d: GRAPH and EAGER differ", gi);
     cr_assert_eq(memcmp(out[1], out[2], sizeof out[1]), 0, "graph %d: EAGER and HOST differ", gi);
   }
+  /* Graphs emptied by a check gone wrong would compare equal too. */
+  cr_assert_gt(nodes, (uint64_t)graphs * 3, "only %llu nodes were added in %d graphs", (unsigned long long)nodes, graphs);
   kd_counters k = counters(sg);
   cr_assert_eq(k.graph_instantiations, (uint64_t)graphs, "one instantiation per graph");
   cr_assert_eq(k.graph_launches, 2ull * graphs);

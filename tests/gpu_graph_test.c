@@ -35,6 +35,7 @@ Test(gpu_graph, random_graphs_eager_match_host_bit_exact) {
   static int32_t init[RG_POOL][RG_LEN], a[RG_POOL][RG_LEN], b[RG_POOL][RG_LEN];
   rg_rng seeds = {0x9E3779B97F4A7C15ull};
   int graphs = 300;
+  uint64_t nodes = 0; /* accepted, over both sessions */
   for (int gi = 0; gi < graphs; ++gi) {
     for (int i = 0; i < RG_POOL; ++i)
       for (int j = 0; j < RG_LEN; ++j) init[i][j] = (int32_t)(rg_next(&seeds) % 2000) - 1000;
@@ -50,6 +51,9 @@ Test(gpu_graph, random_graphs_eager_match_host_bit_exact) {
       KDT_OK(kd_graph_create(s, &g));
       rg_rng copy = r;
       rg_build(g, t, &copy, NULL);
+      kd_graph_stats gs;
+      KDT_OK(kd_graph_stats_get(g, &gs));
+      nodes += gs.nodes;
       kd_sink *sinks[RG_POOL];
       for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_graph_sink(g, "out", t[i], outs[w][i], sizeof outs[w][i], &sinks[i]));
       KDT_OK(kd_graph_submit(g, NULL));
@@ -59,6 +63,8 @@ Test(gpu_graph, random_graphs_eager_match_host_bit_exact) {
     }
     cr_assert_eq(memcmp(a, b, sizeof a), 0, "graph %d: EAGER and HOST differ", gi);
   }
+  /* Graphs emptied by a check gone wrong would compare equal too. */
+  cr_assert_gt(nodes, (uint64_t)graphs * 3, "only %llu nodes were added in %d graphs", (unsigned long long)nodes, graphs);
   no_syncs_then_destroy(gpu, host);
 }
 

@@ -634,7 +634,19 @@ Test(host_null_driver, every_refusable_call_refused_in_turn_loses_nothing) {
           }
           if (r == 4) KDT_OK(kd_graph_scale(p.g, "b*=1", kd_whole(p.b), 1.0, NULL)); /* GRAPH: instantiates anew */
           fill_in(&p, (float)(100 * r));
+          kdag_null_calls before = calls();
           kd_status st = kd_graph_submit(p.g, NULL);
+          if (!st) { /* the kernels do nothing here: their launches are what shows they ran */
+            kdag_null_calls after_submit = calls();
+            if (modes[m] == KD_EXEC_EAGER)
+              cr_assert_eq(after_submit.kernel_launches - before.kernel_launches, r >= 4 ? 3u : 2u,
+                           "round %d: a successful EAGER submission launched %llu kernels", r,
+                           (unsigned long long)(after_submit.kernel_launches - before.kernel_launches));
+            else
+              cr_assert_eq(after_submit.graph_launches - before.graph_launches, 1u,
+                           "round %d: a successful GRAPH submission launched %llu graphs", r,
+                           (unsigned long long)(after_submit.graph_launches - before.graph_launches));
+          }
           if (st) { /* the injected refusal, named */
             cr_assert_eq(st, code == CUDA_ERROR_OUT_OF_MEMORY ? KD_ERR_OUT_OF_MEMORY : KD_ERR_DRIVER, "%s: %s",
                          kd_status_name(st), kd_last_error());

@@ -344,6 +344,11 @@ static inline double rg_differential(kd_session *dev, kd_session *host, uint64_t
     if (w > worst) worst = w;
   }
   cr_assert_gt(worst, 0, "the f32 results were all exact: the bound was not tested");
+  /* Every kind of node ran (counted on both sessions): graphs emptied by a
+   * check gone wrong would compare equal too. */
+  for (int k = 0; k < RG_KINDS; ++k)
+    cr_assert_gt(counts.added[k], (uint64_t)graphs / 10, "kind %d: only %llu nodes added in %d graphs", k,
+                 (unsigned long long)counts.added[k], graphs);
   return worst;
 }
 

@@ -131,6 +131,13 @@ int main(void) {
             (unsigned long long)c.exec_destroys);
     rc = 1;
   }
+  /* What the run claims to cover happened: GRAPH launches, and a full ring
+   * (the churn thread holds completions, so submits meet it every run). */
+  if (!k.graph_launches || !k.ring_full_waits) {
+    fprintf(stderr, "graph launches %llu, full-ring waits %llu: the run did not cover both\n",
+            (unsigned long long)k.graph_launches, (unsigned long long)k.ring_full_waits);
+    rc = 1;
+  }
   printf("tsan_null_driver: %llu submissions (%llu graph launches, %llu full-ring waits) on %d threads: %s\n",
          (unsigned long long)k.submissions, (unsigned long long)k.graph_launches,
          (unsigned long long)k.ring_full_waits, WORKERS, rc ? "FAILED" : "passed");
