@@ -5,11 +5,13 @@
  * and tensor, so every other argument is valid. */
 #include "kdag_test.h"
 
-/* Asserts a refusal whose message names the function and an argument. */
-#define REFUSED(fn, ...)                                                                        \
-  do {                                                                                          \
-    KDT_FAILS(fn(__VA_ARGS__), KD_ERR_INVALID_ARGUMENT, #fn);                                  \
-    cr_assert(strstr(kd_last_error(), "argument"), "%s names no argument: %s", #fn, kd_last_error()); \
+/* Asserts a refusal whose message names the function and the argument
+ * that is NULL (each call passes one NULL where NULL is not allowed). */
+#define REFUSED(arg, fn, ...)                                                                     \
+  do {                                                                                            \
+    KDT_FAILS(fn(__VA_ARGS__), KD_ERR_INVALID_ARGUMENT, #fn);                                    \
+    cr_assert(strstr(kd_last_error(), "argument " arg " "), "%s does not name argument %s: %s", #fn, arg, \
+              kd_last_error());                                                                   \
   } while (0)
 
 typedef struct fixture {
@@ -43,31 +45,31 @@ Test(host_api_null, session_and_tensor_functions_refuse_null_pointers) {
   int32_t v[4] = {0};
   kd_tensor t;
   kd_view view;
-  REFUSED(kd_session_create, NULL, NULL);
-  REFUSED(kd_session_device_info, NULL, &(kd_device_info){0});
-  REFUSED(kd_session_device_info, f.s, NULL);
-  REFUSED(kd_session_counters, NULL, &(kd_counters){0});
-  REFUSED(kd_session_counters, f.s, NULL);
-  REFUSED(kd_session_reap, NULL, NULL);
-  REFUSED(kd_tensor_create, NULL, &d, &t);
-  REFUSED(kd_tensor_create, f.s, NULL, &t);
-  REFUSED(kd_tensor_create, f.s, &d, NULL);
-  REFUSED(kd_tensor_from_host, NULL, &d, v, sizeof v, &t);
-  REFUSED(kd_tensor_from_host, f.s, NULL, v, sizeof v, &t);
-  REFUSED(kd_tensor_from_host, f.s, &d, NULL, sizeof v, &t);
-  REFUSED(kd_tensor_from_host, f.s, &d, v, sizeof v, NULL);
-  REFUSED(kd_tensor_upload, NULL, f.t, v, sizeof v);
-  REFUSED(kd_tensor_upload, f.s, f.t, NULL, sizeof v);
-  REFUSED(kd_tensor_download, NULL, f.t, v, sizeof v);
-  REFUSED(kd_tensor_download, f.s, f.t, NULL, sizeof v);
-  REFUSED(kd_tensor_retain, NULL, f.t);
-  REFUSED(kd_tensor_release, NULL, f.t);
-  REFUSED(kd_tensor_info, NULL, f.t, &d);
-  REFUSED(kd_tensor_info, f.s, f.t, NULL);
-  REFUSED(kd_view_whole, NULL, f.t, &view);
-  REFUSED(kd_view_whole, f.s, f.t, NULL);
-  REFUSED(kd_view_check, NULL, &view);
-  REFUSED(kd_view_check, f.s, NULL);
+  REFUSED("out_session", kd_session_create, NULL, NULL);
+  REFUSED("session", kd_session_device_info, NULL, &(kd_device_info){0});
+  REFUSED("out", kd_session_device_info, f.s, NULL);
+  REFUSED("session", kd_session_counters, NULL, &(kd_counters){0});
+  REFUSED("out", kd_session_counters, f.s, NULL);
+  REFUSED("session", kd_session_reap, NULL, NULL);
+  REFUSED("session", kd_tensor_create, NULL, &d, &t);
+  REFUSED("desc", kd_tensor_create, f.s, NULL, &t);
+  REFUSED("out", kd_tensor_create, f.s, &d, NULL);
+  REFUSED("session", kd_tensor_from_host, NULL, &d, v, sizeof v, &t);
+  REFUSED("desc", kd_tensor_from_host, f.s, NULL, v, sizeof v, &t);
+  REFUSED("host", kd_tensor_from_host, f.s, &d, NULL, sizeof v, &t);
+  REFUSED("out", kd_tensor_from_host, f.s, &d, v, sizeof v, NULL);
+  REFUSED("session", kd_tensor_upload, NULL, f.t, v, sizeof v);
+  REFUSED("host", kd_tensor_upload, f.s, f.t, NULL, sizeof v);
+  REFUSED("session", kd_tensor_download, NULL, f.t, v, sizeof v);
+  REFUSED("host", kd_tensor_download, f.s, f.t, NULL, sizeof v);
+  REFUSED("session", kd_tensor_retain, NULL, f.t);
+  REFUSED("session", kd_tensor_release, NULL, f.t);
+  REFUSED("session", kd_tensor_info, NULL, f.t, &d);
+  REFUSED("out", kd_tensor_info, f.s, f.t, NULL);
+  REFUSED("session", kd_view_whole, NULL, f.t, &view);
+  REFUSED("out", kd_view_whole, f.s, f.t, NULL);
+  REFUSED("session", kd_view_check, NULL, &view);
+  REFUSED("view", kd_view_check, f.s, NULL);
   cr_assert_eq(kd_view_is_compact(NULL), 0);
   still_works_then_done(&f);
 }
@@ -82,44 +84,50 @@ Test(host_api_null, graph_functions_refuse_null_pointers) {
   kd_garg acc = kd_g_in(kd_whole(f.t));
   kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   kd_function fn = {{0}, 0};
-  REFUSED(kd_graph_create, NULL, &g);
-  REFUSED(kd_graph_create, f.s, NULL);
-  REFUSED(kd_graph_fill, NULL, "n", kd_whole(f.t), &one, NULL);
-  REFUSED(kd_graph_fill, f.g, NULL, kd_whole(f.t), &one, NULL);
-  REFUSED(kd_graph_fill, f.g, "n", kd_whole(f.t), NULL, NULL);
-  REFUSED(kd_graph_copy, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
-  REFUSED(kd_graph_transpose, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
-  REFUSED(kd_graph_add, NULL, "n", kd_whole(f.t), kd_whole(f.t), kd_whole(f.t), NULL);
-  REFUSED(kd_graph_axpy, NULL, "n", kd_whole(f.t), kd_whole(f.t), 1.0, NULL);
-  REFUSED(kd_graph_scale, NULL, "n", kd_whole(f.t), 1.0, NULL);
-  REFUSED(kd_graph_sum, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
-  REFUSED(kd_graph_upload, NULL, "n", f.t, v, sizeof v, NULL);
-  REFUSED(kd_graph_upload, f.g, "n", f.t, NULL, sizeof v, NULL);
-  REFUSED(kd_graph_sink, NULL, "n", f.t, v, sizeof v, &sink);
-  REFUSED(kd_graph_sink, f.g, "n", f.t, NULL, sizeof v, &sink);
-  REFUSED(kd_graph_sink, f.g, "n", f.t, v, sizeof v, NULL);
-  REFUSED(kd_graph_host, NULL, "n", nothing, NULL, &acc, 1, NULL);
-  REFUSED(kd_graph_host, f.g, "n", NULL, NULL, &acc, 1, NULL);
-  REFUSED(kd_graph_host, f.g, "n", nothing, NULL, NULL, 1, NULL);
-  REFUSED(kd_graph_kernel, NULL, "n", fn, &cfg, NULL, 0, NULL);
-  REFUSED(kd_graph_foreign, NULL, "n", NULL, NULL, NULL, 0, 0, NULL, NULL, NULL);
-  REFUSED(kd_graph_edge, NULL, 0, 1);
-  REFUSED(kd_graph_rebind, NULL, f.t, f.t);
-  REFUSED(kd_graph_set_arg, NULL, 0, 0, kd_arg_i32(1));
-  REFUSED(kd_graph_write_dot, NULL, stderr);
-  REFUSED(kd_graph_write_dot, f.g, NULL);
-  REFUSED(kd_graph_stats_get, NULL, &(kd_graph_stats){0});
-  REFUSED(kd_graph_stats_get, f.g, NULL);
-  REFUSED(kd_graph_set_exec_mode, NULL, KD_EXEC_EAGER);
-  REFUSED(kd_graph_submit, NULL, NULL);
-  REFUSED(kd_ticket_done, NULL, (kd_ticket){0}, &one);
-  REFUSED(kd_ticket_done, f.s, (kd_ticket){0}, NULL);
-  REFUSED(kd_sink_wait, NULL);
+  REFUSED("session", kd_graph_create, NULL, &g);
+  REFUSED("out", kd_graph_create, f.s, NULL);
+  REFUSED("graph", kd_graph_fill, NULL, "n", kd_whole(f.t), &one, NULL);
+  REFUSED("name", kd_graph_fill, f.g, NULL, kd_whole(f.t), &one, NULL);
+  REFUSED("value", kd_graph_fill, f.g, "n", kd_whole(f.t), NULL, NULL);
+  REFUSED("graph", kd_graph_copy, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
+  REFUSED("graph", kd_graph_transpose, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
+  REFUSED("graph", kd_graph_add, NULL, "n", kd_whole(f.t), kd_whole(f.t), kd_whole(f.t), NULL);
+  REFUSED("graph", kd_graph_axpy, NULL, "n", kd_whole(f.t), kd_whole(f.t), 1.0, NULL);
+  REFUSED("graph", kd_graph_scale, NULL, "n", kd_whole(f.t), 1.0, NULL);
+  REFUSED("graph", kd_graph_sum, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
+  REFUSED("graph", kd_graph_upload, NULL, "n", f.t, v, sizeof v, NULL);
+  REFUSED("host", kd_graph_upload, f.g, "n", f.t, NULL, sizeof v, NULL);
+  REFUSED("graph", kd_graph_sink, NULL, "n", f.t, v, sizeof v, &sink);
+  REFUSED("host", kd_graph_sink, f.g, "n", f.t, NULL, sizeof v, &sink);
+  REFUSED("out", kd_graph_sink, f.g, "n", f.t, v, sizeof v, NULL);
+  REFUSED("graph", kd_graph_host, NULL, "n", nothing, NULL, &acc, 1, NULL);
+  REFUSED("fn", kd_graph_host, f.g, "n", NULL, NULL, &acc, 1, NULL);
+  REFUSED("accesses", kd_graph_host, f.g, "n", nothing, NULL, NULL, 1, NULL);
+  REFUSED("graph", kd_graph_kernel, NULL, "n", fn, &cfg, NULL, 0, NULL);
+  REFUSED("graph", kd_graph_foreign, NULL, "n", NULL, NULL, NULL, 0, 0, NULL, NULL, NULL);
+  REFUSED("graph", kd_graph_edge, NULL, 0, 1);
+  REFUSED("graph", kd_graph_rebind, NULL, f.t, f.t);
+  REFUSED("graph", kd_graph_set_arg, NULL, 0, 0, kd_arg_i32(1));
+  REFUSED("graph", kd_graph_write_dot, NULL, stderr);
+  REFUSED("out", kd_graph_write_dot, f.g, NULL);
+  REFUSED("graph", kd_graph_stats_get, NULL, &(kd_graph_stats){0});
+  REFUSED("out", kd_graph_stats_get, f.g, NULL);
+  REFUSED("graph", kd_graph_set_exec_mode, NULL, KD_EXEC_EAGER);
+  REFUSED("graph", kd_graph_submit, NULL, NULL);
+  REFUSED("session", kd_ticket_done, NULL, (kd_ticket){0}, &one);
+  REFUSED("done", kd_ticket_done, f.s, (kd_ticket){0}, NULL);
+  REFUSED("sink", kd_sink_wait, NULL);
   kd_graph_destroy(NULL); /* documented: ignored */
   kd_graph_stats st;
   KDT_OK(kd_graph_stats_get(f.g, &st));
   cr_assert_eq(st.nodes, 0, "no refusal added a node");
   still_works_then_done(&f);
+}
+
+static kd_status never_called(kd_raw *raw, void *user) {
+  (void)raw;
+  (void)user;
+  return KD_ERR_INVALID_ARGUMENT;
 }
 
 Test(host_api_null, raw_and_compile_functions_refuse_null_pointers) {
@@ -135,42 +143,52 @@ Test(host_api_null, raw_and_compile_functions_refuse_null_pointers) {
   kd_binary *bin;
   int major, minor;
   void *stream;
-  REFUSED(kd_with_raw, NULL, "op", NULL, NULL);
-  REFUSED(kd_launch_config_flat, 16, 16, 0, NULL);
-  REFUSED(kd_raw_load_ptx, NULL, ".version 8.0", 12, &m);
-  REFUSED(kd_raw_load_image, NULL, "x", 1, &m);
-  REFUSED(kd_raw_compile_nvrtc, NULL, "x", NULL, &m);
-  REFUSED(kd_raw_load_binary, NULL, NULL, &m);
-  REFUSED(kd_module_function, NULL, m, "f", &fn);
-  REFUSED(kd_function_params, NULL, fn, &count, NULL, 0);
-  REFUSED(kd_module_release, NULL, m);
-  REFUSED(kd_raw_cached_module, NULL, "k", NULL, NULL, &m);
-  REFUSED(kd_raw_tensor, NULL, f.t, &span);
-  REFUSED(kd_raw_tensor_mut, NULL, f.t, &span_mut);
-  REFUSED(kd_raw_view, NULL, NULL, &span);
-  REFUSED(kd_raw_view_mut, NULL, NULL, &span_mut);
-  REFUSED(kd_raw_alloc_output, NULL, KD_I32, 1, shape, &t);
-  REFUSED(kd_raw_launch, NULL, fn, &cfg, NULL, 0);
-  REFUSED(kd_raw_synchronize, NULL);
-  REFUSED(kd_raw_stream, NULL, &stream);
+  REFUSED("fn", kd_with_raw, f.s, "op", NULL, NULL);
+  REFUSED("session", kd_with_raw, NULL, "op", never_called, NULL);
+  REFUSED("out", kd_launch_config_flat, 16, 16, 0, NULL);
+  REFUSED("raw", kd_raw_load_ptx, NULL, ".version 8.0", 12, &m);
+  REFUSED("raw", kd_raw_load_image, NULL, "x", 1, &m);
+  REFUSED("raw", kd_raw_compile_nvrtc, NULL, "x", NULL, &m);
+  REFUSED("raw", kd_raw_load_binary, NULL, NULL, &m);
+  REFUSED("session", kd_module_function, NULL, m, "f", &fn);
+  REFUSED("session", kd_function_params, NULL, fn, &count, NULL, 0);
+  REFUSED("session", kd_module_release, NULL, m);
+  REFUSED("raw", kd_raw_cached_module, NULL, "k", NULL, NULL, &m);
+  REFUSED("raw", kd_raw_tensor, NULL, f.t, &span);
+  REFUSED("raw", kd_raw_tensor_mut, NULL, f.t, &span_mut);
+  kd_view whole = {.tensor = f.t, .rank = 1, .shape = {4}, .strides = {1}};
+  REFUSED("view", kd_raw_view, NULL, NULL, &span);
+  REFUSED("view", kd_raw_view_mut, NULL, NULL, &span_mut);
+  REFUSED("raw", kd_raw_view, NULL, &whole, &span);
+  REFUSED("raw", kd_raw_view_mut, NULL, &whole, &span_mut);
+  REFUSED("raw", kd_raw_alloc_output, NULL, KD_I32, 1, shape, &t);
+  REFUSED("raw", kd_raw_launch, NULL, fn, &cfg, NULL, 0);
+  REFUSED("raw", kd_raw_synchronize, NULL);
+  REFUSED("raw", kd_raw_stream, NULL, &stream);
   cr_assert_null(kd_raw_session(NULL));
-  REFUSED(kd_nvrtc_compile, NULL, NULL, &bin);
-  REFUSED(kd_nvrtc_compile, "extern \"C\" __global__ void k() {}", NULL, NULL);
-  REFUSED(kd_binary_from_memory, KD_BINARY_PTX, NULL, 1, "sm_90", 0, &bin);
-  REFUSED(kd_binary_from_memory, KD_BINARY_PTX, "x", 1, "sm_90", 0, NULL);
-  REFUSED(kd_binary_read_global, NULL, "g", &major, sizeof major);
-  REFUSED(kd_nvjitlink_link, NULL, 1, NULL, &bin);
+  REFUSED("source", kd_nvrtc_compile, NULL, NULL, &bin);
+  REFUSED("out", kd_nvrtc_compile, "extern \"C\" __global__ void k() {}", NULL, NULL);
+  REFUSED("data", kd_binary_from_memory, KD_BINARY_PTX, NULL, 1, "sm_90", 0, &bin);
+  REFUSED("out", kd_binary_from_memory, KD_BINARY_PTX, "x", 1, "sm_90", 0, NULL);
+  REFUSED("cubin", kd_binary_read_global, NULL, "g", &major, sizeof major);
+  REFUSED("inputs", kd_nvjitlink_link, NULL, 1, NULL, &bin);
   kd_link_input in = {.kind = KD_BINARY_PTX, .data = "x", .size = 2, .name = "x"};
-  REFUSED(kd_nvjitlink_link, &in, 1, NULL, &bin);
-  REFUSED(kd_nvjitlink_link, &in, 1, &(kd_link_options){.arch = "sm_90"}, NULL);
-  REFUSED(kd_nvrtc_version, NULL, &minor);
-  REFUSED(kd_nvjitlink_version, &major, NULL);
-  REFUSED(kd_module_cache_open, NULL, NULL);
-  REFUSED(kd_build_key, NULL, NULL);
-  REFUSED(kd_build_cubin, NULL, NULL, &bin, NULL);
-  REFUSED(kd_module_cache_stats_get, NULL, NULL);
-  REFUSED(kd_mathdx_find, NULL);
-  REFUSED(kd_mathdx_nvrtc_options, NULL, NULL);
+  REFUSED("options", kd_nvjitlink_link, &in, 1, NULL, &bin);
+  REFUSED("out", kd_nvjitlink_link, &in, 1, &(kd_link_options){.arch = "sm_90"}, NULL);
+  REFUSED("major", kd_nvrtc_version, NULL, &minor);
+  REFUSED("minor", kd_nvjitlink_version, &major, NULL);
+  REFUSED("out", kd_module_cache_open, NULL, NULL);
+  kd_module_key key;
+  REFUSED("out", kd_build_key, NULL, NULL);
+  REFUSED("recipe", kd_build_key, NULL, &key);
+  REFUSED("recipe", kd_build_cubin, NULL, NULL, &bin, NULL);
+  REFUSED("cache", kd_module_cache_stats_get, NULL, NULL);
+  REFUSED("out", kd_mathdx_find, NULL);
+  kd_nvrtc_options no;
+  kd_mathdx_info info;
+  memset(&info, 0, sizeof info);
+  REFUSED("info", kd_mathdx_nvrtc_options, NULL, &no);
+  REFUSED("o", kd_mathdx_nvrtc_options, &info, NULL);
   kd_binary_free(NULL);        /* documented: ignored */
   kd_module_cache_close(NULL); /* as free */
   still_works_then_done(&f);

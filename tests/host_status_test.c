@@ -41,7 +41,7 @@ Test(host_status, launch_config_flat_rejects_bad_shapes) {
   KDT_FAILS(kd_launch_config_flat(0, 128, 0, &c), KD_ERR_LAUNCH_CONFIG, "n is 0");
   KDT_FAILS(kd_launch_config_flat(1ull << 42, 1, 0, &c), KD_ERR_LAUNCH_CONFIG, "2^31-1");
   KDT_FAILS(kd_launch_config_flat(UINT64_MAX, 1024, 0, &c), KD_ERR_LAUNCH_CONFIG, "2^31-1"); /* n + block - 1 wrapped to 0 blocks */
-  KDT_FAILS(kd_launch_config_flat(8, 128, 0, NULL), KD_ERR_INVALID_ARGUMENT, "out");
+  KDT_FAILS(kd_launch_config_flat(8, 128, 0, NULL), KD_ERR_INVALID_ARGUMENT, "kd_launch_config_flat: argument out is NULL");
   KDT_OK(kd_launch_config_flat(1000, 128, 64, &c));
   cr_assert_eq(c.grid[0], 8);
   cr_assert_eq(c.block[0], 128);

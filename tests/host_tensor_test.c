@@ -44,7 +44,7 @@ Test(host_tensor, creation_is_validated) {
   d.dtype = (kd_dtype)42;
   d.shape[1] = 2;
   KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "dtype 42");
-  KDT_FAILS(kd_tensor_create(s, NULL, &t), KD_ERR_INVALID_ARGUMENT, "desc");
+  KDT_FAILS(kd_tensor_create(s, NULL, &t), KD_ERR_INVALID_ARGUMENT, "kd_tensor_create: argument desc is NULL");
   KDT_FAILS(kd_tensor_create(NULL, &d, &t), KD_ERR_INVALID_ARGUMENT, "session is NULL");
   d.dtype = KD_C64;
   d.rank = 8;
@@ -62,7 +62,7 @@ Test(host_tensor, size_mismatch_and_null_are_rejected) {
   kd_tensor t = vec(s, 4);
   float buf[8] = {0};
   KDT_FAILS(kd_tensor_upload(s, t, buf, sizeof buf), KD_ERR_INVALID_ARGUMENT, "bytes is 32");
-  KDT_FAILS(kd_tensor_upload(s, t, NULL, 16), KD_ERR_INVALID_ARGUMENT, "host");
+  KDT_FAILS(kd_tensor_upload(s, t, NULL, 16), KD_ERR_INVALID_ARGUMENT, "kd_tensor_upload: argument host is NULL");
   KDT_FAILS(kd_tensor_download(s, t, buf, 16), KD_ERR_UNINITIALIZED, "never written");
   KDT_OK(kd_tensor_upload(s, t, buf, 16));
   KDT_OK(kd_tensor_download(s, t, buf, 16));
@@ -231,7 +231,7 @@ Test(host_tensor, raw_scope_on_host_is_wrong_backend) {
   int called = 0;
   KDT_FAILS(kd_with_raw(s, "custom.add", never, &called), KD_ERR_WRONG_BACKEND, "backend session is not CUDA");
   cr_assert_eq(called, 0, "the callback must not run");
-  KDT_FAILS(kd_with_raw(s, NULL, never, &called), KD_ERR_INVALID_ARGUMENT, "op");
+  KDT_FAILS(kd_with_raw(s, NULL, never, &called), KD_ERR_INVALID_ARGUMENT, "argument op is NULL");
   kd_session_destroy(s);
 }
 
