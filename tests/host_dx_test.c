@@ -437,7 +437,11 @@ Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
 static kd_mathdx_info *mathdx_or_skip(void) {
   static kd_mathdx_info info;
   kd_status st = kd_mathdx_find(&info);
-  if (st == KD_ERR_LIBRARY_MISSING) cr_skip_test("MathDx not installed (tools/install-mathdx.sh): %s", kd_last_error());
+  if (st == KD_ERR_LIBRARY_MISSING) {
+    /* The GPU lane carries MathDx: there a missing one is a broken bundle. */
+    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but MathDx is missing: %s", kd_last_error());
+    cr_skip_test("MathDx not installed (tools/install-mathdx.sh): %s", kd_last_error());
+  }
   KDT_OK(st);
   return &info;
 }
@@ -471,7 +475,10 @@ Test(host_dx, cublasdx_gemm_compiles_and_links_to_an_sm90_cubin) {
 
 Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
   kd_mathdx_info *mdx = mathdx_or_skip();
-  if (!*mdx->libmathdx_path) cr_skip_test("libmathdx not installed (tools/install-mathdx.sh)");
+  if (!*mdx->libmathdx_path) {
+    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but libmathdx is missing");
+    cr_skip_test("libmathdx not installed (tools/install-mathdx.sh)");
+  }
   kd_module_cache *c;
   KDT_OK(kd_module_cache_open(NULL, &c));
   kd_binary *cubin = NULL;

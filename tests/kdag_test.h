@@ -62,6 +62,15 @@ static inline kd_session *kdt_gpu_session_flags(uint32_t flags) {
     cr_skip_test("GPU lane: no usable CUDA device (%s)", kd_last_error());
   }
   cr_assert_eq(st, KD_OK, "kd_session_create: %s: %s", kd_status_name(st), kd_last_error());
+  /* A GPU test against the null driver (KDAG_CUDA_DRIVER_PATH left set,
+   * as bench-ab.sh's null-driver runs set it) would test a mock: never. */
+  kd_device_info info;
+  KDT_OK(kd_session_device_info(s, &info));
+  if (strstr(info.name, "kdag null driver")) {
+    kd_session_destroy(s);
+    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but the null driver is loaded: %s", info.name);
+    cr_skip_test("GPU lane: the null driver is loaded (KDAG_CUDA_DRIVER_PATH), not a GPU");
+  }
   return s;
 }
 
