@@ -1364,3 +1364,48 @@ Test(host_graph, dot_escapes_node_names) {
   kd_graph_destroy(g);
   kd_session_destroy(s);
 }
+
+/* The shape checks of transfers and of the built-ins with a shape of their
+ * own, each refusal leaving the graph as it was. */
+Test(host_graph, transfer_transpose_and_sum_shapes_are_checked) {
+  kd_session *s = kdt_host_session();
+  int32_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8}, big[9];
+  kd_tensor a = ivec(s, 8, v), out = ivec(s, 1, NULL), two = ivec(s, 2, NULL);
+  kd_tensor_desc md = {.dtype = KD_I32, .rank = 2, .shape = {2, 4}};
+  kd_tensor m, mt;
+  KDT_OK(kd_tensor_from_host(s, &md, v, sizeof v, &m));
+  md.shape[0] = 4, md.shape[1] = 2;
+  KDT_OK(kd_tensor_create(s, &md, &mt));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  char *before = kdt_dot_text(g);
+  KDT_FAILS(kd_graph_upload(g, "up", a, big, sizeof big, NULL), KD_ERR_INVALID_ARGUMENT,
+            "kd_graph_upload: node 'up': argument bytes is 36, the tensor holds 32");
+  KDT_FAILS(kd_graph_sink(g, "down", a, big, sizeof big, &(kd_sink *){NULL}), KD_ERR_INVALID_ARGUMENT,
+            "kd_graph_sink: node 'down': argument bytes is 36, the tensor holds 32");
+  KDT_FAILS(kd_graph_transpose(g, "t", kd_whole(mt), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
+            "argument 1 has rank 1, not 2");
+  KDT_FAILS(kd_graph_sum(g, "s", kd_whole(two), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
+            "argument 0 (out) must hold one element, it holds 2");
+  char *after = kdt_dot_text(g);
+  cr_assert_str_eq(before, after, "a refused node changed the graph");
+  free(before);
+  free(after);
+  KDT_FAILS(kd_tensor_download(s, a, big, sizeof big), KD_ERR_INVALID_ARGUMENT,
+            "kd_tensor_download: argument bytes is 36, the i32 tensor holds 32");
+  /* And what they accept runs. */
+  KDT_OK(kd_graph_transpose(g, "t", kd_whole(mt), kd_whole(m), NULL));
+  KDT_OK(kd_graph_sum(g, "s", kd_whole(out), kd_whole(a), NULL));
+  int32_t total, tr[8];
+  kd_sink *ss, *ts;
+  KDT_OK(kd_graph_sink(g, "total", out, &total, sizeof total, &ss));
+  KDT_OK(kd_graph_sink(g, "tr", mt, tr, sizeof tr, &ts));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(ss));
+  KDT_OK(kd_sink_wait(ts));
+  cr_assert_eq(total, 36);
+  int32_t want[8] = {1, 3, 5, 7, 2, 4, 6, 8}; /* column-major 2x4 -> 4x2 */
+  cr_assert_arr_eq(tr, want, sizeof tr);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
