@@ -7,6 +7,7 @@
 
 #include "kernels/embedded.h"
 #include "cublas_node.h"
+#include "dtype_graph.h"
 #include "random_graph.h"
 
 static double now_ms(void) {
@@ -32,6 +33,24 @@ static kd_counters counters(kd_session *s) {
   kd_counters k;
   KDT_OK(kd_session_counters(s, &k));
   return k;
+}
+
+/* Every dtype's built-ins (tests/dtype_graph.h) as one CUDA graph, bit for
+ * bit against HOST. */
+Test(gpu_graph_mode, builtins_of_every_dtype_in_a_cuda_graph_match_host_bit_exact) {
+  kd_session *sg = gpu_session_mode(KD_EXEC_GRAPH, 0), *sh = kdt_host_session();
+  static unsigned char on_gpu[DG_BYTES], on_host[DG_BYTES];
+  for (size_t k = 0; k < sizeof dg_dtypes / sizeof dg_dtypes[0]; ++k) {
+    kd_dtype t = dg_dtypes[k];
+    uint32_t n = dg_run(sg, t, on_gpu);
+    cr_assert_eq(dg_run(sh, t, on_host), n);
+    for (size_t i = 0; i < DG_BYTES; ++i)
+      cr_assert_eq(on_gpu[i], on_host[i], "%s: byte %zu differs (GPU %02x, HOST %02x)", kd_dtype_name(t), i, on_gpu[i],
+                   on_host[i]);
+  }
+  cr_assert_eq(counters(sg).graph_launches, sizeof dg_dtypes / sizeof dg_dtypes[0], "each ran as a CUDA graph");
+  kd_session_destroy(sh);
+  kd_session_destroy(sg);
 }
 
 Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
