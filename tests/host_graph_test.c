@@ -11,6 +11,7 @@
 #include "graph/grow.h"
 #include "graph/interval.h"
 #include "kdag_test.h"
+#include <criterion/redirect.h> /* after criterion.h */
 #include "kernels/host.h"
 
 static kd_tensor ivec(kd_session *s, int64_t n, const int32_t *init) {
@@ -1408,4 +1409,21 @@ Test(host_graph, transfer_transpose_and_sum_shapes_are_checked) {
   cr_assert_arr_eq(tr, want, sizeof tr);
   kd_graph_destroy(g);
   kd_session_destroy(s);
+}
+
+/* KD_SESSION_VERBOSE says where the HOST pool's workers went. */
+Test(host_graph, verbose_sessions_print_the_pool_placement, .init = cr_redirect_stderr) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  o.flags = KD_SESSION_VERBOSE;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  kd_session_destroy(s);
+  fflush(stderr);
+  char text[512] = {0};
+  FILE *f = cr_get_redirected_stderr();
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = 0;
+  cr_assert(strstr(text, "kdag: HOST pool: ") && strstr(text, " workers "), "stderr: %s", text);
 }
