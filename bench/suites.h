@@ -27,6 +27,8 @@ int kb_register_module_suite(kb_harness *h);
 int kb_register_nvrtc_suite(kb_harness *h);
 /* graph (CPU): declaring graphs of N nodes. */
 int kb_register_graph_suite(kb_harness *h);
+/* hostexec (CPU): the HOST executor's cost per node, chains and roots. */
+int kb_register_hostexec_suite(kb_harness *h);
 
 /* dx: cuBLASDx GEMM and cuSOLVERDx potrf kernel nodes against cuBLAS and
  * cuSOLVER batched, and the MathDx module's cold and warm start. */
