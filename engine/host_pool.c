@@ -11,6 +11,11 @@
 
 #define KD_POOL_RING (1u << 12)
 #define KD_POOL_MAX_THREADS 64
+/* Polls for a token this many times (about 30 us here) before sleeping:
+ * a worker that sleeps between two tiny tasks pays a futex wake and a
+ * context switch for each (a chain of no-op host nodes: 0.26 -> 0.16 us
+ * per node; 100 independent ones: 1.2-1.7 -> 0.28 us). */
+#define KD_POOL_SPIN 1000
 
 void kd_host_pool_push(kd_host_pool *p, kd_host_item *it) {
   if (!ck_ring_enqueue_mpmc(&p->ring, p->buf, it)) {
@@ -46,10 +51,19 @@ static kd_host_item *take(kd_host_pool *p) {
   }
 }
 
+/* Takes a token: polls KD_POOL_SPIN times, then sleeps on the semaphore. */
+static void await_token(kd_host_pool *p) {
+  for (int i = 0; i < KD_POOL_SPIN; ++i) {
+    if (sem_trywait(&p->queued) == 0) return;
+    ck_pr_stall();
+  }
+  while (sem_wait(&p->queued) != 0) {}
+}
+
 static void *worker(void *arg) {
   kd_host_pool *p = arg;
   for (;;) {
-    while (sem_wait(&p->queued) != 0) {}
+    await_token(p);
     if (ck_pr_load_int(&p->stop)) break;
     p->run(take(p), p->ctx);
   }
