@@ -11,11 +11,12 @@
 
 #define KD_POOL_RING (1u << 12)
 #define KD_POOL_MAX_THREADS 64
-/* Polls for a token this many times (about 30 us here) before sleeping:
- * a worker that sleeps between two tiny tasks pays a futex wake and a
- * context switch for each (a chain of no-op host nodes: 0.26 -> 0.16 us
- * per node; 100 independent ones: 1.2-1.7 -> 0.28 us). */
-#define KD_POOL_SPIN 1000
+/* Polls for a token this many times, yielding the core between polls,
+ * before sleeping on the semaphore: a worker that sleeps between two tiny
+ * tasks pays a futex wake and a context switch for each, and one that
+ * spins without yielding takes the core from the thread that is queueing
+ * the work (kdag-bench --suite hostexec; see the README). */
+#define KD_POOL_SPIN 200
 
 void kd_host_pool_push(kd_host_pool *p, kd_host_item *it) {
   if (!ck_ring_enqueue_mpmc(&p->ring, p->buf, it)) {
@@ -55,7 +56,7 @@ static kd_host_item *take(kd_host_pool *p) {
 static void await_token(kd_host_pool *p) {
   for (int i = 0; i < KD_POOL_SPIN; ++i) {
     if (sem_trywait(&p->queued) == 0) return;
-    ck_pr_stall();
+    sched_yield();
   }
   while (sem_wait(&p->queued) != 0) {}
 }
