@@ -91,6 +91,15 @@ Test(host_compile, bad_options_are_invalid_arguments) {
   KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &b), KD_ERR_INVALID_ARGUMENT, "longer than 31 characters");
   KDT_FAILS(kd_binary_from_memory(KD_BINARY_CUBIN, "x", 1, "sm_90_an_architecture_name_far_too_long", 0, &b),
             KD_ERR_INVALID_ARGUMENT, "argument arch");
+  KDT_FAILS(kd_binary_from_memory((kd_binary_kind)99, "x", 1, "sm_90", 0, &b), KD_ERR_INVALID_ARGUMENT,
+            "argument kind 99 is not a kd_binary_kind");
+  KDT_FAILS(kd_binary_from_memory(KD_BINARY_LTOIR, "not lto-ir", 10, "sm_90", 0, &b), KD_ERR_INVALID_ARGUMENT,
+            "is not LTO-IR");
+  KDT_FAILS(kd_binary_from_memory(KD_BINARY_PTX, "no nul", 6, "sm_90", 0, &b), KD_ERR_INVALID_ARGUMENT,
+            "PTX must end with its NUL");
+  KDT_FAILS(kd_binary_from_memory(KD_BINARY_CUBIN, "x", 1, "sm_90", -1, &b), KD_ERR_INVALID_ARGUMENT,
+            "argument producer_version -1 is negative");
+  cr_assert_null(b, "a refused binary leaves *out NULL");
 }
 
 /* A -D longer than any fixed buffer reaches NVRTC whole (it was cut at 4095
