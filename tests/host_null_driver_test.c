@@ -9,6 +9,8 @@
  * destroyed or freed before that launch is complete. They run in CI under
  * ASan and UBSan, where the GPU lane's tests skip. */
 #include <cuda.h> /* CUresult codes to inject */
+#include <pthread.h>
+#include <time.h>
 
 #include "kdag_test.h"
 #include "kernels/embedded.h"
@@ -1106,5 +1108,56 @@ Test(host_null_driver, a_device_ordinal_out_of_range_is_refused_even_with_auto) 
   o.device_ordinal = 0;
   KDT_OK(kd_session_create(&o, &s));
   cr_assert_eq(kd_session_backend(s), KD_BACKEND_CUDA);
+  kd_session_destroy(s);
+}
+
+/* A raw scope belongs to the thread running its callback: another thread
+ * handed the kd_raw gets KD_ERR_BUSY, and another thread's call into the
+ * session waits until the callback returns (the scope holds the lock). */
+typedef struct scope_probe {
+  kd_session *s;
+  kd_raw *raw;
+  kd_status other_raw, other_counters;
+  int counters_done; /* set once the other thread's kd_session_counters returned */
+  int done_during_scope;
+  pthread_t reader;
+} scope_probe;
+
+static void *call_raw_from_another_thread(void *p) {
+  scope_probe *sp = p;
+  sp->other_raw = kd_raw_synchronize(sp->raw);
+  return NULL;
+}
+
+static void *read_counters(void *p) {
+  scope_probe *sp = p;
+  kd_counters k;
+  sp->other_counters = kd_session_counters(sp->s, &k);
+  __atomic_store_n(&sp->counters_done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static kd_status scope_with_threads(kd_raw *raw, void *user) {
+  scope_probe *sp = user;
+  sp->raw = raw;
+  pthread_t a;
+  if (pthread_create(&a, NULL, call_raw_from_another_thread, sp)) return KD_ERR_RESOURCE_EXHAUSTED;
+  pthread_join(a, NULL);
+  if (pthread_create(&sp->reader, NULL, read_counters, sp)) return KD_ERR_RESOURCE_EXHAUSTED;
+  struct timespec ts = {0, 50 * 1000000L};
+  nanosleep(&ts, NULL);
+  sp->done_during_scope = __atomic_load_n(&sp->counters_done, __ATOMIC_ACQUIRE);
+  return KD_OK; /* the reader is joined after the scope */
+}
+
+Test(host_null_driver, a_raw_scope_belongs_to_its_thread_and_holds_the_session) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  scope_probe sp = {.s = s};
+  KDT_OK(kd_with_raw(s, "probe", scope_with_threads, &sp));
+  cr_assert_eq(sp.other_raw, KD_ERR_BUSY, "a raw call from another thread: %d", sp.other_raw);
+  cr_assert_eq(sp.done_during_scope, 0, "another thread's call ran while the scope held the session");
+  pthread_join(sp.reader, NULL); /* returns once the scope let the session go */
+  cr_assert(sp.counters_done);
+  cr_assert_eq(sp.other_counters, KD_OK);
   kd_session_destroy(s);
 }
