@@ -155,7 +155,6 @@ void kd_exec_host_task(kd_host_item *it, void *ctx) {
   if (dec_to_zero(&r->remaining)) finish(r);
 }
 
-
 static kd_status keep_buffer(kd_host_run *r, size_t bytes, void **out, const char *op) {
   void **grown = realloc(r->buffers, ((size_t)r->buffer_count + 1) * sizeof *grown);
   if (grown) r->buffers = grown;

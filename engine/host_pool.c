@@ -1,6 +1,5 @@
 /* The HOST backend's worker threads. */
 #include <ck_pr.h>
-#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
