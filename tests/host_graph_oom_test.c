@@ -194,6 +194,8 @@ static void submit_oom(kd_exec_mode mode, int relaunch) {
   KDT_OK(kd_tensor_create(s, &d, &b));
   KDT_OK(kd_tensor_create(s, &d, &y));
   KDT_OK(kd_tensor_create(s, &d, &spare));
+  kdag_null_api drv; /* to count the launches: the null driver runs no kernel */
+  cr_assert(kdag_null_api_get(KDAG_NULL_DRIVER, &drv));
   long refused = 0, swallowed = 0, k;
   for (k = 0;; ++k) {
     kd_graph *g;
@@ -213,9 +215,20 @@ static void submit_oom(kd_exec_mode mode, int relaunch) {
       KDT_OK(kd_graph_rebind(g, b, spare));
     }
     for (int i = 0; i < N; ++i) in[i] = (float)(k * N + i);
+    kdag_null_calls c0, c1;
+    drv.calls_get(&c0);
     arm(k);
     kd_status st = kd_graph_submit(g, NULL);
     long made = disarm();
+    drv.calls_get(&c1);
+    if (!st) { /* it launched all its work: scale, copy and add, or the one CUDA graph */
+      if (mode == KD_EXEC_EAGER)
+        cr_assert_eq(c1.kernel_launches - c0.kernel_launches, 3u, "allocation %ld: %llu kernels launched", k,
+                     (unsigned long long)(c1.kernel_launches - c0.kernel_launches));
+      else
+        cr_assert_eq(c1.graph_launches - c0.graph_launches, 1u, "allocation %ld: %llu graphs launched", k,
+                     (unsigned long long)(c1.graph_launches - c0.graph_launches));
+    }
     if (st) {
       refused++;
       cr_assert_eq(st, KD_ERR_OUT_OF_MEMORY, "allocation %ld: %s: %s", k, kd_status_name(st), kd_last_error());
