@@ -1,6 +1,7 @@
 /* The HOST executor: a submission becomes one task per node, released to
  * the thread pool as their predecessors finish. */
 #include <ck_pr.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@ kd_kview kd_access_kview(const kd_gaccess *a, uint64_t base, size_t esize) {
 }
 
 static void finish(kd_host_run *r);
+
+/* Polls of a finishing run before a wait sleeps (kd_host_run_wait). */
+#define KD_RUN_WAIT_POLLS 200
 
 /* Drops one count of a counter other threads drop too; 1 when it was the
  * last. The fences make what this thread wrote before visible to the thread
@@ -67,6 +71,12 @@ int kd_host_run_done(kd_host_run *r) {
 }
 
 void kd_host_run_wait(kd_host_run *r) {
+  /* Poll first, yielding the core, as the pool's workers do: a wait that
+   * sleeps costs the finishing worker a futex wake and this thread a
+   * context switch, which dominate a small graph's submission. The lock
+   * below, taken once done is seen, orders the run's writes before what
+   * the caller reads. */
+  for (int i = 0; i < KD_RUN_WAIT_POLLS && !ck_pr_load_int(&r->done); ++i) sched_yield();
   pthread_mutex_lock(&r->mu);
   while (!r->done) pthread_cond_wait(&r->cv, &r->mu);
   pthread_mutex_unlock(&r->mu);
