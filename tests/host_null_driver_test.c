@@ -1161,3 +1161,45 @@ Test(host_null_driver, a_raw_scope_belongs_to_its_thread_and_holds_the_session) 
   cr_assert_eq(sp.other_counters, KD_OK);
   kd_session_destroy(s);
 }
+
+/* KD_SESSION_POISON_ALLOCATIONS fills a fresh device tensor with the poison
+ * pattern: 0x7FA5A5A5 per 32-bit word (a float NaN), or 0xA5 per byte when
+ * the size is not a multiple of 4. On the null driver device memory is
+ * host memory, so a write borrow's pointer shows what the memsets left. */
+typedef struct poisoned {
+  kd_tensor words, bytes;
+  int bad_words, bad_bytes;
+} poisoned;
+
+static kd_status read_poison(kd_raw *raw, void *user) {
+  poisoned *p = user;
+  kd_span_mut w, b;
+  kd_status st = kd_raw_tensor_mut(raw, p->words, &w);
+  if (!st) st = kd_raw_tensor_mut(raw, p->bytes, &b);
+  if (st) return st;
+  const uint32_t *wv = (const uint32_t *)(uintptr_t)w.span.device_ptr;
+  const uint8_t *bv = (const uint8_t *)(uintptr_t)b.span.device_ptr;
+  for (size_t i = 0; i < w.span.bytes / 4; ++i) p->bad_words += wv[i] != 0x7FA5A5A5u;
+  for (size_t i = 0; i < b.span.bytes; ++i) p->bad_bytes += bv[i] != 0xA5;
+  return KD_OK;
+}
+
+Test(host_null_driver, poisoned_allocations_hold_the_pattern) {
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.flags = KD_SESSION_POISON_ALLOCATIONS;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  poisoned p = {0};
+  kd_tensor_desc dw = {.dtype = KD_F32, .rank = 1, .shape = {5}}, db = {.dtype = KD_U8, .rank = 1, .shape = {7}};
+  KDT_OK(kd_tensor_create(s, &dw, &p.words));
+  KDT_OK(kd_tensor_create(s, &db, &p.bytes));
+  KDT_OK(kd_with_raw(s, "poison", read_poison, &p));
+  cr_assert_eq(p.bad_words, 0, "%d words of the f32 tensor are not 0x7FA5A5A5", p.bad_words);
+  cr_assert_eq(p.bad_bytes, 0, "%d bytes of the 7-byte tensor are not 0xA5", p.bad_bytes);
+  KDT_OK(kd_tensor_release(s, p.words));
+  KDT_OK(kd_tensor_release(s, p.bytes));
+  kd_session_destroy(s);
+}
