@@ -502,3 +502,42 @@ Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
   KDT_FAILS(kd_dx_solver_create(c, &d, &s), KD_ERR_INVALID_ARGUMENT, "desc->sm");
   kd_module_cache_close(c);
 }
+
+/* A cache whose folder went away after it was opened still builds: the
+ * entry is kept in memory, the failed write is reported and counted, and
+ * the next build is a memory hit. A memory-only cache ("") touches no
+ * folder at all. */
+Test(host_dx, a_failed_disk_write_keeps_the_entry_in_memory_and_says_so) {
+  char *dir = temp_dir();
+  const char *defs[1];
+  kd_build_recipe r = tiny_recipe(defs);
+  kd_module_cache *caches[2];
+  KDT_OK(kd_module_cache_open(dir, &caches[0]));
+  KDT_OK(kd_module_cache_open("", &caches[1]));
+  cr_assert_str_eq(kd_module_cache_dir(caches[1]), "");
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir); /* gone, even for root, whom permissions would not stop */
+  cr_assert_eq(system(cmd), 0);
+  for (int i = 0; i < 2; ++i) {
+    kd_binary *b1, *b2;
+    kd_build_report r1, r2;
+    KDT_OK(kd_build_cubin(caches[i], &r, &b1, &r1));
+    KDT_OK(kd_build_cubin(caches[i], &r, &b2, &r2));
+    cr_assert_eq(r1.origin, KD_BUILD_COMPILED);
+    cr_assert_eq(r1.disk_write_failed, i == 0, "cache %d: disk_write_failed %d", i, r1.disk_write_failed);
+    cr_assert_eq(r2.origin, KD_BUILD_MEMORY, "cache %d: the second build comes from memory", i);
+    kd_module_cache_stats st;
+    KDT_OK(kd_module_cache_stats_get(caches[i], &st));
+    cr_assert_eq(st.builds, 1);
+    cr_assert_eq(st.memory_hits, 1);
+    cr_assert_eq(st.disk_hits, 0);
+    cr_assert_eq(st.entries, 1);
+    cr_assert_eq(st.disk_write_failures, (uint64_t)(i == 0));
+    kd_binary_free(b1);
+    kd_binary_free(b2);
+    kd_module_cache_close(caches[i]);
+  }
+  struct stat sb;
+  cr_assert_neq(stat(dir, &sb), 0, "nothing recreated the folder");
+  free(dir);
+}
