@@ -1203,3 +1203,31 @@ Test(host_null_driver, poisoned_allocations_hold_the_pattern) {
   KDT_OK(kd_tensor_release(s, p.bytes));
   kd_session_destroy(s);
 }
+
+/* Module handles are checked as tensor handles are: a zero handle, a
+ * released one and another session's each get their own code, naming the
+ * call, and a second release is KD_ERR_RELEASED. */
+static kd_status load_add(kd_raw *raw, void *user) {
+  return kd_raw_load_ptx(raw, (const char *)kd_kernel_add_ptx, kd_kernel_add_ptx_size, user);
+}
+
+Test(host_null_driver, module_handles_are_checked) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0), *other = null_session(KD_EXEC_EAGER, 0);
+  kd_module m, foreign, zero = {0};
+  KDT_OK(kd_with_raw(s, "load", load_add, &m));
+  KDT_OK(kd_with_raw(other, "load", load_add, &foreign));
+  kd_function fn;
+  KDT_OK(kd_module_function(s, m, "add_kernel", &fn));
+  KDT_FAILS(kd_module_function(s, m, "no_such_kernel", &fn), KD_ERR_NOT_FOUND, "no_such_kernel");
+  KDT_FAILS(kd_module_function(s, zero, "add_kernel", &fn), KD_ERR_INVALID_ARGUMENT, "kd_module_function");
+  KDT_FAILS(kd_module_function(s, foreign, "add_kernel", &fn), KD_ERR_WRONG_SESSION, "kd_module_function");
+  KDT_FAILS(kd_module_release(s, foreign), KD_ERR_WRONG_SESSION, "kd_module_release");
+  KDT_OK(kd_module_release(s, m));
+  KDT_FAILS(kd_module_release(s, m), KD_ERR_RELEASED, "kd_module_release");
+  KDT_FAILS(kd_module_function(s, m, "add_kernel", &fn), KD_ERR_RELEASED, "kd_module_function");
+  KDT_FAILS(kd_module_release(s, zero), KD_ERR_INVALID_ARGUMENT, "kd_module_release");
+  KDT_OK(kd_module_release(other, foreign));
+  kd_session_destroy(other);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
