@@ -1,4 +1,6 @@
 /* Host lane: status codes, messages, option and argument validation. */
+#include <pthread.h>
+
 #include "kdag_test.h"
 
 Test(host_status, every_code_has_a_distinct_name) {
@@ -62,6 +64,18 @@ Test(host_status, dtypes_have_sizes_and_names) {
   cr_assert_str_eq(kd_dtype_name((kd_dtype)99), "invalid");
 }
 
+/* Another thread's failure, with its own message there. */
+static void *fail_elsewhere(void *p) {
+  char *seen = p;
+  kd_session *s = NULL;
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.flags = 1u << 30; /* not a flag */
+  (void)kd_session_create(&o, &s);
+  snprintf(seen, 256, "%s", kd_last_error());
+  return NULL;
+}
+
 Test(host_status, message_is_per_thread_and_survives_success) {
   kd_launch_config c;
   kd_launch_config_flat(8, 0, 0, &c);
@@ -69,4 +83,11 @@ Test(host_status, message_is_per_thread_and_survives_success) {
   cr_assert(strstr(first, "kd_launch_config_flat") != NULL);
   KDT_OK(kd_launch_config_flat(8, 8, 0, &c));
   cr_assert(strstr(kd_last_error(), "kd_launch_config_flat: block 0") != NULL);
+  char seen[256] = {0};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, fail_elsewhere, seen), 0);
+  pthread_join(t, NULL);
+  cr_assert(strstr(seen, "kd_session_create") != NULL, "the other thread's message: %s", seen);
+  cr_assert(strstr(kd_last_error(), "kd_launch_config_flat: block 0") != NULL,
+            "another thread's failure reached this thread's message: %s", kd_last_error());
 }
