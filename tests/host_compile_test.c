@@ -1,4 +1,6 @@
 /* Host lane: NVRTC on the CPU, PTX parsing and checks, image inspection. */
+#include <unistd.h>
+
 #include "cuda/driver.h"
 #include "cuda/ptx.h"
 #include "graph/borrow.h"
@@ -42,18 +44,36 @@ Test(host_compile, nvrtc_sm_arch_gives_cubin_for_that_arch) {
 }
 
 Test(host_compile, nvrtc_lto_and_options) {
-  const char *inc[] = {"/tmp"};
+  /* Each option reaches NVRTC: the source compiles only if the include
+   * folder, both defines (with KD_SCALE's value) and the standard do. */
+  char dir[] = "/tmp/kdag-inc-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char header[64];
+  snprintf(header, sizeof header, "%s/kd_probe.h", dir);
+  FILE *f = fopen(header, "w");
+  cr_assert_not_null(f);
+  fputs("#define KD_PROBE_HEADER 1\n", f);
+  fclose(f);
+  const char *inc[] = {dir};
   const char *defs[] = {"KD_SCALE=3", "KD_FLAG"};
   kd_nvrtc_options o = {.arch = "sm_90", .std = "c++17", .include_paths = inc, .include_path_count = 1,
                         .defines = defs, .define_count = 2, .lto = 1};
   const char *src =
+      "#include <kd_probe.h>\n"
       "#ifndef KD_FLAG\n#error KD_FLAG missing\n#endif\n"
+      "static_assert(KD_SCALE == 3, \"KD_SCALE\");\n"
+      "static_assert(KD_PROBE_HEADER == 1, \"include path\");\n"
+      "static_assert(__cplusplus >= 201703L, \"-std=c++17\");\n"
       "extern \"C\" __global__ void k(int *x) { x[0] = KD_SCALE; }\n";
   kd_binary *b = NULL;
   KDT_OK(kd_nvrtc_compile(src, &o, &b));
   cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_LTOIR);
   cr_assert_gt(kd_binary_size(b), 0);
   kd_binary_free(b);
+  o.std = "c++14"; /* the same source refused shows the standard was passed */
+  KDT_FAILS(kd_nvrtc_compile(src, &o, &b), KD_ERR_COMPILE_FAILED, "-std=c++17");
+  unlink(header);
+  rmdir(dir);
 }
 
 Test(host_compile, compile_error_carries_the_full_log) {
