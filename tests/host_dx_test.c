@@ -493,7 +493,7 @@ Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
   KDT_OK(dx_launch_config(cubin, "dx_potrs_launch", 100, &cfg));
   cr_assert_eq(cfg.shared_bytes, (32 * 32 + 32) * 8);
   kd_binary_free(cubin);
-  /* libmathdx refuses what cuSOLVERDx cannot do, with its message. */
+  /* A description kdag can tell is wrong is refused before libmathdx sees it. */
   kd_dx_solver s;
   kd_dx_solver_desc d = {.function = KD_DX_POTRF, .dtype = KD_I32, .m = 32, .sm = 90};
   KDT_FAILS(kd_dx_solver_create(c, &d, &s), KD_ERR_INVALID_ARGUMENT, "KD_F32 or KD_F64");
