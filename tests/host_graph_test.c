@@ -427,10 +427,16 @@ Test(host_graph, a_write_through_a_view_that_revisits_elements_is_aliasing) {
   kd_view u4 = {.tensor = u, .rank = 1, .offset = 0, .shape = {4}, .strides = {1}};
   kd_view t2 = {.tensor = t, .rank = 1, .offset = 1, .shape = {4}, .strides = {0}};
   KDT_OK(kd_graph_copy(g, "broadcast", u4, t2, NULL));
-  int32_t got[8];
+  int32_t got[8], tgot[8];
+  kd_sink *ts;
+  KDT_OK(kd_graph_sink(g, "t", t, tgot, sizeof tgot, &ts));
   submit_and_sink(g, u, got, sizeof got);
+  KDT_OK(kd_sink_wait(ts));
   for (int i = 0; i < 4; ++i) cr_assert_eq(got[i], 2, "u[%d] = t[1], untouched by the fill", i);
   for (int i = 4; i < 8; ++i) cr_assert_eq(got[i], init[i]);
+  /* The disjoint fill wrote exactly elements 0 2 4 3 5 7 of t. */
+  int32_t want[8] = {0, 2, 0, 0, 0, 0, 7, 0};
+  cr_assert_arr_eq(tgot, want, sizeof tgot, "t after the disjoint fill");
   kd_graph_destroy(g);
   kd_session_destroy(s);
 }
