@@ -38,7 +38,8 @@ enum {
    * per 32-bit word, a float NaN; 0xA5 per byte when the size is not a
    * multiple of 4) so a kernel that forgets to write shows up in tests. */
   KD_SESSION_POISON_ALLOCATIONS = 1u << 0,
-  /* Print the reasons for backend and placement fallbacks to stderr. */
+  /* Print the reasons for backend and placement fallbacks, and where a
+   * HOST session's workers were placed, to stderr. */
   KD_SESSION_VERBOSE = 1u << 1,
   /* Test option, HOST backend: sleep a random 0-200 us before each node so
    * a missing dependency shows as a wrong result even on two cores. */
