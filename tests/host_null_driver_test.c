@@ -18,7 +18,7 @@
 
 static kdag_null_api nd; /* set by null_session */
 
-static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
+static kd_session *null_session_flags(kd_exec_mode mode, uint32_t ring, uint32_t flags) {
   /* Criterion runs each test in a process of its own: the driver is
    * loaded there, after this. */
   setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
@@ -26,6 +26,7 @@ static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
   kd_session_options_init(&o);
   o.backend = KD_BACKEND_CUDA;
   o.exec_mode = mode;
+  o.flags = flags;
   if (ring) o.completion_ring_capacity = ring;
   kd_session *s;
   KDT_OK(kd_session_create(&o, &s));
@@ -35,6 +36,8 @@ static kd_session *null_session(kd_exec_mode mode, uint32_t ring) {
   cr_assert_str_eq(info.name, KDAG_NULL_DEVICE_NAME);
   return s;
 }
+
+static kd_session *null_session(kd_exec_mode mode, uint32_t ring) { return null_session_flags(mode, ring, 0); }
 
 static kdag_null_calls calls(void) {
   kdag_null_calls c;
@@ -1185,13 +1188,7 @@ static kd_status read_poison(kd_raw *raw, void *user) {
 }
 
 Test(host_null_driver, poisoned_allocations_hold_the_pattern) {
-  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.flags = KD_SESSION_POISON_ALLOCATIONS;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
+  kd_session *s = null_session_flags(KD_EXEC_EAGER, 0, KD_SESSION_POISON_ALLOCATIONS);
   poisoned p = {0};
   kd_tensor_desc dw = {.dtype = KD_F32, .rank = 1, .shape = {5}}, db = {.dtype = KD_U8, .rank = 1, .shape = {7}};
   KDT_OK(kd_tensor_create(s, &dw, &p.words));
