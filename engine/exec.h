@@ -104,8 +104,14 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held);
 int kd_exec_graph_wanted(kd_graph *g);
 void kd_exec_host_task(kd_host_item *it, void *ctx);
 
+/* Calls a foreign node's fn as both CUDA executors do (EAGER on the
+ * session stream, GRAPH while capturing): marked as a callback, so a kdag
+ * call from it is refused, and given a message when it fails without one. */
+kd_status kd_foreign_invoke(const kd_gnode *node, const kd_foreign_call *call);
+
 /* What the driver calls back for a CUDA session's host function node
- * (call: its kd_host_call): fn(user), marked as a callback
+ * (call: its kd_host_call), and what a HOST worker calls for one:
+ * fn(user), marked as a callback
  * (kd_callback_enter), so a kdag call from it is refused instead of waiting
  * for the lock that a thread waiting for this very callback holds. */
 void CUDA_CB kd_host_trampoline(void *call);

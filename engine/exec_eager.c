@@ -226,12 +226,17 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
     if (st) return st;
     ck_pr_inc_32(&node->res->refs);
   }
-  const char *was = kd_callback_enter("a foreign node's callback");
-  unsigned long mark = kd_fail_mark();
-  st = kd_fail_unexplained(node->foreign_fn(&call, node->user), mark, "the callback");
-  kd_callback_leave(was);
+  st = kd_foreign_invoke(node, &call);
   if (st) return kd_fail_context(st, "%s: foreign node '%s'", op, node->name);
   return KD_OK;
+}
+
+kd_status kd_foreign_invoke(const kd_gnode *node, const kd_foreign_call *call) {
+  const char *was = kd_callback_enter("a foreign node's callback");
+  unsigned long mark = kd_fail_mark();
+  kd_status st = kd_fail_unexplained(node->foreign_fn(call, node->user), mark, "the callback");
+  kd_callback_leave(was);
+  return st;
 }
 
 void CUDA_CB kd_host_trampoline(void *call) {

@@ -243,10 +243,7 @@ static kd_status capture_foreign(kd_graph *g, kd_gexec *x, uint32_t n, const cha
                           node->workspace_bytes, node->res ? node->res->resource : NULL};
   CUresult r = s->dev.cu->cuStreamBeginCapture(s->capture_stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuStreamBeginCapture");
-  const char *was = kd_callback_enter("a foreign node's callback");
-  unsigned long mark = kd_fail_mark();
-  st = kd_fail_unexplained(node->foreign_fn(&call, node->user), mark, "the callback");
-  kd_callback_leave(was);
+  st = kd_foreign_invoke(node, &call);
   CUgraph child = NULL;
   r = s->dev.cu->cuStreamEndCapture(s->capture_stream, &child);
   if (st) {

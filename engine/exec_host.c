@@ -105,12 +105,7 @@ static void run_task(kd_host_task *t) {
       break;
     case KD_NODE_UPLOAD:
     case KD_NODE_SINK: memcpy(t->dst, t->src, t->bytes); break;
-    case KD_NODE_HOST: {
-      const char *was = kd_callback_enter("a host function node");
-      t->fn(t->user);
-      kd_callback_leave(was);
-      break;
-    }
+    case KD_NODE_HOST: kd_host_trampoline(&(kd_host_call){t->fn, t->user}); break; /* marked as on CUDA */
     case KD_NODE_KERNEL:
     case KD_NODE_FOREIGN: break; /* refused when added to a HOST session */
   }
