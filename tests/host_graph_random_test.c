@@ -19,12 +19,7 @@ static int has_a_sorted_set(const kd_graph *g) {
 }
 
 Test(host_graph_random, random_graphs_match_sequential_interpretation, .timeout = 300) {
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_HOST;
-  o.flags = KD_SESSION_HOST_JITTER;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
+  kd_session *s = kdt_host_session_flags(KD_SESSION_HOST_JITTER);
   static rg_data d;
   double worst_units = 0;
   rg_rng r = {0x2545F4914F6CDD1Dull};

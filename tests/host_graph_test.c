@@ -1419,13 +1419,7 @@ Test(host_graph, transfer_transpose_and_sum_shapes_are_checked) {
 
 /* KD_SESSION_VERBOSE says where the HOST pool's workers went. */
 Test(host_graph, verbose_sessions_print_the_pool_placement, .init = cr_redirect_stderr) {
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_HOST;
-  o.flags = KD_SESSION_VERBOSE;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
-  kd_session_destroy(s);
+  kd_session_destroy(kdt_host_session_flags(KD_SESSION_VERBOSE));
   fflush(stderr);
   char text[512] = {0};
   FILE *f = cr_get_redirected_stderr();

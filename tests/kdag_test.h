@@ -76,14 +76,17 @@ static inline kd_session *kdt_gpu_session_flags(uint32_t flags) {
 
 static inline kd_session *kdt_gpu_session(void) { return kdt_gpu_session_flags(0); }
 
-static inline kd_session *kdt_host_session(void) {
+static inline kd_session *kdt_host_session_flags(uint32_t flags) {
   kd_session_options o;
   kd_session_options_init(&o);
   o.backend = KD_BACKEND_HOST;
+  o.flags = flags;
   kd_session *s = NULL;
   KDT_OK(kd_session_create(&o, &s));
   return s;
 }
+
+static inline kd_session *kdt_host_session(void) { return kdt_host_session_flags(0); }
 
 /* Deterministic pseudo-random floats in [-1, 1) (xorshift), never all zero. */
 static inline void kdt_fill_random(float *x, size_t n, uint64_t seed) {
