@@ -196,8 +196,8 @@ static int parse(int argc, char **argv, cli *c, kb_options *o) {
       case OPT_ROUNDS: {
         size_t r;
         if (parse_count("--rounds", optarg, &r)) return -1;
-        if (r < 1 || r > 100) {
-          fprintf(stderr, "kdag-bench: --rounds %s: give 1 to 100\n", optarg);
+        if (r < 1 || r > KB_MAX_ROUNDS) {
+          fprintf(stderr, "kdag-bench: --rounds %s: give 1 to %d\n", optarg, KB_MAX_ROUNDS);
           return -1;
         }
         o->rounds = (unsigned)r;

@@ -371,6 +371,7 @@ typedef struct measured {
   kb_stop_reason stop;
   double elapsed_s;     /* wall seconds of sampling, all rounds */
   unsigned rounds;      /* rounds sampled */
+  size_t round_start[KB_MAX_ROUNDS + 1]; /* round k's samples: [round_start[k], round_start[k + 1]) */
 } measured;
 
 /* Warm-up and batch sizing: m->batch. Bounded by warmup_s, by max_time_s
@@ -449,6 +450,10 @@ static kb_status sample(kb_harness *h, kb_run *run, void *state, const kb_option
     if (m->stop != KB_CONTINUE) break;
   }
   m->elapsed_s += elapsed_s;
+  if (m->rounds < KB_MAX_ROUNDS) {
+    m->round_start[m->rounds] = first;
+    m->round_start[m->rounds + 1] = m->s.n;
+  }
   m->rounds++;
   return KB_OK;
 }
@@ -474,12 +479,31 @@ static void base_row(const kb_run *run, const measured *m, kb_result *row) {
   snprintf(row->stop, sizeof row->stop, "%s", kb_stop_name(m->stop));
 }
 
+/* Each round's median of x, mapped by rate (a throughput: amount / time,
+ * monotonic, so the median rate is the rate of the median time) unless
+ * amount is 0, into row->round_median; only when the case took turns. */
+static int round_medians(const measured *m, const double *x, double amount, kb_result *row) {
+  row->round_count = 0;
+  if (m->rounds < 2 || m->rounds > KB_MAX_ROUNDS) return 0;
+  double *tmp = malloc(m->s.n * sizeof *tmp);
+  if (!tmp) return -1;
+  for (unsigned k = 0; k < m->rounds; ++k) {
+    size_t a = m->round_start[k], n = m->round_start[k + 1] - a;
+    memcpy(tmp, x + a, n * sizeof *tmp);
+    double med = kb_median_inplace(tmp, n);
+    row->round_median[k] = amount == 0 ? med : med > 0 ? amount / (med * 1e-9) : 0;
+  }
+  row->round_count = m->rounds;
+  free(tmp);
+  return 0;
+}
+
 static int add_time_row(kb_harness *h, const kb_run *run, const measured *m, const double *x,
                         const char *which) {
   kb_result row;
   kb_stats st;
   base_row(run, m, &row);
-  if (kb_stats_compute(x, m->s.n, &st)) return -1;
+  if (kb_stats_compute(x, m->s.n, &st) || round_medians(m, x, 0, &row)) return -1;
   snprintf(row.metric, sizeof row.metric, "%s_time_per_%s", which, run->item);
   snprintf(row.unit, sizeof row.unit, "ns");
   row.median = st.median, row.min = st.min, row.max = st.max, row.noise = st.noise;
@@ -498,7 +522,7 @@ static int add_rate_row(kb_harness *h, const kb_run *run, const measured *m, con
   for (size_t i = 0; i < m->s.n; ++i) rate[i] = x[i] > 0 ? amount_per_item / (x[i] * 1e-9) : 0;
   int rc = kb_stats_compute(rate, m->s.n, &st);
   free(rate);
-  if (rc) return -1;
+  if (rc || round_medians(m, x, amount_per_item, &row)) return -1;
   snprintf(row.metric, sizeof row.metric, "%s", metric);
   snprintf(row.unit, sizeof row.unit, "%s", unit);
   row.higher_is_better = 1;

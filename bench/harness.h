@@ -35,7 +35,13 @@
  * case declared traffic (kb_run_throughput), and bandwidth_share (bytes/s
  * over the run's bandwidth reference, a device-to-device copy measured in
  * the same run). ratios map every baseline case of the same suite, axes,
- * mode and metric to this row's median / the baseline's median.
+ * mode and metric to this row's median / the baseline's median. When the
+ * cases took turns (kb_options.rounds > 1), each ratio is also paired by
+ * round: the median over rounds of this row's median in a round / the
+ * baseline's median in the same round, with the quartiles of those
+ * ratios. A drift of the machine between rounds (a clock change, a
+ * neighbour) moves both medians of a round alike and cancels in its ratio,
+ * where it widens the pooled medians' ratio.
  *
  * Threads: a harness is used from one thread. Callbacks run on it.
  */
@@ -55,6 +61,7 @@ extern "C" {
 #define KB_MAX_AXIS_VALUES 32
 #define KB_MAX_RATIOS 16
 #define KB_MESSAGE_MAX 512
+#define KB_MAX_ROUNDS 100 /* kb_options.rounds */
 
 typedef enum kb_status {
   KB_OK = 0,
@@ -110,6 +117,11 @@ void kb_machine_fill_host(kb_machine *m);
 typedef struct kb_ratio {
   char baseline[KB_NAME_MAX];
   double value; /* this row's median / the baseline's median */
+  /* Paired by round (see the top of this file): the median and quartiles
+   * of the per-round ratios over paired_rounds rounds; NaN and 0 rounds
+   * when the cases did not take turns. */
+  double paired, paired_q1, paired_q3;
+  unsigned paired_rounds;
 } kb_ratio;
 
 typedef struct kb_result {
@@ -129,6 +141,10 @@ typedef struct kb_result {
   char stop[16];           /* "converged", "max_time", "max_samples", "" */
   size_t ratio_count;
   kb_ratio ratios[KB_MAX_RATIOS];
+  /* The median of each round's samples when the case took turns
+   * (kb_options.rounds > 1), in round order; round_count 0 otherwise. */
+  unsigned round_count;
+  double round_median[KB_MAX_ROUNDS];
 } kb_result;
 
 typedef struct kb_skip {
@@ -180,6 +196,10 @@ typedef struct kb_stats {
 int kb_stats_compute(const double *x, size_t n, kb_stats *out);
 /* Median of x[0..n), sorting x in place. */
 double kb_median_inplace(double *x, size_t n);
+/* First quartile, median and third quartile of x[0..n) into q[0..3),
+ * sorting x in place (linear interpolation, as the noise uses). Returns 0,
+ * or -1 for n == 0. */
+int kb_quartiles_inplace(double *x, size_t n, double q[3]);
 
 typedef struct kb_stop_rule {
   size_t min_samples;   /* default 10 */
@@ -316,7 +336,8 @@ typedef struct kb_options {
   uint64_t max_batch;     /* default 1 << 20 */
   unsigned modes;         /* KB_MODE_* bits; default KB_MODE_BATCH */
   unsigned rounds;        /* > 1: the cases of a suite that allows it (interleave) take
-                             turns, this many rounds each, at every axis point; default 1 */
+                             turns, this many rounds each, at every axis point; default 1,
+                             at most KB_MAX_ROUNDS */
   const char *const *suites; size_t suite_count; /* fnmatch patterns; none: all */
   const char *const *cases; size_t case_count;   /* fnmatch patterns; none: all */
   const kb_axis *axes; size_t axis_count;        /* override suites' axes of that name */

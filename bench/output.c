@@ -61,16 +61,27 @@ static void md_cell(FILE *out, const char *s) {
   fputc(' ', out);
 }
 
+/* The ratios of a row: "name 1.06x (by round 1.03x, 1.01-1.05x)" for people,
+ * "name=1.06" for a CSV field; paired: the by-round ratios alone, as
+ * "name=median:q1:q3" (CSV). */
 static void ratios_string(const kb_result *row, char *buf, size_t cap, const char *sep,
-                          int skip_self, int human) {
+                          int skip_self, int human, int paired) {
   size_t used = 0;
   buf[0] = '\0';
   for (size_t i = 0; i < row->ratio_count && used < cap; ++i) {
-    if (skip_self && !strcmp(row->ratios[i].baseline, row->case_name)) continue;
-    int k = human ? snprintf(buf + used, cap - used, "%s%s %.3gx", used ? sep : "",
-                             row->ratios[i].baseline, row->ratios[i].value)
-                  : snprintf(buf + used, cap - used, "%s%s=%.9g", used ? sep : "",
-                             row->ratios[i].baseline, row->ratios[i].value);
+    const kb_ratio *q = &row->ratios[i];
+    if (skip_self && !strcmp(q->baseline, row->case_name)) continue;
+    if (paired && !q->paired_rounds) continue;
+    int k;
+    if (paired)
+      k = snprintf(buf + used, cap - used, "%s%s=%.9g:%.9g:%.9g", used ? sep : "", q->baseline, q->paired,
+                   q->paired_q1, q->paired_q3);
+    else if (human && q->paired_rounds)
+      k = snprintf(buf + used, cap - used, "%s%s %.3gx (by round %.3gx, %.3g-%.3gx)", used ? sep : "",
+                   q->baseline, q->value, q->paired, q->paired_q1, q->paired_q3);
+    else
+      k = snprintf(buf + used, cap - used, human ? "%s%s %.3gx" : "%s%s=%.9g", used ? sep : "", q->baseline,
+                   q->value);
     if (k < 0) break;
     used += (size_t)k;
   }
@@ -99,7 +110,7 @@ void kb_write_markdown(const kb_report *r, FILE *out) {
     fprintf(out, "|---|---|---|---|---|---:|---:|---:|---:|---:|---|\n");
     for (size_t i = 0; i < r->count; ++i) {
       const kb_result *row = &r->rows[i];
-      char axes[256], med[32], mn[32], mx[32], noise[32], samples[48], ratios[512];
+      char axes[256], med[32], mn[32], mx[32], noise[32], samples[48], ratios[1024];
       kb_result_axes_string(row, axes, sizeof axes);
       kb_format_value(row->median, row->unit, med, sizeof med);
       kb_format_value(row->min, row->unit, mn, sizeof mn);
@@ -107,7 +118,7 @@ void kb_write_markdown(const kb_report *r, FILE *out) {
       if (isfinite(row->noise)) snprintf(noise, sizeof noise, "%.2f%%", row->noise * 100);
       else snprintf(noise, sizeof noise, "-");
       snprintf(samples, sizeof samples, "%zu x %llu", row->samples, (unsigned long long)row->batch);
-      ratios_string(row, ratios, sizeof ratios, ", ", 1, 1);
+      ratios_string(row, ratios, sizeof ratios, ", ", 1, 1, 0);
       char name[KB_NAME_MAX + 16];
       snprintf(name, sizeof name, "%s%s", row->case_name, row->baseline ? " (baseline)" : "");
       md_cell(out, row->suite), md_cell(out, name), md_cell(out, axes[0] ? axes : "-");
@@ -169,22 +180,24 @@ static void num(double v, char *buf, size_t cap) {
 }
 
 int kb_write_csv(const kb_report *r, FILE *out) {
-  fputs("suite,case,axes,mode,metric,median,min,max,noise,unit,samples,batch,stop,baseline,ratios\n", out);
+  fputs("suite,case,axes,mode,metric,median,min,max,noise,unit,samples,batch,stop,baseline,ratios,paired_ratios\n",
+        out);
   for (size_t i = 0; i < r->count; ++i) {
     const kb_result *row = &r->rows[i];
-    char axes[256], med[32], mn[32], mx[32], noise[32], samples[32], batch[32], ratios[1024];
+    char axes[256], med[32], mn[32], mx[32], noise[32], samples[32], batch[32], ratios[1024], paired[2048];
     kb_result_axes_string(row, axes, sizeof axes);
     num(row->median, med, sizeof med), num(row->min, mn, sizeof mn), num(row->max, mx, sizeof mx);
     num(row->noise, noise, sizeof noise);
     snprintf(samples, sizeof samples, "%zu", row->samples);
     snprintf(batch, sizeof batch, "%llu", (unsigned long long)row->batch);
-    ratios_string(row, ratios, sizeof ratios, ";", 0, 0);
+    ratios_string(row, ratios, sizeof ratios, ";", 0, 0, 0);
+    ratios_string(row, paired, sizeof paired, ";", 0, 0, 1);
     csv_field(out, row->suite, 0), csv_field(out, row->case_name, 0), csv_field(out, axes, 0);
     csv_field(out, row->mode, 0), csv_field(out, row->metric, 0), csv_field(out, med, 0);
     csv_field(out, mn, 0), csv_field(out, mx, 0), csv_field(out, noise, 0);
     csv_field(out, row->unit, 0), csv_field(out, samples, 0), csv_field(out, batch, 0);
     csv_field(out, row->stop, 0), csv_field(out, row->baseline ? "1" : "0", 0);
-    csv_field(out, ratios, 1);
+    csv_field(out, ratios, 0), csv_field(out, paired, 1);
   }
   return ferror(out) ? -1 : 0;
 }
@@ -226,11 +239,17 @@ static json_t *machine_json(const kb_machine *m) {
 }
 
 static json_t *row_json(const kb_result *row) {
-  json_t *o = json_object(), *axes = json_object(), *ratios = json_object();
+  json_t *o = json_object(), *axes = json_object(), *ratios = json_object(), *paired = json_object();
   for (size_t i = 0; i < row->axis_count; ++i)
     json_object_set_new(axes, row->axis_names[i], json_integer((json_int_t)row->axis_values[i]));
-  for (size_t i = 0; i < row->ratio_count; ++i)
-    json_object_set_new(ratios, row->ratios[i].baseline, jnum(row->ratios[i].value));
+  for (size_t i = 0; i < row->ratio_count; ++i) {
+    const kb_ratio *q = &row->ratios[i];
+    json_object_set_new(ratios, q->baseline, jnum(q->value));
+    if (q->paired_rounds)
+      json_object_set_new(paired, q->baseline,
+                          json_pack("{s:o, s:o, s:o, s:I}", "median", jnum(q->paired), "q1", jnum(q->paired_q1),
+                                    "q3", jnum(q->paired_q3), "rounds", (json_int_t)q->paired_rounds));
+  }
   json_object_set_new(o, "suite", json_string(row->suite));
   json_object_set_new(o, "case", json_string(row->case_name));
   json_object_set_new(o, "axes", axes);
@@ -247,6 +266,13 @@ static json_t *row_json(const kb_result *row) {
   json_object_set_new(o, "baseline", json_boolean(row->baseline));
   json_object_set_new(o, "higher_is_better", json_boolean(row->higher_is_better));
   json_object_set_new(o, "ratios", ratios);
+  /* With turns: each ratio paired by round, and each round's median. */
+  json_object_set_new(o, "paired_ratios", paired);
+  if (row->round_count) {
+    json_t *rm = json_array();
+    for (unsigned k = 0; k < row->round_count; ++k) json_array_append_new(rm, jnum(row->round_median[k]));
+    json_object_set_new(o, "round_medians", rm);
+  }
   return o;
 }
 
@@ -351,8 +377,19 @@ static int read_row(const json_t *o, kb_result *row, char *why, size_t cap, size
     json_object_foreach(ratios, key, v) {
       if (row->ratio_count == KB_MAX_RATIOS) break;
       snprintf(row->ratios[row->ratio_count].baseline, KB_NAME_MAX, "%s", key);
-      row->ratios[row->ratio_count++].value = json_is_number(v) ? json_number_value(v) : NAN;
+      kb_ratio *q = &row->ratios[row->ratio_count++];
+      q->value = json_is_number(v) ? json_number_value(v) : NAN;
+      const json_t *p = json_object_get(json_object_get(o, "paired_ratios"), key);
+      double rounds = get_num(p, "rounds");
+      q->paired = get_num(p, "median"), q->paired_q1 = get_num(p, "q1"), q->paired_q3 = get_num(p, "q3");
+      q->paired_rounds = rounds >= 2 && rounds <= KB_MAX_ROUNDS ? (unsigned)rounds : 0;
     }
+  }
+  const json_t *rm = json_object_get(o, "round_medians");
+  if (json_is_array(rm) && json_array_size(rm) <= KB_MAX_ROUNDS) {
+    size_t k;
+    json_array_foreach(rm, k, v) row->round_median[k] = json_is_number(v) ? json_number_value(v) : NAN;
+    row->round_count = (unsigned)json_array_size(rm);
   }
   return 0;
 }

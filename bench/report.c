@@ -66,6 +66,21 @@ static int same_point(const kb_result *a, const kb_result *b) {
          !strcmp(a->metric, b->metric) && kb_result_same_axes(a, b);
 }
 
+/* The ratio of row to b paired by round: both took the same turns. */
+static void paired_ratio(const kb_result *row, const kb_result *b, kb_ratio *q) {
+  q->paired = q->paired_q1 = q->paired_q3 = NAN;
+  q->paired_rounds = 0;
+  if (row->round_count < 2 || row->round_count != b->round_count) return;
+  double x[KB_MAX_ROUNDS], quart[3];
+  unsigned n = 0;
+  for (unsigned k = 0; k < row->round_count; ++k)
+    if (b->round_median[k] != 0 && isfinite(row->round_median[k] / b->round_median[k]))
+      x[n++] = row->round_median[k] / b->round_median[k];
+  if (n < 2 || kb_quartiles_inplace(x, n, quart)) return;
+  q->paired_q1 = quart[0], q->paired = quart[1], q->paired_q3 = quart[2];
+  q->paired_rounds = n;
+}
+
 static void compute_ratios(kb_report *r) {
   for (size_t i = 0; i < r->count; ++i) {
     kb_result *row = &r->rows[i];
@@ -76,6 +91,7 @@ static void compute_ratios(kb_report *r) {
       kb_ratio *q = &row->ratios[row->ratio_count++];
       snprintf(q->baseline, sizeof q->baseline, "%s", b->case_name);
       q->value = b->median != 0 ? row->median / b->median : NAN;
+      paired_ratio(row, b, q);
     }
   }
 }
@@ -113,6 +129,7 @@ void kb_report_finalize(kb_report *r, const char *ref_suite, const char *ref_cas
       share.median /= ref;
       share.min /= ref;
       share.max /= ref;
+      for (unsigned k = 0; k < share.round_count; ++k) share.round_median[k] /= ref;
       if (!kb_report_add(r, &share)) break;
     }
   }

@@ -25,6 +25,15 @@ static double quantile_sorted(const double *x, size_t n, double p) {
   return x[lo] + (h - (double)lo) * (x[lo + 1] - x[lo]);
 }
 
+int kb_quartiles_inplace(double *x, size_t n, double q[3]) {
+  if (n == 0) return -1;
+  qsort(x, n, sizeof *x, cmp_double);
+  q[0] = quantile_sorted(x, n, 0.25);
+  q[1] = quantile_sorted(x, n, 0.5);
+  q[2] = quantile_sorted(x, n, 0.75);
+  return 0;
+}
+
 int kb_stats_compute(const double *x, size_t n, kb_stats *out) {
   if (!x || !out || n == 0) return -1;
   double *tmp = malloc(n * sizeof *tmp);

@@ -640,6 +640,104 @@ static kb_harness *sample_run(fake_case *c) {
   return h;
 }
 
+/* The machine of the paired-ratio test: round r runs at 2^r of its first
+ * speed, and case b costs 1.1x case a in every round but for a transient
+ * 5x in its first round. */
+static int paired_turns[2];
+static char paired_last;
+
+static kb_status paired_batch(kb_run *run, void *state, uint64_t k, kb_timing *out) {
+  char who = kb_run_case_name(run)[0];
+  int i = who == 'b';
+  if (who != paired_last) paired_turns[i]++; /* turn 1: the warm-up; turn 2 + r: round r */
+  paired_last = who;
+  int round = paired_turns[i] - 2 < 0 ? 0 : paired_turns[i] - 2;
+  double cost = 1000.0 * (double)(1 << round);
+  if (i) cost *= 1.1 * (round == 0 ? 5.0 : 1.0);
+  out->host_ns = cost * (double)k;
+  out->gpu_ns = -1;
+  fake_now += (uint64_t)out->host_ns;
+  (void)state;
+  return KB_OK;
+}
+
+Test(host_bench, rounds_pair_each_ratio_by_round, .init = make_tmpdir, .fini = remove_tmpdir) {
+  kb_options o = fake_options();
+  o.stop.min_samples = 12;
+  o.stop.max_noise = 1e9;
+  o.rounds = 4; /* 3 samples a round */
+  paired_turns[0] = paired_turns[1] = 0;
+  paired_last = 0;
+  kb_harness *h = kb_harness_create();
+  cr_assert(h);
+  kb_suite_desc sd = {.name = "s", .description = "paired", .interleave = 1};
+  kb_suite *s = kb_suite_add(h, &sd);
+  cr_assert(s);
+  kb_case_desc a = {.name = "a", .baseline = 1, .batch = paired_batch}, b = {.name = "b", .batch = paired_batch};
+  cr_assert_eq(kb_case_add(s, &a), 0);
+  cr_assert_eq(kb_case_add(s, &b), 0);
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_report *r = kb_harness_report(h);
+  const kb_result *rb = find_row(r, "b", "host_time_per_iteration", -1);
+  cr_assert(rb);
+  cr_assert_eq(rb->round_count, 4);
+  static const double want_b[] = {5500, 2200, 4400, 8800};
+  for (unsigned k = 0; k < 4; ++k)
+    cr_assert_float_eq(rb->round_median[k], want_b[k], 1e-9, "round %u: %g", k, rb->round_median[k]);
+  /* Pooled: b's samples 5500 x3, 2200 x3, 4400 x3, 8800 x3 against a's
+   * 1000, 2000, 4000, 8000 x3: medians 4950 and 3000, 1.65x. By round: the
+   * ratios 5, 1.1, 1.1, 1.1 have the median 1.1. */
+  const kb_ratio *q = &rb->ratios[0];
+  cr_assert_eq(rb->ratio_count, 1);
+  cr_assert_float_eq(q->value, 1.65, 1e-9, "pooled %g", q->value);
+  cr_assert_eq(q->paired_rounds, 4);
+  cr_assert_float_eq(q->paired, 1.1, 1e-9, "by round %g", q->paired);
+  cr_assert_float_eq(q->paired_q1, 1.1, 1e-9);
+  cr_assert_float_eq(q->paired_q3, 1.1 + 0.25 * (5.5 - 1.1), 1e-9, "q3 %g", q->paired_q3);
+
+  /* Every output carries them; JSON reads back with them. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  kb_write_markdown(r, f);
+  fclose(f);
+  cr_assert(strstr(buf, "a 1.65x (by round 1.1x, 1.1-2.2x)"), "%s", buf);
+  free(buf);
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  cr_assert_eq(kb_write_csv(r, f), 0);
+  fclose(f);
+  cr_assert(strstr(buf, "a=1.65,a=1.1:1.1:2.2\n"), "%s", buf);
+  free(buf);
+  char path[128];
+  snprintf(path, sizeof path, "%s/paired.json", tmpdir);
+  cr_assert_eq(kb_write_json_file(r, path, why, sizeof why), 0, "%s", why);
+  kb_report back;
+  kb_report_init(&back);
+  cr_assert_eq(kb_read_json_file(path, &back, why, sizeof why), 0, "%s", why);
+  const kb_result *bb = find_row(&back, "b", "host_time_per_iteration", -1);
+  cr_assert(bb);
+  cr_assert_eq(bb->round_count, 4);
+  cr_assert_float_eq(bb->round_median[1], 2200, 1e-9);
+  cr_assert_eq(bb->ratios[0].paired_rounds, 4);
+  cr_assert_float_eq(bb->ratios[0].paired, 1.1, 1e-9);
+  kb_report_free(&back);
+  kb_harness_destroy(h);
+
+  /* Without turns there is nothing to pair. */
+  o.rounds = 1;
+  fake_case c[2] = {{.per_iteration_ns = 2e6}, {.per_iteration_ns = 1e6}};
+  h = fake_harness(NULL, 0, c, (const char *[]){"base", "fast"}, (const int[]){1, 0}, 2);
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_result *fast = find_row(kb_harness_report(h), "fast", "host_time_per_iteration", -1);
+  cr_assert(fast);
+  cr_assert_eq(fast->round_count, 0);
+  cr_assert_eq(fast->ratios[0].paired_rounds, 0);
+  cr_assert(isnan(fast->ratios[0].paired));
+  kb_harness_destroy(h);
+}
+
 Test(host_bench, json_has_every_required_field, .init = make_tmpdir, .fini = remove_tmpdir) {
   fake_case c[2];
   kb_harness *h = sample_run(c);
@@ -726,11 +824,12 @@ Test(host_bench, csv_header_and_rows) {
   FILE *f = open_memstream(&buf, &len);
   cr_assert_eq(kb_write_csv(kb_harness_report(h), f), 0);
   fclose(f);
-  const char *header = "suite,case,axes,mode,metric,median,min,max,noise,unit,samples,batch,stop,baseline,ratios\n";
+  const char *header =
+      "suite,case,axes,mode,metric,median,min,max,noise,unit,samples,batch,stop,baseline,ratios,paired_ratios\n";
   cr_assert(!strncmp(buf, header, strlen(header)), "header: %.*s", (int)strcspn(buf, "\n"), buf);
   size_t lines = 0;
   for (const char *p = buf; *p; p = strchr(p, '\n') + 1) {
-    cr_assert_eq(count_fields(p), 15, "line %zu has %zu fields: %.*s", lines, count_fields(p),
+    cr_assert_eq(count_fields(p), 16, "line %zu has %zu fields: %.*s", lines, count_fields(p),
                  (int)strcspn(p, "\n"), p);
     ++lines;
     if (!strchr(p, '\n')) break;
