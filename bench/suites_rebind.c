@@ -13,6 +13,10 @@
  *               driver's own cost of what rebind_one does
  *   hand_rebind_one_upload  the same, instantiated with the upload flag
  *               as kdag instantiates (diagnostic)
+ *   hand_rebind_one_extra  hand_rebind_one passing the parameters as one
+ *               buffer (CU_LAUNCH_PARAM_BUFFER_POINTER in extra), laid out
+ *               at the offsets cuFuncGetParamInfo gives (diagnostic: the
+ *               driver's other way to take them)
  *   rebind_only the kd_graph_rebind calls of rebind_one with no
  *               submission: kdag's part before the patch (diagnostic)
  * The host time per submission includes the kd_graph_rebind calls. The
@@ -21,6 +25,7 @@
  * re-instantiated it instead. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench/gpu.h"
 #include "bench/kdag_session.h"
@@ -35,7 +40,7 @@ typedef enum rebind_kind { RELAUNCH, REBIND_ONE, REBIND_ALL, REBIND_ONLY } rebin
 /* What a hand case does: rebind node 0 before each launch; instantiate
  * with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does. */
 typedef struct hand_kind {
-  int rebind, upload;
+  int rebind, upload, extra;
 } hand_kind;
 
 static int64_t chain_length(kb_run *run) { return kb_run_axis(run, "N", 100); }
@@ -54,6 +59,9 @@ typedef struct hand_chain {
   CUgraph graph;
   CUgraphExec exec;
   int rebind;          /* hand_rebind_one* */
+  int extra;           /* hand_rebind_one_extra: patch through one parameter buffer */
+  size_t offsets[3], buffer_size;
+  unsigned char buffer[64];
   CUgraphNode first;
   CUDA_KERNEL_NODE_PARAMS first_params;
   CUdeviceptr first_out, inputs[2];
@@ -85,6 +93,23 @@ static kb_status hand_setup(kb_run *run, void **state) {
   static const hand_kind plain = {0};
   const hand_kind *kind = kb_run_user(run) ? kb_run_user(run) : &plain;
   c->rebind = kind->rebind;
+  c->extra = kind->extra;
+  if (c->extra) { /* where the driver wants each of (out, in, elems) */
+    if (!cu->cuFuncGetParamInfo) {
+      st = kb_run_skip(run, "the driver has no cuFuncGetParamInfo (CUDA 12.4+)");
+      goto fail;
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      size_t size = 0;
+      if ((st = kb_gpu_check(run, cu->cuFuncGetParamInfo(s->fn, i, &c->offsets[i], &size), "cuFuncGetParamInfo")))
+        goto fail;
+      if (c->offsets[i] + size > c->buffer_size) c->buffer_size = c->offsets[i] + size;
+    }
+    if (c->buffer_size > sizeof c->buffer) {
+      st = kb_run_fail(run, "the step kernel's parameters take %zu bytes", c->buffer_size);
+      goto fail;
+    }
+  }
   if ((st = kb_gpu_check(run, cu->cuMemAlloc(&c->buffers, (size_t)(n + 2) * stride), "cuMemAlloc(chain)")) ||
       /* Defined inputs (and everything else): zeros. */
       (st = kb_gpu_check(run, cu->cuMemsetD32Async(c->buffers, 0, (size_t)(n + 2) * REBIND_ELEMS, s->g->stream),
@@ -139,6 +164,15 @@ static kb_status hand_batch(kb_run *run, void *state, uint64_t iterations, kb_ti
       void *params[] = {&c->first_out, &in, &c->elems};
       CUDA_KERNEL_NODE_PARAMS kp = c->first_params;
       kp.kernelParams = params;
+      void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, c->buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &c->buffer_size,
+                       CU_LAUNCH_PARAM_END};
+      if (c->extra) {
+        memcpy(c->buffer + c->offsets[0], &c->first_out, sizeof c->first_out);
+        memcpy(c->buffer + c->offsets[1], &in, sizeof in);
+        memcpy(c->buffer + c->offsets[2], &c->elems, sizeof c->elems);
+        kp.kernelParams = NULL;
+        kp.extra = extra;
+      }
       CUresult e = cu->cuGraphExecKernelNodeSetParams(c->exec, c->first, &kp);
       if (e != CUDA_SUCCESS) return kb_gpu_check(run, e, "cuGraphExecKernelNodeSetParams");
     }
@@ -269,7 +303,8 @@ int kb_register_rebind_suite(kb_harness *h) {
   if (!s) return -1;
   static const int64_t n[] = {100};
   static const rebind_kind relaunch = RELAUNCH, one = REBIND_ONE, all = REBIND_ALL, only = REBIND_ONLY;
-  static const hand_kind hand_one = {.rebind = 1}, hand_one_upload = {.rebind = 1, .upload = 1};
+  static const hand_kind hand_one = {.rebind = 1}, hand_one_upload = {.rebind = 1, .upload = 1},
+                         hand_one_extra = {.rebind = 1, .upload = 1, .extra = 1};
   kb_case_desc cases[] = {
       {.name = "relaunch", .description = "kd_graph_submit of the unchanged graph (exec_mode GRAPH)",
        .baseline = 1, .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown,
@@ -291,6 +326,10 @@ int kb_register_rebind_suite(kb_harness *h) {
        .description = "hand_rebind_one instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does "
                       "(diagnostic)",
        .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown, .user = (void *)&hand_one_upload},
+      {.name = "hand_rebind_one_extra",
+       .description = "hand_rebind_one_upload passing the parameters as one buffer (extra, "
+                      "CU_LAUNCH_PARAM_BUFFER_POINTER) instead of kernelParams (diagnostic)",
+       .setup = hand_setup, .batch = hand_batch, .teardown = hand_teardown, .user = (void *)&hand_one_extra},
       {.name = "rebind_only",
        .description = "kd_graph_rebind of the input alone, no submission: kdag's own part of rebind_one before "
                       "the patch (diagnostic)",
