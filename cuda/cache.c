@@ -196,6 +196,17 @@ static kd_status ensure_dir(const char *op, const char *dir) {
   struct stat sb;
   if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: cache folder %s is not a directory", op, dir);
+  /* kdag loads and runs what it reads there: a folder another user can
+   * write (a shared /tmp folder made by someone else, mode 0777) could hand
+   * it a planted CUBIN whose header anyone can compute. */
+  if (sb.st_uid != geteuid())
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: cache folder %s belongs to uid %u, not to this process's uid %u: "
+                   "kdag loads code from it, so it must be this user's own", op, dir, (unsigned)sb.st_uid,
+                   (unsigned)geteuid());
+  if (sb.st_mode & (S_IWGRP | S_IWOTH))
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: cache folder %s is writable by its group or by others (mode %03o): "
+                   "kdag loads code from it; chmod go-w it or choose another folder", op, dir,
+                   (unsigned)(sb.st_mode & 0777));
   if (access(dir, W_OK | X_OK) != 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: cache folder %s is not writable: %s", op, dir, strerror(errno));
   return KD_OK;
@@ -280,7 +291,7 @@ static int disk_read_raw(const kd_module_cache *c, const unsigned char key[16], 
                          const char *ext, void **out, size_t *out_size) {
   char path[4200];
   entry_path(c, k, ext, path, sizeof path);
-  FILE *f = fopen(path, "rb");
+  FILE *f = fopen(path, "rbe"); /* close-on-exec: a fork on another thread inherits nothing */
   if (!f) return 0;
   unsigned char h[KD_CACHE_HEADER];
   int result = -1;
@@ -335,7 +346,7 @@ static int disk_write_raw(const kd_module_cache *c, const unsigned char key[16],
   char path[4200], tmp[4300];
   entry_path(c, k, ext, path, sizeof path);
   snprintf(tmp, sizeof tmp, "%s/.%s.tmp.XXXXXX", c->dir, k->hex);
-  int fd = mkstemp(tmp);
+  int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return -1;
   unsigned char h[KD_CACHE_HEADER];
   memset(h, 0, sizeof h);

@@ -205,51 +205,65 @@ static struct {
   char path[KD_MATHDX_PATH_MAX];
   int version[3];
 } g_mdx;
-static kd_status g_mdx_status = KD_ERR_LIBRARY_MISSING;
-static char g_mdx_msg[2048];
+static kd_status g_mdx_status = KD_ERR_LIBRARY_MISSING; /* KD_OK once loaded */
 static pthread_mutex_t g_mdx_lock = PTHREAD_MUTEX_INITIALIZER; /* libmathdx calls are serialised */
-static int g_mdx_tried;
 
-/* Under g_mdx_lock. */
+/* Under g_mdx_lock. One libmathdx per process: the first that loads stays
+ * (its symbols are bound), and a later call naming another file is
+ * refused, since its cache key would name a library that did not build
+ * the code. A failure is not remembered: installing libmathdx or setting
+ * KDAG_LIBMATHDX_PATH afterwards works without a restart. */
 static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
-  if (!g_mdx_tried) {
-    g_mdx_tried = 1;
-    if (!*info->libmathdx_path) {
-      snprintf(g_mdx_msg, sizeof g_mdx_msg, "libmathdx not found under %s (nvidia/cu13/lib/libmathdx.so.0) "
-               "and KDAG_LIBMATHDX_PATH is not set: run tools/install-mathdx.sh", info->root);
-      return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: %s", op, g_mdx_msg);
-    }
-    /* libmathdx needs libnvrtc.so.13: load the toolkit's first so the
-     * loader reuses it (a newer pip NVRTC would emit LTO-IR the toolkit's
-     * nvJitLink cannot read). */
-    const char *nvrtc = kd_nvrtc_path();
-    void *h = *nvrtc ? dlopen(nvrtc, RTLD_NOW | RTLD_GLOBAL) : NULL;
-    (void)h; /* stays loaded for the process, like kdag's own handle */
-    void *lib = dlopen(info->libmathdx_path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      snprintf(g_mdx_msg, sizeof g_mdx_msg, "dlopen(%s) failed: %s", info->libmathdx_path, dlerror());
-    } else {
-      g_mdx_status = KD_OK;
+  if (g_mdx_status == KD_OK) {
+    if (strcmp(g_mdx.path, info->libmathdx_path) == 0) return KD_OK;
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: this process uses libmathdx %s already, and now %s is asked for "
+                   "(KDAG_LIBMATHDX_PATH or the MathDx folder changed): one libmathdx per process", op, g_mdx.path,
+                   *info->libmathdx_path ? info->libmathdx_path : "none");
+  }
+  if (!*info->libmathdx_path)
+    return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: libmathdx not found under %s (nvidia/cu13/lib/libmathdx.so.0) "
+                   "and KDAG_LIBMATHDX_PATH is not set: run tools/install-mathdx.sh", op, info->root);
+  /* libmathdx needs libnvrtc.so.13: load the toolkit's first so the
+   * loader reuses it (a newer pip NVRTC would emit LTO-IR the toolkit's
+   * nvJitLink cannot read). */
+  const char *nvrtc = kd_nvrtc_path();
+  void *h = *nvrtc ? dlopen(nvrtc, RTLD_NOW | RTLD_GLOBAL) : NULL;
+  (void)h; /* stays loaded for the process, like kdag's own handle */
+  void *lib = dlopen(info->libmathdx_path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: dlopen(%s) failed: %s", op, info->libmathdx_path, dlerror());
 #define KD_RESOLVE(name, type)                                                                  \
-  if (g_mdx_status == KD_OK) {                                                                  \
+  {                                                                                             \
     void *fn = dlsym(lib, #name);                                                               \
     if (!fn) {                                                                                  \
-      g_mdx_status = KD_ERR_LIBRARY_MISSING;                                                    \
-      snprintf(g_mdx_msg, sizeof g_mdx_msg, "%s lacks %s: not a libmathdx 0.4", info->libmathdx_path, #name); \
-    } else {                                                                                    \
-      memcpy(&g_mdx.name, &fn, sizeof fn);                                                      \
+      dlclose(lib);                                                                             \
+      return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: %s lacks %s: not a libmathdx 0.4", op,         \
+                     info->libmathdx_path, #name);                                              \
     }                                                                                           \
+    memcpy(&g_mdx.name, &fn, sizeof fn);                                                        \
   }
-      KD_MDX_SYMBOLS(KD_RESOLVE)
+  KD_MDX_SYMBOLS(KD_RESOLVE)
 #undef KD_RESOLVE
-      if (g_mdx_status == KD_OK) {
-        snprintf(g_mdx.path, sizeof g_mdx.path, "%s", info->libmathdx_path);
-        g_mdx.mathdxGetVersionEx(&g_mdx.version[0], &g_mdx.version[1], &g_mdx.version[2]);
-      }
-    }
-  }
-  if (g_mdx_status != KD_OK) return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: %s", op, g_mdx_msg);
+  snprintf(g_mdx.path, sizeof g_mdx.path, "%s", info->libmathdx_path);
+  g_mdx.mathdxGetVersionEx(&g_mdx.version[0], &g_mdx.version[1], &g_mdx.version[2]);
+  g_mdx_status = KD_OK;
   return KD_OK;
+}
+
+/* The libmathdx file's identity (kd_dynlib_identity), worked out once per
+ * path: the solver key names the library that builds the code, which
+ * KDAG_LIBMATHDX_PATH may take from outside the wheel whose version
+ * key_tag records. "" when the file cannot be read (the build then fails
+ * to load it anyway). */
+static void libmathdx_identity(const char *path, char *out, size_t cap) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static char known_path[KD_MATHDX_PATH_MAX], known[KD_DYNLIB_IDENTITY_MAX];
+  pthread_mutex_lock(&lock);
+  if (strcmp(known_path, path) != 0 || !*known_path) {
+    if (kd_dynlib_identity(path, known, sizeof known) != 0) known[0] = '\0';
+    snprintf(known_path, sizeof known_path, "%s", path);
+  }
+  snprintf(out, cap, "%s", known);
+  pthread_mutex_unlock(&lock);
 }
 
 static kd_status mdx_fail(const char *op, const char *call, kd_mdx_status r) {
@@ -319,6 +333,9 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
     XXH3_128bits_update(h, f, sizeof f);
     XXH3_128bits_update(h, &d->sm, sizeof d->sm);
     XXH3_128bits_update(h, info.key_tag, strlen(info.key_tag));
+    char lib[KD_DYNLIB_IDENTITY_MAX];
+    libmathdx_identity(info.libmathdx_path, lib, sizeof lib);
+    XXH3_128bits_update(h, lib, strlen(lib) + 1);
     /* libmathdx compiles with kdag's NVRTC: its file identity, found
      * without loading it, so a warm start does not dlopen NVRTC. */
     const char *nvrtc = "";

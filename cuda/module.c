@@ -81,27 +81,31 @@ void kd_cu_module_unload(kd_device *d, kd_cu_module *m) {
 }
 
 /* Probes cuFuncGetParamInfo by index until the driver says the index is out
- * of range: that gives the count, and each call the size. */
-static void driver_params(kd_device *d, kd_cu_function *f) {
+ * of range: that gives the count, and each call the size. Returns 1 when
+ * the kernel takes more parameters than kdag can pass (KD_PTX_MAX_PARAMS),
+ * else 0. */
+static int driver_params(kd_device *d, kd_cu_function *f) {
   uint32_t cap = 0;
-  if (!d->cu->cuFuncGetParamInfo) return; /* driver before 12.4: unknown */
-  for (uint32_t i = 0; i < KD_PTX_MAX_PARAMS; ++i) {
+  if (!d->cu->cuFuncGetParamInfo) return 0; /* driver before 12.4: unknown */
+  for (uint32_t i = 0; i <= KD_PTX_MAX_PARAMS; ++i) {
     size_t offset = 0, size = 0;
     CUresult r = d->cu->cuFuncGetParamInfo(f->fn, i, &offset, &size);
     if (r == CUDA_ERROR_INVALID_VALUE) break; /* index past the last one */
     if (r != CUDA_SUCCESS) {
       f->param_count = 0; /* the driver cannot tell: leave params_known 0 */
-      return;
+      return 0;
     }
+    if (i == KD_PTX_MAX_PARAMS) return 1;
     if (f->param_count == cap) {
       cap = cap ? cap * 2 : 8;
       uint32_t *grown = realloc(f->param_sizes, cap * sizeof *grown);
-      if (!grown) return; /* leave params_known 0: checks fall back to none */
+      if (!grown) return 0; /* leave params_known 0: checks fall back to none */
       f->param_sizes = grown;
     }
     f->param_sizes[f->param_count++] = (uint32_t)size;
   }
   f->params_known = 1;
+  return 0;
 }
 
 kd_status kd_cu_module_function(kd_device *d, const char *op, kd_cu_module *m,
@@ -136,8 +140,10 @@ kd_status kd_cu_module_function(kd_device *d, const char *op, kd_cu_module *m,
     memcpy(f.param_sizes, e->param_sizes, e->param_count * sizeof *f.param_sizes);
     f.param_count = e->param_count;
     f.params_known = 1;
-  } else {
-    driver_params(d, &f);
+  } else if (driver_params(d, &f)) {
+    free(f.param_sizes);
+    return kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel \"%s\" takes more than %d parameters; kdag passes at "
+                   "most %d (pass a struct, or a pointer to one)", op, name, KD_PTX_MAX_PARAMS, KD_PTX_MAX_PARAMS);
   }
   f.name = strdup(name);
   if (!f.name) {

@@ -143,8 +143,9 @@ void kd_binary_free(kd_binary *b) {
   free(b);
 }
 
-/* Checks an option string for being non-NULL and free of spaces that would
- * split it into two NVRTC options silently. */
+/* Checks an option string for being non-NULL and non-empty. NVRTC takes
+ * each string as one option, spaces and all ("-DNAME=a b" defines NAME as
+ * "a b"), so nothing else needs refusing here. */
 static int option_ok(const char *s) { return s && *s; }
 
 #define KD_MAX_OPTIONS 256

@@ -47,6 +47,10 @@ kd_status kd_staging_init(kd_device *d) {
     return KD_OK;
   }
   d->nodeset = hwloc_bitmap_dup(near->nodeset);
+  if (!d->nodeset) {
+    placement(d, "unplaced (cuMemHostAlloc): %s", "no memory to copy hwloc's NUMA node set");
+    return KD_OK;
+  }
   d->info.numa_node = hwloc_bitmap_first(d->nodeset);
   char nodes[64];
   hwloc_bitmap_list_snprintf(nodes, sizeof nodes, d->nodeset);

@@ -137,6 +137,13 @@ Test(host_compile, a_long_define_is_passed_whole) {
   kd_binary *b = NULL;
   KDT_OK(kd_nvrtc_compile(src, &o, &b));
   kd_binary_free(b);
+  /* A space does not split an option: NVRTC takes each string whole. */
+  const char *spaced[] = {"KD_SUM=1 + 2"};
+  o.defines = spaced;
+  const char *sum = "static_assert((KD_SUM) * 2 == 6, \"KD_SUM was split\");\n"
+                    "extern \"C\" __global__ void k(int *x) { x[0] = KD_SUM; }\n";
+  KDT_OK(kd_nvrtc_compile(sum, &o, &b));
+  kd_binary_free(b);
 }
 
 Test(host_compile, ptx_text_rules_follow_the_seed) {

@@ -427,6 +427,22 @@ Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
   FILE *f = fopen(file, "w");
   fclose(f);
   KDT_FAILS(kd_module_cache_open(file, &c), KD_ERR_INVALID_ARGUMENT, file);
+  /* kdag loads code from the folder: one others can write is refused, and
+   * one of another user (checked where this test may chown: as root). */
+  char shared[512];
+  snprintf(shared, sizeof shared, "%s/shared", dir);
+  cr_assert_eq(mkdir(shared, 0700), 0);
+  cr_assert_eq(chmod(shared, 0777), 0);
+  KDT_FAILS(kd_module_cache_open(shared, &c), KD_ERR_INVALID_ARGUMENT, "writable by its group or by others");
+  cr_assert_eq(chmod(shared, 0770), 0);
+  KDT_FAILS(kd_module_cache_open(shared, &c), KD_ERR_INVALID_ARGUMENT, "mode 770");
+  cr_assert_eq(chmod(shared, 0755), 0);
+  KDT_OK(kd_module_cache_open(shared, &c));
+  kd_module_cache_close(c);
+  if (geteuid() == 0) {
+    cr_assert_eq(chown(shared, 65534, 65534), 0);
+    KDT_FAILS(kd_module_cache_open(shared, &c), KD_ERR_INVALID_ARGUMENT, "belongs to uid 65534");
+  }
   unsetenv("KDAG_CACHE_DIR");
   remove_dir(dir);
 }
@@ -501,6 +517,42 @@ Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
   d.sm = 0;
   KDT_FAILS(kd_dx_solver_create(c, &d, &s), KD_ERR_INVALID_ARGUMENT, "desc->sm");
   kd_module_cache_close(c);
+}
+
+/* The solver key names the libmathdx file, and one libmathdx serves a
+ * process: a copy of the library elsewhere (KDAG_LIBMATHDX_PATH) is another
+ * key, so not a hit on the first one's entry, and is refused rather than
+ * keyed as the copy while the first one builds. */
+Test(host_dx, one_libmathdx_per_process_and_the_key_names_its_file) {
+  kd_mathdx_info *mdx = mathdx_or_skip();
+  if (!*mdx->libmathdx_path) {
+    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but libmathdx is missing");
+    cr_skip_test("libmathdx not installed (tools/install-mathdx.sh)");
+  }
+  kd_module_cache *c;
+  char *cache_dir = temp_dir(); /* empty: the first create calls libmathdx */
+  KDT_OK(kd_module_cache_open(cache_dir, &c));
+  kd_dx_solver_desc d = {.function = KD_DX_POTRF, .dtype = KD_F64, .m = 32, .sm = 90};
+  kd_dx_solver s;
+  KDT_OK(kd_dx_solver_create(c, &d, &s));
+  cr_assert_eq(s.from_cache, 0);
+  kd_dx_solver_release(&s);
+  KDT_OK(kd_dx_solver_create(c, &d, &s));
+  cr_assert_eq(s.from_cache, 1, "the same library and description: a hit");
+  kd_dx_solver_release(&s);
+  char *dir = temp_dir(), copy[512], cmd[2 * KD_MATHDX_PATH_MAX];
+  snprintf(copy, sizeof copy, "%s/libmathdx.so.0", dir);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", mdx->libmathdx_path, copy);
+  cr_assert_eq(system(cmd), 0);
+  setenv("KDAG_LIBMATHDX_PATH", copy, 1);
+  KDT_FAILS(kd_dx_solver_create(c, &d, &s), KD_ERR_INVALID_ARGUMENT, "one libmathdx per process");
+  unsetenv("KDAG_LIBMATHDX_PATH");
+  KDT_OK(kd_dx_solver_create(c, &d, &s));
+  cr_assert_eq(s.from_cache, 1, "back to the first library: its entry again");
+  kd_dx_solver_release(&s);
+  kd_module_cache_close(c);
+  remove_dir(dir);
+  remove_dir(cache_dir);
 }
 
 /* A cache whose folder went away after it was opened still builds: the

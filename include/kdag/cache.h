@@ -29,7 +29,9 @@
  * Threads: a kd_module_cache may be used from any number of threads at once
  * (one internal lock; compiling and linking happen outside it, so two
  * threads asking for one missing module may both build it, and the second
- * result is dropped). Several processes may share one folder.
+ * result is dropped). Several processes of one user may share one folder.
+ * kdag loads code from the folder, so it refuses one that belongs to
+ * another user or that its group or others can write.
  */
 #ifndef KDAG_CACHE_H
 #define KDAG_CACHE_H
@@ -92,8 +94,9 @@ typedef struct kd_module_cache kd_module_cache;
 
 /* Opens (creating the folder, mode 0700, if needed) a cache. dir may be NULL
  * (see the top for the search order) or "" (memory only); it is copied.
- * Errors: KD_ERR_INVALID_ARGUMENT (out NULL; the folder cannot be created or
- * is not a writable directory: the message names it), KD_ERR_OUT_OF_MEMORY.
+ * Errors: KD_ERR_INVALID_ARGUMENT (out NULL; the folder cannot be created,
+ * is not a writable directory, belongs to another user or is writable by
+ * its group or others: the message names it), KD_ERR_OUT_OF_MEMORY.
  * *out is owned: kd_module_cache_close. */
 KD_API kd_status kd_module_cache_open(const char *dir, kd_module_cache **out);
 

@@ -104,9 +104,13 @@ typedef struct kd_dx_solver {
 /* Generates the function with libmathdx (loaded from the MathDx folder, or
  * $KDAG_LIBMATHDX_PATH; kdag's NVRTC is loaded first so libmathdx uses the
  * toolkit's). cache (may be NULL) keeps the output on disk, keyed by the
- * description and the libmathdx version, so a warm start does not call
- * libmathdx. Errors: KD_ERR_INVALID_ARGUMENT (bad description),
- * KD_ERR_LIBRARY_MISSING (no libmathdx), KD_ERR_COMPILE_FAILED (libmathdx
+ * description, the MathDx install, the libmathdx file (path, size, time
+ * and a hash of its ends) and kdag's NVRTC, so a warm start does not call
+ * libmathdx. One libmathdx serves a process: the first that loads stays,
+ * and a later call that finds another (KDAG_LIBMATHDX_PATH changed) is
+ * refused; a load that failed is tried again by the next call.
+ * Errors: KD_ERR_INVALID_ARGUMENT (bad description; another libmathdx is
+ * loaded), KD_ERR_LIBRARY_MISSING (no libmathdx), KD_ERR_COMPILE_FAILED (libmathdx
  * refused: its message is included), KD_ERR_OUT_OF_MEMORY. desc is read and
  * cache used during the call only. *out is zeroed before desc is checked
  * (only a NULL desc leaves it untouched), so it must not hold a live solver:
