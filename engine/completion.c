@@ -215,12 +215,10 @@ static kd_status wait_retire_oldest(kd_session *s, const char *op) {
 static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUevent event, kd_host_run *run,
                          const char *what);
 
-kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, const char *what) {
-  CUevent event = NULL;
-  kd_status st = kd_event_acquire(&s->dev, op, &event);
-  if (!st) st = kd_event_record(&s->dev, op, event);
+kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, CUevent event, const char *what) {
+  kd_status st = kd_event_record(&s->dev, op, event);
   if (st) {
-    if (event) kd_event_release_to_pool(&s->dev, event);
+    kd_event_release_to_pool(&s->dev, event);
     return kd_session_note(s, st);
   }
   s->counters.event_records++;

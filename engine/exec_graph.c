@@ -223,22 +223,24 @@ static kd_status capture_stream(kd_session *s, const char *op) {
   return r == CUDA_SUCCESS ? KD_OK : kd_session_note(s, kd_fail_cu(r, op, "cuStreamCreate (capture stream)"));
 }
 
-/* Runs a foreign node's callback with a stream in capture, so what it
- * enqueues becomes *out (owned by the caller). The spans are the node's
- * current ones; they are recorded in xn to detect a later rebinding. */
-static kd_status capture_foreign(kd_graph *g, kd_gexec *x, uint32_t n, const char *op, CUgraph *out) {
+/* Runs a foreign node's callback with a stream in capture over spans (the
+ * node's current ones, kd_foreign_spans), so what it enqueues becomes *out
+ * (owned by the caller). The caller records the spans in xn (spans_seen)
+ * only once the capture is in the executable graph: spans that say
+ * "patched" while the graph still holds an older capture would keep a
+ * rebinding from ever reaching it. */
+static kd_status capture_foreign(kd_graph *g, kd_gexec *x, uint32_t n, const kd_span *spans, const char *op,
+                                 CUgraph *out) {
   kd_session *s = g->session;
   kd_gnode *node = &g->nodes[n];
   kd_gexec_node *xn = &x->nodes[n];
   kd_status st = capture_stream(s, op);
   if (st) return st;
-  kd_span spans[KD_FOREIGN_MAX_ACCESSES];
-  kd_foreign_spans(g, node, spans);
-  if (!xn->spans && node->access_count) {
+  if (!xn->spans && node->access_count) { /* room first: nothing can fail after the capture is in */
     xn->spans = calloc(node->access_count, sizeof *xn->spans);
-    if (!xn->spans) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+    if (!xn->spans)
+      return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: foreign node '%s' (#%u): no memory for its spans", op, node->name, n);
   }
-  for (uint32_t k = 0; k < node->access_count; ++k) xn->spans[k] = spans[k].device_ptr;
   kd_foreign_call call = {(void *)s->capture_stream, spans, node->access_count, x->workspaces[n],
                           node->workspace_bytes, node->res ? node->res->resource : NULL};
   CUresult r = s->dev.cu->cuStreamBeginCapture(s->capture_stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -257,6 +259,12 @@ static kd_status capture_foreign(kd_graph *g, kd_gexec *x, uint32_t n, const cha
   }
   *out = child;
   return KD_OK;
+}
+
+/* The spans a foreign node's capture in the executable graph was made
+ * with (room made by capture_foreign). */
+static void spans_seen(kd_gexec_node *xn, const kd_span *spans, uint32_t count) {
+  for (uint32_t k = 0; k < count; ++k) xn->spans[k] = spans[k].device_ptr;
 }
 
 static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNode *deps, size_t ndeps,
@@ -280,7 +288,7 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
         return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddEmptyNode");
       }
       st = blob_set(x, xn, &L, op);
-      if (st) return st;
+      if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
       CUDA_KERNEL_NODE_PARAMS p;
       kernel_params(&L, &p);
       r = cu->cuGraphAddKernelNode(&xn->cu, x->graph, deps, ndeps, &p);
@@ -330,11 +338,15 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
         ck_pr_inc_32(&node->res->refs);
       }
       CUgraph child;
-      st = capture_foreign(g, x, n, op, &child);
+      kd_span spans[KD_FOREIGN_MAX_ACCESSES];
+      kd_foreign_spans(g, node, spans);
+      st = capture_foreign(g, x, n, spans, op, &child);
       if (st) return st;
       r = cu->cuGraphAddChildGraphNode(&xn->cu, x->graph, deps, ndeps, child); /* clones child */
       cu->cuGraphDestroy(child);
-      return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddChildGraphNode");
+      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddChildGraphNode");
+      spans_seen(xn, spans, node->access_count);
+      return KD_OK;
     }
   }
   return KD_OK;
@@ -346,7 +358,8 @@ static kd_status index_users(kd_graph *g, kd_gexec *x, const char *op) {
   x->users_start = calloc((size_t)nb + 2, sizeof *x->users_start);
   x->users = malloc(((size_t)g->access_count + 1) * sizeof *x->users);
   x->dirty = calloc((size_t)g->node_count + 1, sizeof *x->dirty);
-  if (!x->users_start || !x->users || !x->dirty) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+  if (!x->users_start || !x->users || !x->dirty)
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the CUDA graph's index of tensor users", op);
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t n = 0; n < g->node_count; ++n) {
       kd_gnode *node = &g->nodes[n];
@@ -460,11 +473,12 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
     while (k < node->access_count && spans[k].device_ptr == xn->spans[k]) ++k;
     if (k == node->access_count) return KD_OK;
     CUgraph child;
-    kd_status st = capture_foreign(g, x, n, op, &child);
+    kd_status st = capture_foreign(g, x, n, spans, op, &child);
     if (st) return st;
     CUresult r = cu->cuGraphExecChildGraphNodeSetParams(x->exec, xn->cu, child);
     cu->cuGraphDestroy(child);
     if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecChildGraphNodeSetParams");
+    spans_seen(xn, spans, node->access_count);
     *patched = 1;
     return KD_OK;
   }
@@ -478,7 +492,7 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
   CUresult r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &p);
   if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
   st = blob_set(x, xn, &L, op);
-  if (st) return st;
+  if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
   *patched = 1;
   return KD_OK;
 }
@@ -534,7 +548,7 @@ static kd_status xfers_get(kd_graph *g, const kd_gexec *x, const char *op, launc
   *count = 0;
   if (!c) return KD_OK;
   launch_xfer *xf = calloc(c, sizeof *xf);
-  if (!xf) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+  if (!xf) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the launch's %u transfers", op, c);
   for (uint32_t n = 0, i = 0; i < c; ++n) {
     uint32_t v = x ? x->xfers[i] : n;
     kd_gnode *node = &g->nodes[v];
@@ -587,8 +601,8 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
   kd_session *s = g->session;
   kd_status st = KD_OK;
   kd_gexec *x = g->plan.gexec;
+  int patched = 0;
   if (x) {
-    int patched = 0;
     st = patch(g, x, op, &patched);
     if (st) {
       if (st == KD_ERR_DEVICE_FAULT || st == KD_ERR_OUT_OF_MEMORY) return st;
@@ -596,9 +610,8 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
        * old one goes once the launches in flight have completed). */
       kd_gexec_release(x);
       g->plan.gexec = x = NULL;
+      patched = 0;
       st = KD_OK;
-    } else if (patched) {
-      s->counters.graph_updates++;
     }
   }
   launch_xfer *xf;
@@ -627,6 +640,7 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
     return st;
   }
   s->counters.graph_launches++;
+  s->counters.graph_updates += patched != 0; /* counted with the launch that ran the patched graph */
   s->counters.launches += x->kernels;
   for (uint32_t i = 0; i < xf_count; ++i) {
     kd_gnode *node = &g->nodes[xf[i].node];

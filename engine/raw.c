@@ -40,6 +40,14 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
     return kd_fail(KD_ERR_BUSY, "%s(%s): raw scope '%s' is already open on this session; "
                    "scopes do not nest", me, op, s->raw.op);
   }
+  /* The event closing the scope, taken first: creating one cannot then
+   * fail after the callback has enqueued work. */
+  CUevent done = NULL;
+  st = kd_session_note(s, kd_event_acquire(&s->dev, me, &done));
+  if (st) {
+    kd_session_leave(s);
+    return kd_fail_context(st, "%s(%s)", me, op);
+  }
   kd_raw *raw = &s->raw;
   raw->session = s;
   raw->scope = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
@@ -59,8 +67,10 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   /* Close the scope: one event after everything it enqueued keeps the
    * modules and tensors it used alive until the device is done. */
   st = KD_OK;
-  if (raw->held.count) {
-    st = kd_completion_submit(s, op, &raw->held, "a raw scope");
+  if (!raw->held.count) {
+    kd_event_release_to_pool(&s->dev, done);
+  } else {
+    st = kd_completion_submit(s, op, &raw->held, done, "a raw scope");
     if (st) {
       /* Could not record the event: make the work complete before the
        * objects it uses can go. */

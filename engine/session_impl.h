@@ -167,10 +167,12 @@ kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op);
 void kd_held_release_all(kd_session *s, kd_held_set *set);
 kd_status kd_completion_ring_init(kd_session *s);
 void kd_completion_ring_fini(kd_session *s);
-/* Records an event after the work enqueued so far and hands the set to the
- * ring (which then owns it; set is emptied). On failure nothing was queued
- * and the set is still the caller's. */
-kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, const char *what);
+/* Records event (taken from the pool with kd_event_acquire before the
+ * work was enqueued, so that no event creation can fail after it; owned
+ * from here on) after the work enqueued so far and hands the set to the
+ * ring (which then owns it; set is emptied). On failure nothing was queued,
+ * the event is back in the pool and the set is still the caller's. */
+kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, CUevent event, const char *what);
 /* The same for a HOST submission: done when run is. */
 kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run,
                                     const char *what);

@@ -21,16 +21,26 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   kd_held_set held = {0};
   uint64_t stamp = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
   uint64_t seq = s->next_seq;
+  CUevent done = NULL; /* the completion's: taken before anything is enqueued, so that a failure to create
+                         one refuses the submission whole */
+  if (s->backend == KD_BACKEND_CUDA && (st = kd_session_note(s, kd_event_acquire(&s->dev, op, &done)))) {
+    kd_session_leave(s);
+    return st;
+  }
   if (s->backend == KD_BACKEND_CUDA) {
     const char *what = "an EAGER graph submission";
     if (kd_exec_graph_wanted(g)) {
       what = "a CUDA graph launch";
       st = kd_exec_graph(g, op, &held);
       if (st && st != KD_ERR_DEVICE_FAULT && g->exec_mode == KD_EXEC_AUTO) {
-        /* AUTO: the driver refused this plan as a CUDA graph, and nothing
-         * was enqueued; the plan runs eagerly from now on. */
-        if (s->opts.flags & KD_SESSION_VERBOSE) fprintf(stderr, "kdag: AUTO stays EAGER: %s\n", kd_last_error());
-        g->plan.graph_refused = 1;
+        /* AUTO: nothing was enqueued. The driver refused this plan as a
+         * CUDA graph: it runs eagerly from now on. Out of host memory is
+         * no verdict on the plan: this submission runs eagerly, the next
+         * tries the CUDA graph again. */
+        int refused = st != KD_ERR_OUT_OF_MEMORY;
+        if (s->opts.flags & KD_SESSION_VERBOSE)
+          fprintf(stderr, "kdag: AUTO %s EAGER: %s\n", refused ? "stays" : "runs this submission", kd_last_error());
+        g->plan.graph_refused = refused;
         what = "an EAGER graph submission";
         st = kd_exec_eager(g, op, &held, stamp);
       }
@@ -42,7 +52,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
      * built-in module needs no hold: the session keeps it until
      * kd_session_destroy, which first waits for all work. */
     char *first = st ? strdup(kd_last_error()) : NULL; /* the node's error names it: keep it */
-    kd_status cst = kd_completion_submit(s, op, &held, what);
+    kd_status cst = kd_completion_submit(s, op, &held, done, what);
     if (first) {
       kd_fail(st, "%s", first);
       free(first);

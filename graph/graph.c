@@ -50,11 +50,15 @@ void kd_graph_destroy(kd_graph *g) {
    * session's context current on this thread, whatever the caller's is
    * (a fault here only means the work faulted: destroying goes on). */
   if (s->has_device) (void)kd_device_make_current(&s->dev, "kd_graph_destroy");
+  /* What the work in flight may still use goes once it has completed:
+   * host functions' records (the driver may yet call them back), the
+   * bound tensors (GRAPH-mode launches hold none of their own) and the
+   * executable graph. Room for all of them first: without it, a release
+   * waits for the work in flight instead. */
+  uint32_t hosts = 0;
+  for (uint32_t i = 0; i < g->node_count; ++i) hosts += g->nodes[i].kind == KD_NODE_HOST && g->nodes[i].host_call;
+  (void)kd_deferred_room(s, hosts + g->binding_count + 1);
   for (uint32_t i = 0; i < g->node_count; ++i) free_node(s, &g->nodes[i]);
-  /* GRAPH-mode launches in flight hold no tensor of their own: the
-   * graph's references go once they have completed. Without room to defer
-   * them, the first waits for the work in flight instead. */
-  (void)kd_deferred_room(s, g->binding_count);
   for (uint32_t i = 0; i < g->binding_count; ++i) {
     kd_release_after_inflight(s, KD_HELD_TENSOR, g->bindings[i].obj);
     kd_ivset_free(&g->bindings[i].reads);

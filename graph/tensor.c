@@ -167,32 +167,41 @@ static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, 
     return KD_OK;
   }
   if (!o->bytes) return KD_OK;
+  /* Everything that can fail but the copy and its record first: the
+   * staging block, the completion's event, room to hold both objects. */
   kd_staging_block *b;
   kd_status st = kd_staging_get(&s->dev, op, o->bytes, &b);
   if (st) return st;
+  CUevent done = NULL;
+  kd_held_set held = {0};
+  st = kd_session_note(s, kd_event_acquire(&s->dev, op, &done));
+  if (!st) st = kd_held_reserve(&held, 2, op);
+  if (st) {
+    if (done) kd_event_release_to_pool(&s->dev, done);
+    kd_held_release_all(s, &held);
+    kd_staging_put(&s->dev, b);
+    return st;
+  }
   /* The caller's memory is read here, at the call; the copy engine reads
    * only the staging block, which the completion keeps until it is done. */
   memcpy(b->host, host, o->bytes);
   CUresult r = s->dev.cu->cuMemcpyHtoDAsync(o->dptr, b->host, o->bytes, s->dev.stream);
   if (r != CUDA_SUCCESS) {
+    kd_event_release_to_pool(&s->dev, done);
+    kd_held_release_all(s, &held);
     kd_staging_put(&s->dev, b);
     return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
   }
-  kd_held_set held = {0};
-  st = kd_held_add(&held, KD_HELD_STAGING, b, op);
-  if (!st) {
-    kd_tensor_ref(o);
-    st = kd_held_add(&held, KD_HELD_TENSOR, o, op);
-    if (st) kd_tensor_unref(s, o);
-  }
-  if (!st) st = kd_completion_submit(s, op, &held, "an upload");
+  (void)kd_held_add(&held, KD_HELD_STAGING, b, op); /* in the room reserved: cannot fail */
+  kd_tensor_ref(o);
+  (void)kd_held_add(&held, KD_HELD_TENSOR, o, op);
+  st = kd_completion_submit(s, op, &held, done, "an upload");
   if (st) {
     /* The copy is enqueued: wait for the stream before giving its staging
      * block back, so nothing is reused under the copy engine. */
     s->counters.stream_syncs++;
     s->dev.cu->cuStreamSynchronize(s->dev.stream);
-    if (held.count) kd_held_release_all(s, &held);
-    else kd_staging_put(&s->dev, b);
+    kd_held_release_all(s, &held);
   }
   return st;
 }

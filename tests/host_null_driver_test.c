@@ -578,6 +578,83 @@ Test(host_null_driver, refused_event_records_name_the_call_and_lose_nothing) {
   finish(s, &p);
 }
 
+/* A submission whose completion could not be recorded ran (the stream was
+ * waited for) but issued no ticket: its sink's copy belongs to no issued
+ * submission. Destroying the graph and the session right after gives its
+ * block and event back all the same. */
+static void refused_completion_then_destroy(kd_exec_mode mode) {
+  pipeline p;
+  kd_session *s = started(mode, &p);
+  /* EAGER records the sink's event, then the completion's; GRAPH records the sink's in the graph. */
+  nd.fail("cuEventRecord", mode == KD_EXEC_EAGER ? 1 : 0, CUDA_ERROR_INVALID_VALUE, 0);
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "cuEventRecord");
+  nd.fail(NULL, 0, 0, 0);
+  finish(s, &p);
+}
+
+Test(host_null_driver, eager_a_refused_completion_record_then_destroy_returns_everything) {
+  refused_completion_then_destroy(KD_EXEC_EAGER);
+}
+Test(host_null_driver, graph_a_refused_completion_record_then_destroy_returns_everything) {
+  refused_completion_then_destroy(KD_EXEC_GRAPH);
+}
+
+/* The completion's event is taken before anything is enqueued: a
+ * submission (or an upload) that cannot create one is refused whole, with
+ * no work launched that its failure would leave behind. */
+Test(host_null_driver, no_event_for_the_completion_refuses_before_anything_is_enqueued) {
+  static const kd_exec_mode modes[] = {KD_EXEC_EAGER, KD_EXEC_GRAPH};
+  for (size_t m = 0; m < 2; ++m) {
+    kd_session *s = null_session(modes[m], 0);
+    pipeline p;
+    fill_in(&p, 0);
+    pipeline_make(s, &p);
+    kdag_null_calls before = calls();
+    nd.fail("cuEventCreate", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+    KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "cuEventCreate");
+    kdag_null_calls after = calls();
+    cr_assert_eq(after.copies + after.kernel_launches + after.graph_launches + after.graph_instantiations,
+                 before.copies + before.kernel_launches + before.graph_launches + before.graph_instantiations,
+                 "nothing was enqueued");
+    KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission");
+    nd.fail("cuEventCreate", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+    KDT_FAILS(kd_tensor_upload(s, p.b, p.in, sizeof p.in), KD_ERR_OUT_OF_MEMORY, "cuEventCreate");
+    cr_assert_eq(calls().copies, after.copies, "the upload copied nothing");
+    nd.fail(NULL, 0, 0, 0);
+    KDT_OK(kd_graph_submit(p.g, NULL));
+    pipeline_check(&p, 1);
+    finish(s, &p);
+  }
+}
+
+/* AUTO: out of memory while launching a plan as a CUDA graph is no verdict
+ * on the plan (the driver refused nothing): that submission runs eagerly,
+ * and the next launches the CUDA graph again. */
+Test(host_null_driver, auto_keeps_graph_mode_after_running_out_of_memory) {
+  kd_session *s = null_session(KD_EXEC_AUTO, 0);
+  pipeline p;
+  fill_in(&p, 0);
+  pipeline_make(s, &p);
+  for (int r = 0; r < 3; ++r) { /* two eager submissions, then the CUDA graph */
+    KDT_OK(kd_graph_submit(p.g, NULL));
+    pipeline_check(&p, r);
+  }
+  cr_assert_eq(counters(s).graph_launches, 1);
+  nd.hold(1); /* the staging blocks stay in flight: the next launch needs new ones */
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  nd.fail("cuMemHostAlloc", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  kd_status st = kd_graph_submit(p.g, NULL); /* eager may find the memory the graph did not */
+  cr_assert(st == KD_OK || st == KD_ERR_OUT_OF_MEMORY, "%s", kd_last_error());
+  cr_assert_eq(counters(s).graph_launches, 2, "the refused launch is not counted");
+  nd.hold(0);
+  (void)kd_sink_wait(p.sink);
+  fill_in(&p, 50);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 5);
+  cr_assert_eq(counters(s).graph_launches, 3, "GRAPH mode again");
+  finish(s, &p);
+}
+
 /* Out of device or pinned memory: KD_ERR_OUT_OF_MEMORY naming the call,
  * and the work submitted before is intact. */
 Test(host_null_driver, out_of_device_or_pinned_memory_is_a_clear_error) {
@@ -733,11 +810,19 @@ typedef struct copier {
   copy_dtod_fn copy;
   int calls, released;
   size_t workspace_bytes;
+  kd_status fail_next; /* returned by the next call, once */
+  uint64_t out_ptr;    /* span 0 of the last call */
 } copier;
 
 static kd_status copy_node(const kd_foreign_call *call, void *user) {
   copier *c = user;
   c->calls++;
+  c->out_ptr = call->span_count ? call->spans[0].device_ptr : 0;
+  if (c->fail_next) {
+    kd_status st = c->fail_next;
+    c->fail_next = KD_OK;
+    return st;
+  }
   if (call->span_count != 2 || call->resource != c || !call->workspace || call->workspace_bytes != c->workspace_bytes ||
       call->spans[0].bytes != call->spans[1].bytes)
     return KD_ERR_INVALID_ARGUMENT;
@@ -811,6 +896,86 @@ Test(host_null_driver, eager_foreign_node_keeps_workspace_and_resource_until_don
 }
 Test(host_null_driver, graph_foreign_node_keeps_workspace_and_resource_until_done) {
   foreign_lifetimes(KD_EXEC_GRAPH);
+}
+
+/* A re-capture that fails for want of memory (here the callback says so;
+ * cuStreamEndCapture or the exec update may too) leaves the executable
+ * graph as it was, and the node's recorded spans with it: the next
+ * submission captures again with the moved span. Recording the new spans
+ * before the capture was in left the old child graph, over a tensor the
+ * caller may have released, launched for good. */
+Test(host_null_driver, a_failed_recapture_is_tried_again_by_the_next_submission) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  copier c;
+  copier_open(&c);
+  pipeline p;
+  fill_in(&p, 5);
+  pipeline_make(s, &p);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  kd_tensor y, y2;
+  KDT_OK(kd_tensor_create(s, &d, &y));
+  KDT_OK(kd_tensor_create(s, &d, &y2));
+  kd_garg acc[] = {kd_g_out(kd_whole(y)), kd_g_in(kd_whole(p.a))};
+  KDT_OK(kd_graph_foreign(p.g, "copy y=a", copy_node, &c, acc, 2, c.workspace_bytes, &c, release_copier, NULL));
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  cr_assert_eq(c.calls, 1);
+  uint64_t first = c.out_ptr;
+  KDT_OK(kd_graph_rebind(p.g, y, y2));
+  c.fail_next = KD_ERR_OUT_OF_MEMORY;
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "copy y=a");
+  cr_assert_eq(c.calls, 2);
+  KDT_OK(kd_tensor_release(s, y)); /* the caller lets go of the old output */
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  cr_assert_eq(c.calls, 3, "the next submission captures the moved span again");
+  cr_assert_neq(c.out_ptr, first, "the capture now writes y2");
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  cr_assert_eq(c.calls, 3, "and that capture stays until the spans move again");
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_instantiations, 1, "patched in place, never rebuilt");
+  kd_graph_destroy(p.g);
+  KDT_OK(kd_tensor_release(s, p.a));
+  KDT_OK(kd_tensor_release(s, p.b));
+  KDT_OK(kd_tensor_release(s, y2));
+  kd_session_destroy(s);
+  cr_assert_eq(c.released, 1);
+  assert_all_returned();
+}
+
+/* kd_graph_destroy waits for nothing, a host function node's graph too:
+ * its record (which the driver may yet call back) is released after the
+ * work in flight like the tensors, in room made before any release. In a
+ * session that had deferred nothing yet, it used to wait for the whole
+ * stream, and a host function waiting for the caller deadlocked. */
+static void count_host(void *user) { ++*(int *)user; }
+
+static void destroy_with_host_node(kd_exec_mode mode) {
+  kd_session *s = null_session(mode, 0);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  int ran = 0;
+  KDT_OK(kd_graph_host(g, "count", count_host, &ran, NULL, 0, NULL));
+  nd.hold(1);
+  KDT_OK(kd_graph_submit(g, NULL));
+  kdag_null_calls before = calls();
+  kd_graph_destroy(g);
+  kdag_null_calls after = calls();
+  cr_assert_eq(after.event_syncs + after.stream_syncs, before.event_syncs + before.stream_syncs,
+               "kd_graph_destroy waited for the work in flight");
+  uint32_t pending = 0;
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(pending, 1, "the submission is still in flight");
+  nd.hold(0);
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(pending, 0);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+Test(host_null_driver, eager_destroying_a_graph_with_a_host_node_in_flight_waits_for_nothing) {
+  destroy_with_host_node(KD_EXEC_EAGER);
+}
+Test(host_null_driver, graph_destroying_a_graph_with_a_host_node_in_flight_waits_for_nothing) {
+  destroy_with_host_node(KD_EXEC_GRAPH);
 }
 
 /* Callbacks that must not call kdag: a foreign node's fn and its

@@ -346,6 +346,7 @@ static CUresult nd_cuEventCreate(CUevent *e, unsigned int flags) {
   FAULTED();
   (void)flags;
   NEED_CTX();
+  FAIL_POINT("cuEventCreate");
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   *e = calloc(1, sizeof **e);
   if (!*e) return CUDA_ERROR_OUT_OF_MEMORY;

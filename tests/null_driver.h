@@ -39,7 +39,7 @@ typedef struct kdag_null_calls {
  * reaches them, or until kdag_null_hold(0), which finishes every one. */
 void kdag_null_hold(int on);
 void kdag_null_calls_get(kdag_null_calls *out);
-/* The call of entry after `after` more (one of cuEventRecord,
+/* The call of entry after `after` more (one of cuEventCreate, cuEventRecord,
  * cuMemAllocFromPoolAsync, cuMemHostAlloc, cuLaunchKernel,
  * cuGraphInstantiateWithParams, which then names the graph's node number
  * node as the culprit, cuGraphLaunch, cuGraphExecKernelNodeSetParams)

@@ -53,7 +53,10 @@ enum {
 typedef enum kd_exec_mode {
   /* EAGER for the first graph_after submissions of a plan, then GRAPH: a
    * one-shot graph never pays for instantiation, a pipeline submitted over
-   * and over reaches the CUDA-graph launch cost. */
+   * and over reaches the CUDA-graph launch cost. A plan the driver refuses
+   * as a CUDA graph (the error names the node; KD_SESSION_VERBOSE prints
+   * it) runs eagerly from then on; one that found no host memory for it
+   * runs that submission eagerly and tries again at the next. */
   KD_EXEC_AUTO = 0,
   /* Each node enqueued on the session stream, in topological order. */
   KD_EXEC_EAGER = 1,
@@ -157,8 +160,8 @@ typedef struct kd_counters {
                                    while the staging pool grows to the pipeline's
                                    high-water mark; steady state reuses blocks */
   uint64_t graph_instantiations; /* GRAPH: CUDA graphs built and instantiated */
-  uint64_t graph_updates;        /* GRAPH: submissions that patched the executable
-                                    graph in place (rebound tensors, new scalars) */
+  uint64_t graph_updates;        /* GRAPH: launches of an executable graph patched in
+                                    place for them (rebound tensors, new scalars) */
   uint64_t graph_launches;       /* GRAPH: executable graph launches */
   uint64_t plans_built;          /* graphs planned (topological order, successors):
                                     once per graph shape, not per submission; a node
