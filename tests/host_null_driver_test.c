@@ -459,11 +459,17 @@ static void fill_in(pipeline *p, float base) {
   for (int i = 0; i < LEN; ++i) p->in[i] = base + (float)i;
 }
 
-/* A session of mode with the pipeline made, submitted and checked once. */
-static kd_session *started(kd_exec_mode mode, pipeline *p) {
+/* A session of mode with the pipeline made, nothing submitted yet. */
+static kd_session *made(kd_exec_mode mode, pipeline *p) {
   kd_session *s = null_session(mode, 0);
   fill_in(p, 0);
   pipeline_make(s, p);
+  return s;
+}
+
+/* A session of mode with the pipeline made, submitted and checked once. */
+static kd_session *started(kd_exec_mode mode, pipeline *p) {
+  kd_session *s = made(mode, p);
   KDT_OK(kd_graph_submit(p->g, NULL));
   pipeline_check(p, 0);
   return s;
@@ -605,10 +611,8 @@ Test(host_null_driver, graph_a_refused_completion_record_then_destroy_returns_ev
 Test(host_null_driver, no_event_for_the_completion_refuses_before_anything_is_enqueued) {
   static const kd_exec_mode modes[] = {KD_EXEC_EAGER, KD_EXEC_GRAPH};
   for (size_t m = 0; m < 2; ++m) {
-    kd_session *s = null_session(modes[m], 0);
     pipeline p;
-    fill_in(&p, 0);
-    pipeline_make(s, &p);
+    kd_session *s = made(modes[m], &p);
     kdag_null_calls before = calls();
     nd.fail("cuEventCreate", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
     KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "cuEventCreate");
@@ -631,10 +635,8 @@ Test(host_null_driver, no_event_for_the_completion_refuses_before_anything_is_en
  * on the plan (the driver refused nothing): that submission runs eagerly,
  * and the next launches the CUDA graph again. */
 Test(host_null_driver, auto_keeps_graph_mode_after_running_out_of_memory) {
-  kd_session *s = null_session(KD_EXEC_AUTO, 0);
   pipeline p;
-  fill_in(&p, 0);
-  pipeline_make(s, &p);
+  kd_session *s = made(KD_EXEC_AUTO, &p);
   for (int r = 0; r < 3; ++r) { /* two eager submissions, then the CUDA graph */
     KDT_OK(kd_graph_submit(p.g, NULL));
     pipeline_check(&p, r);
@@ -658,10 +660,8 @@ Test(host_null_driver, auto_keeps_graph_mode_after_running_out_of_memory) {
 /* Out of device or pinned memory: KD_ERR_OUT_OF_MEMORY naming the call,
  * and the work submitted before is intact. */
 Test(host_null_driver, out_of_device_or_pinned_memory_is_a_clear_error) {
-  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
   pipeline p;
-  fill_in(&p, 0);
-  pipeline_make(s, &p);
+  kd_session *s = made(KD_EXEC_GRAPH, &p);
   nd.hold(1);
   KDT_OK(kd_graph_submit(p.g, NULL)); /* pending while the failures happen */
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
