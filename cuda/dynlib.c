@@ -155,11 +155,12 @@ void *kd_dynlib_open(const char *env_override, const char *soname,
   void *h;
   tried[0] = '\0';
   found[0] = '\0';
-  /* The file kd_dynlib_locate names first, so that the library loaded is
-   * the one whose identity went into cache keys. */
-  if (kd_dynlib_locate(env_override, soname, wheel_dir, path, sizeof path) &&
-      (h = try_open(path, tried, tried_len, found, found_len)))
-    return h;
+  /* The file kd_dynlib_locate names, alone when it names one: its identity
+   * went into cache keys, so another file loaded in its place (the loader's
+   * pick after this one failed) would build entries stored under the wrong
+   * key. tried says why it failed. */
+  if (kd_dynlib_locate(env_override, soname, wheel_dir, path, sizeof path))
+    return try_open(path, tried, tried_len, found, found_len);
   const char *ov = env_override ? getenv(env_override) : NULL;
   if (ov && *ov) {
     tried[0] = '\0';

@@ -6,13 +6,15 @@
 
 #include "kdag/status.h"
 
-/* Tries, in order: the file named by env_override; soname through the
- * dynamic loader's search path; soname in the toolkit library directory kdag
- * was built against (KDAG_CUDA_TOOLKIT_LIBDIR); soname in each pip wheel
- * layout under every ':'-separated directory of $KDAG_PYTHON_SITE
- * (nvidia/cu13/lib, nvidia/<wheel_dir>/lib). Returns the dlopen handle or
- * NULL, with every place tried written to tried (for the error message) and
- * the path that worked to found. */
+/* Loads the file kd_dynlib_locate finds, and only that one when it finds
+ * one (its identity is what cache keys name); else tries, in order: the
+ * file named by env_override; soname through the dynamic loader's search
+ * path; soname in the toolkit library directory kdag was built against
+ * (KDAG_CUDA_TOOLKIT_LIBDIR); soname in each pip wheel layout under every
+ * ':'-separated directory of $KDAG_PYTHON_SITE (nvidia/cu13/lib,
+ * nvidia/<wheel_dir>/lib). Returns the dlopen handle or NULL, with every
+ * place tried written to tried (for the error message) and the path that
+ * worked to found. */
 void *kd_dynlib_open(const char *env_override, const char *soname,
                      const char *wheel_dir, char *tried, size_t tried_len,
                      char *found, size_t found_len);

@@ -2,6 +2,8 @@
  * Each Criterion test runs in its own process, so each can point the loader
  * somewhere before kdag's first use of it. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "kdag_test.h"
 
@@ -72,6 +74,29 @@ Test(host_loader, missing_nvrtc_is_library_missing) {
   kd_binary *b = (kd_binary *)0x1;
   KDT_FAILS(kd_nvrtc_compile("__global__ void k() {}", &o, &b), KD_ERR_LIBRARY_MISSING, "KDAG_NVRTC_PATH");
   cr_assert_null(b);
+}
+
+/* The NVRTC that cache keys name is the file kd_dynlib_locate finds: when
+ * that one does not load, kdag says so rather than let the loader pick
+ * another (which would then build entries stored under the first one's
+ * identity). Here the file found first, in $LD_LIBRARY_PATH as read at the
+ * call, is no library; the loader, which read the variable at process
+ * start, would find the toolkit's. */
+Test(host_loader, a_located_nvrtc_that_does_not_load_is_not_replaced) {
+  char dir[] = "/tmp/kdag-loader-test-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char fake[256];
+  snprintf(fake, sizeof fake, "%s/libnvrtc.so.13", dir);
+  FILE *f = fopen(fake, "w");
+  cr_assert_not_null(f);
+  fputs("not an ELF file\n", f);
+  fclose(f);
+  unsetenv("KDAG_NVRTC_PATH");
+  setenv("LD_LIBRARY_PATH", dir, 1);
+  int major, minor;
+  KDT_FAILS(kd_nvrtc_version(&major, &minor), KD_ERR_LIBRARY_MISSING, fake);
+  unlink(fake);
+  rmdir(dir);
 }
 
 Test(host_loader, missing_nvjitlink_is_library_missing) {
