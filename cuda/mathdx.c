@@ -93,6 +93,16 @@ static kd_status manifest(const char *op, kd_mathdx_info *info) {
       nftw(info->cutlass_include_dir, walk_one, 32, FTW_PHYS);
       g_walk_state = NULL;
     }
+    /* The toolkit's headers kd_mathdx_nvrtc_options adds (cuda_fp16.h and
+     * the like, CCCL): NVRTC may come from a wheel while they change. Their
+     * version headers stand for them. */
+    static const char *const toolkit[] = {KDAG_CUDA_TOOLKIT_INCDIR "/cuda.h",
+                                          KDAG_CUDA_TOOLKIT_INCDIR "/cccl/cuda/std/__cccl/version.h"};
+    for (size_t i = 0; i < sizeof toolkit / sizeof *toolkit; ++i) {
+      char id[KD_DYNLIB_IDENTITY_MAX];
+      if (kd_dynlib_identity(toolkit[i], id, sizeof id) != 0) snprintf(id, sizeof id, "%s: none", toolkit[i]);
+      XXH64_update(h, id, strlen(id) + 1);
+    }
     unsigned long long sum = (unsigned long long)XXH64_digest(h);
     XXH64_freeState(h);
     snprintf(g_manifest_hv, sizeof g_manifest_hv, "%s", hv);

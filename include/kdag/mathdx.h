@@ -53,7 +53,10 @@ typedef struct kd_mathdx_info {
   /* For kd_build_recipe.key_tags: both versions and a 64-bit hash of the
    * wheels' RECORD manifests (which list every file with its SHA-256),
    * computed once per process and root; without dist-info, of every file's
-   * path, size and modification time under the include folders. */
+   * path, size and modification time under the include folders. The hash
+   * also covers the toolkit's cuda.h and CCCL version header (their path,
+   * size, time and ends), which stand for the toolkit headers
+   * kd_mathdx_nvrtc_options adds. */
   char key_tag[160];
 } kd_mathdx_info;
 
