@@ -479,19 +479,18 @@ static void base_row(const kb_run *run, const measured *m, kb_result *row) {
   snprintf(row->stop, sizeof row->stop, "%s", kb_stop_name(m->stop));
 }
 
-/* Each round's median of x, mapped by rate (a throughput: amount / time,
- * monotonic, so the median rate is the rate of the median time) unless
- * amount is 0, into row->round_median; only when the case took turns. */
+/* Each round's median of x, or with amount > 0 of the rates amount / x
+ * (per second; the pooled rate row takes the median of the rates too),
+ * into row->round_median; only when the case took turns. */
 static int round_medians(const measured *m, const double *x, double amount, kb_result *row) {
   row->round_count = 0;
-  if (m->rounds < 2 || m->rounds > KB_MAX_ROUNDS) return 0;
+  if (m->rounds < 2) return 0;
   double *tmp = malloc(m->s.n * sizeof *tmp);
   if (!tmp) return -1;
   for (unsigned k = 0; k < m->rounds; ++k) {
     size_t a = m->round_start[k], n = m->round_start[k + 1] - a;
-    memcpy(tmp, x + a, n * sizeof *tmp);
-    double med = kb_median_inplace(tmp, n);
-    row->round_median[k] = amount == 0 ? med : med > 0 ? amount / (med * 1e-9) : 0;
+    for (size_t i = 0; i < n; ++i) tmp[i] = amount == 0 ? x[a + i] : x[a + i] > 0 ? amount / (x[a + i] * 1e-9) : 0;
+    row->round_median[k] = kb_median_inplace(tmp, n);
   }
   row->round_count = m->rounds;
   free(tmp);
@@ -719,7 +718,11 @@ static size_t points_of(const kb_axis *axes, size_t n) {
 }
 
 int kb_harness_run(kb_harness *h, const kb_options *o, char *why, size_t cap) {
-  /* Validate the selection before running anything. */
+  /* Validate the options and the selection before running anything. */
+  if (o->rounds < 1 || o->rounds > KB_MAX_ROUNDS) {
+    snprintf(why, cap, "rounds %u: give 1 to %d", o->rounds, KB_MAX_ROUNDS);
+    return -1;
+  }
   size_t selected = 0, total = 0;
   for (size_t i = 0; i < h->suite_count; ++i) {
     const kb_suite *s = h->suites[i];

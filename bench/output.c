@@ -110,7 +110,7 @@ void kb_write_markdown(const kb_report *r, FILE *out) {
     fprintf(out, "|---|---|---|---|---|---:|---:|---:|---:|---:|---|\n");
     for (size_t i = 0; i < r->count; ++i) {
       const kb_result *row = &r->rows[i];
-      char axes[256], med[32], mn[32], mx[32], noise[32], samples[48], ratios[1024];
+      char axes[256], med[32], mn[32], mx[32], noise[32], samples[48], ratios[2048];
       kb_result_axes_string(row, axes, sizeof axes);
       kb_format_value(row->median, row->unit, med, sizeof med);
       kb_format_value(row->min, row->unit, mn, sizeof mn);

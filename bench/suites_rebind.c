@@ -13,9 +13,9 @@
  *               driver's own cost of what rebind_one does
  *   hand_rebind_one_upload  the same, instantiated with the upload flag
  *               as kdag instantiates (diagnostic)
- *   hand_rebind_one_extra  hand_rebind_one passing the parameters as one
- *               buffer (CU_LAUNCH_PARAM_BUFFER_POINTER in extra), laid out
- *               at the offsets cuFuncGetParamInfo gives (diagnostic: the
+ *   hand_rebind_one_extra  hand_rebind_one_upload passing the parameters
+ *               as one buffer (CU_LAUNCH_PARAM_BUFFER_POINTER in extra), laid
+ *               out at the offsets cuFuncGetParamInfo gives (diagnostic: the
  *               driver's other way to take them)
  *   rebind_only the kd_graph_rebind calls of rebind_one with no
  *               submission: kdag's part before the patch (diagnostic)
@@ -104,6 +104,11 @@ static kb_status hand_setup(kb_run *run, void **state) {
       if ((st = kb_gpu_check(run, cu->cuFuncGetParamInfo(s->fn, i, &c->offsets[i], &size), "cuFuncGetParamInfo")))
         goto fail;
       if (c->offsets[i] + size > c->buffer_size) c->buffer_size = c->offsets[i] + size;
+    }
+    size_t offset = 0, size = 0;
+    if (cu->cuFuncGetParamInfo(s->fn, 3, &offset, &size) != CUDA_ERROR_INVALID_VALUE) {
+      st = kb_run_fail(run, "the step kernel takes more than (out, in, elems)");
+      goto fail;
     }
     if (c->buffer_size > sizeof c->buffer) {
       st = kb_run_fail(run, "the step kernel's parameters take %zu bytes", c->buffer_size);

@@ -223,9 +223,17 @@ static pthread_mutex_t g_mdx_lock = PTHREAD_MUTEX_INITIALIZER; /* libmathdx call
  * refused, since its cache key would name a library that did not build
  * the code. A failure is not remembered: installing libmathdx or setting
  * KDAG_LIBMATHDX_PATH afterwards works without a restart. */
+/* Whether a and b name one file (a relative path, a doubled slash or a
+ * link to it all do). */
+static int same_file(const char *a, const char *b) {
+  if (strcmp(a, b) == 0) return 1;
+  struct stat sa, sb;
+  return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
   if (g_mdx_status == KD_OK) {
-    if (strcmp(g_mdx.path, info->libmathdx_path) == 0) return KD_OK;
+    if (*info->libmathdx_path && same_file(g_mdx.path, info->libmathdx_path)) return KD_OK;
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: this process uses libmathdx %s already, and now %s is asked for "
                    "(KDAG_LIBMATHDX_PATH or the MathDx folder changed): one libmathdx per process", op, g_mdx.path,
                    *info->libmathdx_path ? info->libmathdx_path : "none");

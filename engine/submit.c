@@ -7,8 +7,13 @@
 #include "cuda/status_internal.h"
 #include "engine/exec.h"
 
+/* Out of memory (host, device or pinned: the driver's code does not tell
+ * them apart) this many times in a row, AUTO gives up on the CUDA graph. */
+#define KD_AUTO_OOM_TRIES 3
+
 kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   static const char *op = "kd_graph_submit";
+  if (out) *out = (kd_ticket){UINT64_MAX, 0}; /* what every failure leaves: a ticket kd_ticket_done refuses */
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
   kd_session *s = g->session;
   kd_status st = kd_session_enter(s, op);
@@ -32,12 +37,14 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
     if (kd_exec_graph_wanted(g)) {
       what = "a CUDA graph launch";
       st = kd_exec_graph(g, op, &held);
+      if (!st) g->plan.graph_oom = 0;
       if (st && st != KD_ERR_DEVICE_FAULT && g->exec_mode == KD_EXEC_AUTO) {
         /* AUTO: nothing was enqueued. The driver refused this plan as a
-         * CUDA graph: it runs eagerly from now on. Out of host memory is
-         * no verdict on the plan: this submission runs eagerly, the next
-         * tries the CUDA graph again. */
-        int refused = st != KD_ERR_OUT_OF_MEMORY;
+         * CUDA graph: it runs eagerly from now on. Out of memory is no
+         * verdict on the plan, unless it keeps happening: this submission
+         * runs eagerly, the next tries the CUDA graph again, up to
+         * KD_AUTO_OOM_TRIES in a row. */
+        int refused = st != KD_ERR_OUT_OF_MEMORY || ++g->plan.graph_oom >= KD_AUTO_OOM_TRIES;
         if (s->opts.flags & KD_SESSION_VERBOSE)
           fprintf(stderr, "kdag: AUTO %s EAGER: %s\n", refused ? "stays" : "runs this submission", kd_last_error());
         g->plan.graph_refused = refused;
@@ -84,7 +91,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   /* A failed submission issues no ticket (seq would name the next one). On
    * HOST a failed kd_exec_host queued nothing, and the ring takes a run it
    * accepted without failing (a full ring waits for its oldest run). */
-  if (out) *out = st ? (kd_ticket){UINT64_MAX, 0} : (kd_ticket){seq, s->handles.serial};
+  if (out && !st) *out = (kd_ticket){seq, s->handles.serial};
   kd_session_leave(s);
   return st;
 }

@@ -139,6 +139,7 @@ typedef struct kd_plan {
   int valid;
   uint32_t submits;        /* submissions of this plan so far (AUTO mode) */
   int graph_refused;       /* AUTO: the driver refused this plan as a CUDA graph */
+  uint32_t graph_oom;      /* AUTO: CUDA-graph launches of this plan in a row that ran out of memory */
   struct kd_gexec *gexec;  /* GRAPH: the executable graph of this plan, or NULL */
 } kd_plan;
 

@@ -687,7 +687,7 @@ Test(host_bench, rounds_pair_each_ratio_by_round, .init = make_tmpdir, .fini = r
     cr_assert_float_eq(rb->round_median[k], want_b[k], 1e-9, "round %u: %g", k, rb->round_median[k]);
   /* Pooled: b's samples 5500 x3, 2200 x3, 4400 x3, 8800 x3 against a's
    * 1000, 2000, 4000, 8000 x3: medians 4950 and 3000, 1.65x. By round: the
-   * ratios 5, 1.1, 1.1, 1.1 have the median 1.1. */
+   * ratios 5.5, 1.1, 1.1, 1.1 have the median 1.1. */
   const kb_ratio *q = &rb->ratios[0];
   cr_assert_eq(rb->ratio_count, 1);
   cr_assert_float_eq(q->value, 1.65, 1e-9, "pooled %g", q->value);
@@ -725,6 +725,14 @@ Test(host_bench, rounds_pair_each_ratio_by_round, .init = make_tmpdir, .fini = r
   kb_report_free(&back);
   kb_harness_destroy(h);
 
+  /* More rounds than a row keeps medians for: refused up front. */
+  o.rounds = KB_MAX_ROUNDS + 1;
+  h = kb_harness_create();
+  s = kb_suite_add(h, &sd);
+  cr_assert_eq(kb_case_add(s, &a), 0);
+  cr_assert_neq(kb_harness_run(h, &o, why, sizeof why), 0);
+  cr_assert(strstr(why, "give 1 to 100"), "%s", why);
+  kb_harness_destroy(h);
   /* Without turns there is nothing to pair. */
   o.rounds = 1;
   fake_case c[2] = {{.per_iteration_ns = 2e6}, {.per_iteration_ns = 1e6}};

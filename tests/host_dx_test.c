@@ -546,6 +546,16 @@ Test(host_dx, one_libmathdx_per_process_and_the_key_names_its_file) {
   cr_assert_eq(system(cmd), 0);
   setenv("KDAG_LIBMATHDX_PATH", copy, 1);
   KDT_FAILS(kd_dx_solver_create(c, &d, &s), KD_ERR_INVALID_ARGUMENT, "one libmathdx per process");
+  /* A link to the loaded file is that file: a new description builds. */
+  char link[600];
+  snprintf(link, sizeof link, "%s/link.so", dir);
+  cr_assert_eq(symlink(mdx->libmathdx_path, link), 0);
+  setenv("KDAG_LIBMATHDX_PATH", link, 1);
+  kd_dx_solver_desc d16 = d;
+  d16.m = 16;
+  KDT_OK(kd_dx_solver_create(c, &d16, &s));
+  cr_assert_eq(s.from_cache, 0);
+  kd_dx_solver_release(&s);
   unsetenv("KDAG_LIBMATHDX_PATH");
   KDT_OK(kd_dx_solver_create(c, &d, &s));
   cr_assert_eq(s.from_cache, 1, "back to the first library: its entry again");

@@ -615,7 +615,9 @@ Test(host_null_driver, no_event_for_the_completion_refuses_before_anything_is_en
     kd_session *s = made(modes[m], &p);
     kdag_null_calls before = calls();
     nd.fail("cuEventCreate", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
-    KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "cuEventCreate");
+    kd_ticket t = {7, 1}; /* a caller's earlier ticket: the failure must overwrite it */
+    KDT_FAILS(kd_graph_submit(p.g, &t), KD_ERR_OUT_OF_MEMORY, "cuEventCreate");
+    cr_assert_eq(t.seq, UINT64_MAX, "a failed submission leaves a ticket kd_ticket_done refuses");
     kdag_null_calls after = calls();
     cr_assert_eq(after.copies + after.kernel_launches + after.graph_launches + after.graph_instantiations,
                  before.copies + before.kernel_launches + before.graph_launches + before.graph_instantiations,
@@ -654,6 +656,29 @@ Test(host_null_driver, auto_keeps_graph_mode_after_running_out_of_memory) {
   KDT_OK(kd_graph_submit(p.g, NULL));
   pipeline_check(&p, 5);
   cr_assert_eq(counters(s).graph_launches, 3, "GRAPH mode again");
+  finish(s, &p);
+}
+
+/* ... but a plan that runs out of memory as a CUDA graph every time (its
+ * instantiation, here) stops trying after three times in a row. */
+Test(host_null_driver, auto_gives_up_on_a_graph_that_keeps_running_out_of_memory) {
+  pipeline p;
+  kd_session *s = made(KD_EXEC_AUTO, &p);
+  for (int r = 0; r < 2; ++r) {
+    KDT_OK(kd_graph_submit(p.g, NULL));
+    pipeline_check(&p, r);
+  }
+  for (int r = 2; r < 5; ++r) {
+    nd.fail("cuGraphInstantiateWithParams", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+    fill_in(&p, (float)(10 * r));
+    KDT_OK(kd_graph_submit(p.g, NULL)); /* eagerly, this time */
+    pipeline_check(&p, r);
+  }
+  uint64_t tries = calls().graph_instantiations;
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  pipeline_check(&p, 5);
+  cr_assert_eq(calls().graph_instantiations, tries, "no fourth try");
+  cr_assert_eq(counters(s).graph_launches, 0);
   finish(s, &p);
 }
 

@@ -55,8 +55,9 @@ typedef enum kd_exec_mode {
    * one-shot graph never pays for instantiation, a pipeline submitted over
    * and over reaches the CUDA-graph launch cost. A plan the driver refuses
    * as a CUDA graph (the error names the node; KD_SESSION_VERBOSE prints
-   * it) runs eagerly from then on; one that found no host memory for it
-   * runs that submission eagerly and tries again at the next. */
+   * it) runs eagerly from then on; one that ran out of memory on the way
+   * runs that submission eagerly and tries the CUDA graph again at the
+   * next, until it has run out three times in a row. */
   KD_EXEC_AUTO = 0,
   /* Each node enqueued on the session stream, in topological order. */
   KD_EXEC_EAGER = 1,
