@@ -23,7 +23,7 @@ static kd_status raw_check(kd_raw *raw, const char *fn) {
   return KD_OK;
 }
 
-kd_session *kd_raw_session(kd_raw *raw) { return raw ? raw->session : NULL; }
+kd_session *kd_raw_session(kd_raw *raw) { return raw_check(raw, "kd_raw_session") == KD_OK ? raw->session : NULL; }
 
 kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   static const char *me = "kd_with_raw";

@@ -1348,6 +1348,8 @@ Test(host_null_driver, a_raw_scope_belongs_to_its_thread_and_holds_the_session) 
   scope_probe sp = {.s = s};
   KDT_OK(kd_with_raw(s, "probe", scope_with_threads, &sp));
   cr_assert_eq(sp.other_raw, KD_ERR_BUSY, "a raw call from another thread: %d", sp.other_raw);
+  cr_assert_null(kd_raw_session(sp.raw), "a kd_raw kept past its scope names no session");
+  cr_assert(strstr(kd_last_error(), "kd_raw_session: the raw scope has ended"), "%s", kd_last_error());
   cr_assert_eq(sp.done_during_scope, 0, "another thread's call ran while the scope held the session");
   pthread_join(sp.reader, NULL); /* returns once the scope let the session go */
   cr_assert(sp.counters_done);

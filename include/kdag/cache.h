@@ -104,7 +104,8 @@ KD_API kd_status kd_module_cache_open(const char *dir, kd_module_cache **out);
  * must make sure no other thread is using it. NULL is ignored. */
 KD_API void kd_module_cache_close(kd_module_cache *cache);
 
-/* The folder in use ("" when memory only). Borrowed; lives as the cache. */
+/* The folder in use ("" when memory only, and for a NULL cache). Borrowed;
+ * lives as the cache. */
 KD_API const char *kd_module_cache_dir(const kd_module_cache *cache);
 
 typedef enum kd_build_origin {

@@ -71,7 +71,10 @@ KD_API kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *op
                                   kd_binary **out);
 
 /* Accessors; the pointers are borrowed from the binary and live until
- * kd_binary_free. */
+ * kd_binary_free. A NULL binary gives NULL, 0, KD_BINARY_PTX, "" and ""
+ * (and 0 for kd_binary_producer_version): check the binary first, since
+ * KD_BINARY_PTX is also a real answer. Thread-safe: a binary is not
+ * changed after it is made. */
 KD_API const void *kd_binary_data(const kd_binary *binary);
 KD_API size_t kd_binary_size(const kd_binary *binary);
 KD_API kd_binary_kind kd_binary_kind_of(const kd_binary *binary);
@@ -120,7 +123,8 @@ typedef struct kd_link_input {
 } kd_link_input;
 
 /* A link input borrowing a binary and name (neither copied: both must stay
- * valid until the link call that takes the input returns). */
+ * valid until the link call that takes the input returns). A NULL binary
+ * gives a zeroed input, which kd_nvjitlink_link refuses. */
 KD_API kd_link_input kd_link_input_of(const kd_binary *binary, const char *name);
 
 typedef struct kd_link_options {
@@ -146,10 +150,12 @@ typedef struct kd_link_options {
 KD_API kd_status kd_nvjitlink_link(const kd_link_input *inputs, size_t input_count,
                                    const kd_link_options *options, kd_binary **out);
 
-/* NVRTC's version. Errors: KD_ERR_LIBRARY_MISSING. *major and *minor are
- * the caller's, written only on success (as for kd_nvjitlink_version). */
+/* NVRTC's version. Errors: KD_ERR_INVALID_ARGUMENT (NULL major or minor),
+ * KD_ERR_LIBRARY_MISSING. *major and *minor are the caller's, written only
+ * on success (as for kd_nvjitlink_version). */
 KD_API kd_status kd_nvrtc_version(int *major, int *minor);
-/* nvJitLink's version. Errors: KD_ERR_LIBRARY_MISSING. */
+/* nvJitLink's version. Errors: KD_ERR_INVALID_ARGUMENT (NULL major or
+ * minor), KD_ERR_LIBRARY_MISSING. */
 KD_API kd_status kd_nvjitlink_version(int *major, int *minor);
 
 #ifdef __cplusplus

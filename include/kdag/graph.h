@@ -37,6 +37,13 @@
  * names. kd_node values are indices,
  * valid for the graph's life. kd_sink pointers are owned by the graph.
  * Threads: as for the session (all calls serialised by its lock).
+ *
+ * Errors every node-adding call may return besides its own, each with a
+ * message naming the call, the node and the argument: KD_ERR_INVALID_ARGUMENT
+ * (NULL graph, a NULL or empty name, NULL args with a count), the tensor
+ * checks (KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_NOT_RESIDENT,
+ * KD_ERR_OUT_OF_BOUNDS, KD_ERR_ALIASING, KD_ERR_UNINITIALIZED),
+ * KD_ERR_OUT_OF_MEMORY and KD_ERR_DEVICE_FAULT.
  */
 #ifndef KDAG_GRAPH_H
 #define KDAG_GRAPH_H
@@ -175,7 +182,7 @@ typedef struct kd_foreign_call {
   size_t span_count;
   uint64_t workspace;        /* CUdeviceptr, workspace_bytes long (0 if none) */
   size_t workspace_bytes;
-  void *resource;
+  void *resource;            /* kd_graph_foreign's resource: the graph owns it (release); never free it */
 } kd_foreign_call;
 typedef kd_status (*kd_foreign_fn)(const kd_foreign_call *call, void *user);
 #define KD_FOREIGN_MAX_ACCESSES 64
@@ -186,7 +193,8 @@ KD_API kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn f
 /* An explicit edge: after runs after before. One that would close a cycle
  * is KD_ERR_CYCLE and leaves the graph unchanged; one that exists already
  * (declared, or inferred from the accesses) is not added again and counts
- * in kd_graph_stats.edges_dropped. */
+ * in kd_graph_stats.edges_dropped. A node after itself, or a node that is
+ * not of this graph, is KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
 
 /* Rebinds every access of tensor old to tensor replacement (same dtype,
@@ -218,7 +226,8 @@ typedef struct kd_graph_stats {
   uint32_t edges_dropped; /* edges not added: a repeat between one pair of nodes (hazard or
                              kd_graph_edge), or one a covering read implies */
 } kd_graph_stats;
-/* out is written during the call only. */
+/* out is written during the call only. Errors: KD_ERR_INVALID_ARGUMENT
+ * (NULL graph or out). */
 KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
 
 /* A submission's ticket, a value: seq orders the session's submissions;
@@ -242,8 +251,8 @@ KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
  * submission's ticket; on failure, one that kd_ticket_done refuses. With
  * completion_ring_capacity submissions in flight already, it first waits
  * for the oldest (counted in ring_full_waits).
- * Errors: KD_ERR_DEVICE_FAULT and enqueue failures; nothing already
- * submitted is lost. */
+ * Errors: KD_ERR_INVALID_ARGUMENT (NULL graph), KD_ERR_DEVICE_FAULT and
+ * enqueue failures; nothing already submitted is lost. */
 KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 
 /* Non-blocking: *done (the caller's, written during the call only) is 1
@@ -259,7 +268,9 @@ KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done
  * data into the sink's host memory. On a HOST session it waits without the
  * session's lock, so other threads may submit meanwhile; no thread may
  * destroy the sink's graph, or the session, while a wait on it runs.
- * Errors: KD_ERR_INVALID_ARGUMENT (never submitted), KD_ERR_DEVICE_FAULT. */
+ * Each submission is waited for once. Errors: KD_ERR_INVALID_ARGUMENT (no
+ * submission to wait for: never submitted, or its latest submission waited
+ * for already), KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_sink_wait(kd_sink *sink);
 
 #ifdef __cplusplus

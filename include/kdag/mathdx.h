@@ -97,6 +97,7 @@ typedef struct kd_dx_solver_desc {
  * trsm: (const T *A, T *B)), column-major, leading dimensions m. Link both
  * binaries with the kernel that calls it. Owned: kd_dx_solver_release. */
 typedef struct kd_dx_solver {
+  /* Both owned by the solver: never kd_binary_free them (kd_dx_solver_release). */
   kd_binary *ltoir;   /* the function (LTO-IR, producer version set) */
   kd_binary *fatbin;  /* cuSOLVERDx's universal fatbin the function calls into */
   char symbol[128];

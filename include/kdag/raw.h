@@ -23,6 +23,13 @@
  * Borrow rules per scope: any number of kd_raw_tensor borrows of a tensor, or
  * exactly one kd_raw_tensor_mut; anything else is KD_ERR_BORROW_CONFLICT.
  * Only compact, device-resident tensors of this session can be borrowed.
+ *
+ * Errors every kd_raw_* call may return besides its own (each with a
+ * message naming the call and, where one is at fault, the argument):
+ * KD_ERR_INVALID_ARGUMENT for a NULL raw or a NULL out-pointer,
+ * KD_ERR_SCOPE_ENDED outside the callback, KD_ERR_BUSY on another thread
+ * than the callback's or from a callback that must not call kdag, and
+ * KD_ERR_DEVICE_FAULT once the device has faulted.
  */
 #ifndef KDAG_RAW_H
 #define KDAG_RAW_H
@@ -46,14 +53,17 @@ typedef struct kd_raw kd_raw;
 typedef kd_status (*kd_raw_fn)(kd_raw *raw, void *user);
 
 /* Runs fn inside a raw scope named op (used in every error message; copied).
- * Errors: KD_ERR_WRONG_BACKEND ("backend session is not CUDA") on a HOST
+ * Errors: KD_ERR_INVALID_ARGUMENT (NULL session or fn, NULL or empty op),
+ * KD_ERR_WRONG_BACKEND ("backend session is not CUDA") on a HOST
  * session, KD_ERR_BUSY when called from inside another raw scope of the same
  * session, KD_ERR_DEVICE_FAULT when the session is poisoned, else fn's.
  * user is passed to fn as is; kdag does not keep it after the call. */
 KD_API kd_status kd_with_raw(kd_session *session, const char *op, kd_raw_fn fn,
                              void *user);
 
-/* The session the scope belongs to (borrowed). */
+/* The session the scope belongs to (borrowed: valid until
+ * kd_session_destroy). NULL, with kd_last_error saying why, for a NULL raw,
+ * after the scope ended, or on another thread than the callback's. */
 KD_API kd_session *kd_raw_session(kd_raw *raw);
 
 /* ---- modules and functions ------------------------------------------- */
@@ -76,7 +86,8 @@ KD_API kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len,
 
 /* CUBIN (ELF) or fatbin image of size bytes, copied. A CUBIN or fatbin
  * without code for this GPU is KD_ERR_NO_BINARY_FOR_GPU, naming both
- * architectures. *out is owned. */
+ * architectures; a NULL or empty image, or one that is neither, is
+ * KD_ERR_INVALID_ARGUMENT. *out is owned. */
 KD_API kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
                                    kd_module *out);
 
@@ -104,13 +115,18 @@ KD_API kd_status kd_module_function(kd_session *session, kd_module module,
 /* Number of parameters and their sizes, from the driver (cuFuncGetParamInfo)
  * or, for PTX kdag loaded itself, from the .entry signature. sizes may be
  * NULL; at most cap sizes are written. *count (every parameter, even past
- * cap) and sizes are the caller's, written during the call only, on success. */
+ * cap; count must not be NULL) and sizes are the caller's, written during
+ * the call only, on success. Errors: KD_ERR_INVALID_ARGUMENT (NULL session
+ * or count), KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DRIVER (the
+ * driver cannot tell the parameters: a driver before CUDA 12.4). */
 KD_API kd_status kd_function_params(kd_session *session, kd_function fn,
                                     size_t *count, size_t *sizes, size_t cap);
 
 /* Drops the caller's reference; in-flight launches keep the module loaded
  * until they complete. After a device fault it still succeeds, as
- * kd_tensor_release does. */
+ * kd_tensor_release does. Errors: KD_ERR_INVALID_ARGUMENT (NULL session, a
+ * module the session's module cache owns), KD_ERR_RELEASED,
+ * KD_ERR_WRONG_SESSION. */
 KD_API kd_status kd_module_release(kd_session *session, kd_module module);
 
 /* The session's module cache (the seed's Session::resource): returns the
@@ -132,7 +148,7 @@ typedef struct kd_span {
   size_t bytes;
   int64_t elements;
   kd_dtype dtype;
-  kd_tensor tensor;
+  kd_tensor tensor;    /* the borrowed tensor's handle: a name, holds no reference */
   uint64_t scope_;     /* internal: the scope that issued it */
 } kd_span;
 
@@ -182,7 +198,8 @@ typedef enum kd_arg_kind {
 } kd_arg_kind;
 
 /* A typed kernel argument. Build with the kd_arg_* helpers. BYTES points to
- * caller memory read during kd_raw_launch only. */
+ * caller memory read during the call it is given to only: kd_raw_launch
+ * reads it, kd_graph_kernel and kd_graph_set_arg copy it. */
 typedef struct kd_arg {
   kd_arg_kind kind;
   union {
@@ -212,8 +229,11 @@ static inline kd_arg kd_arg_bytes(const void *p, size_t n) { kd_arg a; a.kind = 
  * the argument count and each size against the kernel's parameters, that
  * every span comes from this scope and its tensor is still live, and that no
  * two arguments overlap where one writes (KD_ERR_BORROW_CONFLICT).
- * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_LAUNCH_CONFIG, KD_ERR_ARGUMENT_MISMATCH,
- * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DEVICE_FAULT, KD_ERR_DRIVER.
+ * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_INVALID_ARGUMENT (NULL config, NULL
+ * args with arg_count > 0, an unknown kind, a NULL or empty BYTES),
+ * KD_ERR_LAUNCH_CONFIG, KD_ERR_ARGUMENT_MISMATCH (also above 128
+ * arguments), KD_ERR_BORROW_CONFLICT, KD_ERR_RELEASED,
+ * KD_ERR_WRONG_SESSION, KD_ERR_DEVICE_FAULT, KD_ERR_DRIVER.
  * config and args are read during the call only (the driver copies the
  * argument values when the launch is enqueued). */
 KD_API kd_status kd_raw_launch(kd_raw *raw, kd_function fn,

@@ -100,12 +100,16 @@ KD_API void kd_session_options_init(kd_session_options *options);
  * device back to the faulting process (tools/fault-probe), so every later
  * CUDA session of it there is refused and a new process is needed.
  * options (NULL: the defaults) is read during the call only; *out_session
- * is owned by the caller (kd_session_destroy). */
+ * is owned by the caller (kd_session_destroy). Any thread may create
+ * sessions, at once too; from a callback that must not call kdag it is
+ * KD_ERR_BUSY. */
 KD_API kd_status kd_session_create(const kd_session_options *options,
                                    kd_session **out_session);
 
 /* Waits for the session's in-flight work (its own events only), then frees
- * it. NULL is ignored. Called inside the session's own raw callback, it takes
+ * it. NULL is ignored. Destroy the session's graphs (kd_graph_destroy)
+ * first: they hold no reference on it. No other thread may be inside a call
+ * on the session, or enter one, during or after this call. Called inside the session's own raw callback, it takes
  * effect when kd_with_raw returns; called from a callback that must not
  * call kdag (a foreign node's fn or release, a HOST host function), it
  * destroys nothing and says so in kd_last_error. Using the session or any
@@ -117,7 +121,8 @@ KD_API void kd_session_destroy(kd_session *session);
 KD_API kd_backend kd_session_backend(kd_session *session);
 
 /* Why the session runs where it does, e.g. "AUTO chose HOST: cuInit failed:
- * CUDA_ERROR_NO_DEVICE ...". Borrowed; valid for the session's lifetime. */
+ * CUDA_ERROR_NO_DEVICE ...". Borrowed; valid for the session's lifetime.
+ * NULL session: "" (static). */
 KD_API const char *kd_session_backend_reason(kd_session *session);
 
 typedef struct kd_device_info {
@@ -139,8 +144,9 @@ typedef struct kd_device_info {
  * a HOST session. */
 KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out);
 
-/* Monotonic counters, readable at any time so tests can prove what the
- * session did (and did not) do. */
+/* Monotonic counters, readable at any time (but from a callback that must
+ * not call kdag: KD_ERR_BUSY) so tests can prove what the session did (and
+ * did not) do. */
 typedef struct kd_counters {
   uint64_t launches;            /* kernels enqueued */
   uint64_t submissions;         /* kd_graph_submit calls that enqueued work */

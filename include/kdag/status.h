@@ -6,7 +6,11 @@
  * CUDA driver, NVRTC or nvJitLink said no, the call and its result name and
  * text. Like errno, the buffer belongs to the calling thread and is
  * overwritten by the next failing kdag call on that thread; successful calls
- * leave it alone.
+ * leave it alone, but for the two that succeed by falling back from a
+ * failure, which leave that failure's message as the reason:
+ * kd_session_create with KD_BACKEND_AUTO choosing HOST, and kd_graph_submit
+ * in KD_EXEC_AUTO running a graph eagerly that it could not launch as a CUDA
+ * graph.
  */
 #ifndef KDAG_STATUS_H
 #define KDAG_STATUS_H
@@ -64,7 +68,8 @@ typedef enum kd_status {
 KD_API const char *kd_status_name(kd_status status);
 
 /* Message of the last failing kdag call on this thread ("" if none).
- * Borrowed: valid until the next kdag call on this thread fails. */
+ * Borrowed: valid until the next kdag call on this thread writes the
+ * buffer (a failing call, or one of the fallbacks above). Thread-safe. */
 KD_API const char *kd_last_error(void);
 
 #ifdef __cplusplus

@@ -42,7 +42,8 @@ typedef enum kd_dtype {
 
 /* Bytes per element; 0 for an invalid dtype. */
 KD_API size_t kd_dtype_size(kd_dtype dtype);
-/* "f32", "c64", ...; "invalid" for an invalid dtype. Static string. */
+/* "f32", "c64", ...; "invalid" for an invalid dtype. Static string. Both
+ * need no session and are thread-safe. */
 KD_API const char *kd_dtype_name(kd_dtype dtype);
 
 typedef struct kd_tensor {
@@ -67,8 +68,9 @@ typedef struct kd_tensor_desc {
 /* Allocates an uninitialised tensor (dtype, rank, shape[0..rank), residency
  * of *desc; strides and bytes are ignored). Zero-sized dimensions are
  * allowed. Device memory comes from the session's stream-ordered pool.
- * *out is owned: release it with kd_tensor_release. desc is read during
- * the call only.
+ * *out is owned: release it with kd_tensor_release; it is zeroed before
+ * anything is checked (but for a NULL out), so a failure leaves the zero
+ * handle. desc is read during the call only.
  * Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
  * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
@@ -103,7 +105,9 @@ KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *
 KD_API kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
                                     size_t bytes);
 
-/* Adds a reference; each must be matched by kd_tensor_release. */
+/* Adds a reference; each must be matched by kd_tensor_release.
+ * Errors: KD_ERR_INVALID_ARGUMENT (NULL session, a zero handle),
+ * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
 KD_API kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
 
 /* Drops a reference. The last one invalidates the handle at once; the memory
@@ -114,7 +118,9 @@ KD_API kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
  * KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
 
-/* Describes a live tensor: fills every field of the caller's *out. */
+/* Describes a live tensor: fills every field of the caller's *out (written
+ * only on success). Errors: KD_ERR_INVALID_ARGUMENT (NULL session or out, a
+ * zero handle), KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
 KD_API kd_status kd_tensor_info(kd_session *session, kd_tensor tensor,
                                 kd_tensor_desc *out);
 
@@ -128,7 +134,8 @@ typedef struct kd_view {
   int64_t strides[KD_MAX_RANK];  /* elements; may be any non-negative value */
 } kd_view;
 
-/* The whole tensor as a compact view, written to the caller's *out. */
+/* The whole tensor as a compact view, written to the caller's *out (only on
+ * success). Errors: as kd_tensor_info. */
 KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out);
 
 /* Checks that every element of the view lies inside its tensor (view is
