@@ -7,7 +7,6 @@
 #include "graph/graph_impl.h"
 #include "graph/grow.h"
 
-#define KD_NODE_MAX_ACCESSES 64
 
 _Static_assert(KD_GRAPH_EXACT_RUNS <= KD_IVAL_MAX_RUNS, "an exact footprint's runs must fit an interval entry");
 
@@ -475,17 +474,32 @@ static kd_status need_host_or_builtins(node_ctx *c) {
   return KD_OK;
 }
 
+/* A view's shape as "[4, 6]" (rank 0: "[]"), for messages. */
+static const char *shape_text(const kd_view *v, char *buf, size_t cap) {
+  size_t used = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < v->rank && used < cap; ++i)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "", (long long)v->shape[i]);
+  if (used < cap) snprintf(buf + used, cap - used, "]");
+  return buf;
+}
+
 /* Checks shapes and dtypes of a built-in's accesses (already resolved). */
 static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
   pending *a = c->acc;
   kd_dtype t = a[0].obj->dtype;
   for (uint32_t i = 1; i < c->count; ++i) {
     if (a[i].obj->dtype != t)
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument %zu is %s, argument 0 is %s", c->op,
-                     c->name, a[i].arg, kd_dtype_name(a[i].obj->dtype), kd_dtype_name(t));
-    if (op != KD_BI_SUM && !same_shape(a[0].view, a[i].view))
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument %zu has another shape than argument 0",
-                     c->op, c->name, a[i].arg);
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument %zu (tensor 0x%llx) is %s, argument 0 "
+                     "(tensor 0x%llx) is %s", c->op, c->name, c->index, a[i].arg,
+                     (unsigned long long)a[i].view->tensor.bits, kd_dtype_name(a[i].obj->dtype),
+                     (unsigned long long)a[0].view->tensor.bits, kd_dtype_name(t));
+    if (op != KD_BI_SUM && !same_shape(a[0].view, a[i].view)) {
+      char s0[160], si[160];
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument %zu (tensor 0x%llx) has shape %s, "
+                     "argument 0 (tensor 0x%llx) %s", c->op, c->name, c->index, a[i].arg,
+                     (unsigned long long)a[i].view->tensor.bits, shape_text(a[i].view, si, sizeof si),
+                     (unsigned long long)a[0].view->tensor.bits, shape_text(a[0].view, s0, sizeof s0));
+    }
   }
   int fp = t == KD_F32 || t == KD_F64, integer = t == KD_I32 || t == KD_I64;
   if ((op == KD_BI_AXPY || op == KD_BI_SCALE) && !fp)
@@ -498,8 +512,9 @@ static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
     int64_t n = 1;
     for (int i = 0; i < a[0].view->rank; ++i) n *= a[0].view->shape[i];
     if (n != 1)
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument 0 (out) must hold one element, it holds %lld",
-                     c->op, c->name, (long long)n);
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (out, tensor 0x%llx) must hold one "
+                     "element, it holds %lld", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,
+                     (long long)n);
   }
   *dtype = t;
   return KD_OK;
@@ -594,8 +609,8 @@ static kd_status transfer_node(node_ctx *c, kd_gnode *proto, kd_node_kind kind, 
   if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument host is NULL", c->op, c->name);
   kd_status st = ctx_access(c, 0, kind == KD_NODE_UPLOAD ? KD_OUT : KD_IN, &whole, 1, 0);
   if (!st && bytes != c->acc[0].obj->bytes)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument bytes is %zu, the tensor holds %zu", c->op,
-                 c->name, bytes, c->acc[0].obj->bytes);
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument bytes is %zu, tensor 0x%llx holds %zu",
+                 c->op, c->name, c->index, bytes, (unsigned long long)t.bits, c->acc[0].obj->bytes);
   return st;
 }
 

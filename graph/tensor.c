@@ -406,10 +406,16 @@ kd_status kd_view_extent_checked(const char *op, const kd_view *v, int64_t tenso
   if (v->offset < 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view offset %lld is negative", op, (long long)v->offset);
   int64_t n = 1, last = v->offset, step;
-  int compact = 1;
+  int compact = 1, empty = 0;
   for (int i = 0; i < v->rank; ++i) {
     if (v->shape[i] < 0 || v->strides[i] < 0)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view shape[%d] or strides[%d] is negative", op, i, i);
+    empty |= v->shape[i] == 0;
+  }
+  /* A view with a zero extent names no element: whatever its other extents
+   * and strides, nothing of it lies outside the tensor (only its offset,
+   * below). */
+  for (int i = 0; i < v->rank && !empty; ++i) {
     /* Compact: each stride is the product of the shapes below it (n so far),
      * except where the extent is 1 and the stride is never used. */
     compact &= v->shape[i] == 1 || v->strides[i] == n;
@@ -418,6 +424,7 @@ kd_status kd_view_extent_checked(const char *op, const kd_view *v, int64_t tenso
                          __builtin_add_overflow(last, step, &last))))
       return kd_fail(KD_ERR_OUT_OF_BOUNDS, "%s: view out of bounds: dimension %d overflows", op, i);
   }
+  if (empty) n = 0; /* and compact: no element is out of place */
   /* An empty view touches nothing, but its offset is still an address a
    * span is built from: at most one past the tensor's last element. */
   if (!n && v->offset > tensor_elements)

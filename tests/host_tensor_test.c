@@ -208,6 +208,12 @@ Test(host_tensor, views_are_bounds_checked_and_classified) {
   KDT_OK(kd_view_check(s, &empty_end));
   kd_view empty_far = {.tensor = m, .rank = 1, .offset = 1ll << 60, .shape = {0}, .strides = {1}};
   KDT_FAILS(kd_view_check(s, &empty_far), KD_ERR_OUT_OF_BOUNDS, "an empty view at offset");
+  /* A zero extent empties the view whatever its other extents and strides:
+   * nothing of it is outside the tensor, nor can it overflow. */
+  kd_view empty_wide = {.tensor = m, .rank = 2, .offset = 0, .shape = {0, 1ll << 62}, .strides = {1, 4}};
+  KDT_OK(kd_view_check(s, &empty_wide));
+  kd_view empty_last = {.tensor = m, .rank = 3, .offset = 0, .shape = {1ll << 40, 1ll << 40, 0}, .strides = {1, 1, 1}};
+  KDT_OK(kd_view_check(s, &empty_last));
   /* Classifying never reads past the view's dimensions, nor overflows. */
   kd_view ranked = cols;
   ranked.rank = KD_MAX_RANK + 1;

@@ -59,6 +59,9 @@ extern "C" {
 #endif
 
 #define KD_GRAPH_EXACT_RUNS 4096
+/* Tensor accesses one node may declare (kernel arguments that are tensors,
+ * a host or foreign node's accesses); more is KD_ERR_INVALID_ARGUMENT. */
+#define KD_NODE_MAX_ACCESSES 64
 
 typedef struct kd_graph kd_graph;
 typedef uint32_t kd_node;
@@ -142,7 +145,8 @@ KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, voi
 
 /* A host function node: fn(user) runs after every node it depends on and
  * before every node depending on it; its accesses only declare order (any
- * view). It cannot fail: report errors through user. It must not call
+ * view of any residency; a written one must still name each element once,
+ * KD_ERR_ALIASING, as for every node). It cannot fail: report errors through user. It must not call
  * kdag (refused with KD_ERR_BUSY): on a HOST session it runs on a pool
  * worker while an API call may hold the session's lock waiting for it, and
  * on a CUDA session it runs as a stream-ordered host callback on the
@@ -215,7 +219,9 @@ KD_API kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replaceme
 KD_API kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value);
 
 /* Writes the graph as Graphviz DOT: nodes, and edges labelled with the
- * hazard (RAW/WAR/WAW and the tensor) or "explicit"; two nodes ordered by
+ * hazard (RAW/WAR/WAW and the tensor, as t<k>: the k-th distinct tensor
+ * the graph's nodes name, counted from 0 in declaration order, which
+ * kd_graph_rebind keeps) or "explicit"; two nodes ordered by
  * several conflicts get one edge, labelled with one of them. out is the caller's,
  * written during the call and left open; a stream in error, before or
  * after, is KD_ERR_INVALID_ARGUMENT. */
