@@ -7,7 +7,6 @@
 #include "graph/graph_impl.h"
 #include "graph/grow.h"
 
-
 _Static_assert(KD_GRAPH_EXACT_RUNS <= KD_IVAL_MAX_RUNS, "an exact footprint's runs must fit an interval entry");
 
 kd_status kd_graph_create(kd_session *s, kd_graph **out) {
