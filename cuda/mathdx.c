@@ -218,11 +218,6 @@ static struct {
 static kd_status g_mdx_status = KD_ERR_LIBRARY_MISSING; /* KD_OK once loaded */
 static pthread_mutex_t g_mdx_lock = PTHREAD_MUTEX_INITIALIZER; /* libmathdx calls are serialised */
 
-/* Under g_mdx_lock. One libmathdx per process: the first that loads stays
- * (its symbols are bound), and a later call naming another file is
- * refused, since its cache key would name a library that did not build
- * the code. A failure is not remembered: installing libmathdx or setting
- * KDAG_LIBMATHDX_PATH afterwards works without a restart. */
 /* Whether a and b name one file (a relative path, a doubled slash or a
  * link to it all do). */
 static int same_file(const char *a, const char *b) {
@@ -231,6 +226,11 @@ static int same_file(const char *a, const char *b) {
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* Under g_mdx_lock. One libmathdx per process: the first that loads stays
+ * (its symbols are bound), and a later call naming another file is
+ * refused, since its cache key would name a library that did not build
+ * the code. A failure is not remembered: installing libmathdx or setting
+ * KDAG_LIBMATHDX_PATH afterwards works without a restart. */
 static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
   if (g_mdx_status == KD_OK) {
     if (*info->libmathdx_path && same_file(g_mdx.path, info->libmathdx_path)) return KD_OK;
