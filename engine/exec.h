@@ -25,7 +25,7 @@ typedef struct kd_host_run {
   uint32_t *roots;         /* tasks with no predecessor, listed before any runs */
   uint32_t root_count;
   void **buffers;          /* upload snapshots and sink copies, freed with the run */
-  uint32_t buffer_count;
+  uint32_t buffer_count, buffer_cap;
   int jitter;              /* test option: random delay before each task */
   struct kd_host_run *next;/* starts when this one is done (session order), under mu */
   uint64_t seq;            /* its completion's sequence number (kd_graph submissions) */

@@ -161,9 +161,14 @@ void kd_exec_host_task(kd_host_item *it, void *ctx) {
 }
 
 static kd_status keep_buffer(kd_host_run *r, size_t bytes, void **out, const char *op) {
-  void **grown = realloc(r->buffers, ((size_t)r->buffer_count + 1) * sizeof *grown);
-  if (grown) r->buffers = grown;
-  void *b = grown ? malloc(bytes ? bytes : 1) : NULL;
+  if (r->buffer_count == r->buffer_cap) { /* doubling: a graph of many transfers stays linear */
+    uint32_t cap = r->buffer_cap ? 2 * r->buffer_cap : 4;
+    void **grown = realloc(r->buffers, (size_t)cap * sizeof *grown);
+    if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the run's transfer buffers", op);
+    r->buffers = grown;
+    r->buffer_cap = cap;
+  }
+  void *b = malloc(bytes ? bytes : 1);
   if (!b) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a %zu-byte transfer buffer", op, bytes);
   r->buffers[r->buffer_count++] = b;
   *out = b;

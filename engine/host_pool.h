@@ -52,7 +52,10 @@ kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, in
 /* Joins the workers; items still queued are dropped (the session drains
  * its work first). */
 void kd_host_pool_stop(kd_host_pool *p);
-/* Queues a ready item, from any thread. Never waits, never fails. */
+/* Queues a ready item, from any thread. Never fails, and never waits for
+ * a worker or for room: at most it spins while another thread finishes
+ * its own enqueue into the ring's slot before this one (Concurrency Kit's
+ * MPMC ring publishes slots in order). */
 void kd_host_pool_push(kd_host_pool *p, kd_host_item *it);
 
 #endif

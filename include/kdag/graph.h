@@ -274,7 +274,8 @@ KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done
  * data into the sink's host memory. On a HOST session it waits without the
  * session's lock, so other threads may submit meanwhile; no thread may
  * destroy the sink's graph, or the session, while a wait on it runs.
- * Each submission is waited for once. Errors: KD_ERR_INVALID_ARGUMENT (no
+ * Each submission is waited for once (on HOST, two threads already waiting
+ * on one submission at once both return with its data). Errors: KD_ERR_INVALID_ARGUMENT (no
  * submission to wait for: never submitted, or its latest submission waited
  * for already), KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_sink_wait(kd_sink *sink);
