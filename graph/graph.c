@@ -553,13 +553,16 @@ kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src,
 
 kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out) {
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: argument graph is NULL");
+  if (!name || !*name) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: argument name is NULL or empty");
+  kd_tensor named = src.tensor;
   if (src.rank == -1) { /* resolve the whole tensor to swap its dimensions */
     kd_status st = kd_view_whole(g->session, src.tensor, &src);
-    if (st) return kd_fail_context(st, "kd_graph_transpose: node '%s', argument 1", name ? name : "?");
+    if (st) return kd_fail_context(st, "kd_graph_transpose: node '%s', argument 1 (tensor 0x%llx)", name,
+                                   (unsigned long long)named.bits);
   }
   if (src.rank != 2)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: node '%s': argument 1 has rank %d, not 2",
-                   name ? name : "?", src.rank);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: node '%s': argument 1 (tensor 0x%llx) has rank %d, "
+                   "not 2", name, (unsigned long long)named.bits, src.rank);
   int64_t t = src.shape[0];
   src.shape[0] = src.shape[1];
   src.shape[1] = t;

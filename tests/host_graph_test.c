@@ -1401,7 +1401,8 @@ Test(host_graph, transfer_transpose_and_sum_shapes_are_checked) {
   KDT_FAILS(kd_graph_sink(g, "down", a, big, sizeof big, &(kd_sink *){NULL}), KD_ERR_INVALID_ARGUMENT,
             "kd_graph_sink: node 'down' (#0): argument bytes is 36, tensor 0x");
   KDT_FAILS(kd_graph_transpose(g, "t", kd_whole(mt), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
-            "argument 1 has rank 1, not 2");
+            "argument 1 (tensor 0x");
+  cr_assert(strstr(kd_last_error(), ") has rank 1, not 2"), "%s", kd_last_error());
   KDT_FAILS(kd_graph_sum(g, "s", kd_whole(two), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
             "argument 0 (out, tensor 0x");
   cr_assert(strstr(kd_last_error(), ") must hold one element, it holds 2"), "%s", kd_last_error());
