@@ -802,8 +802,11 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
       break;
     }
     if (f->params_known && size != f->param_sizes[i]) {
-      st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel %s parameter %zu is %u bytes, argument %zu is %zu bytes",
-                   ctx, f->name, i, f->param_sizes[i], i, size);
+      char what[48] = "";
+      if (args[i].is_tensor)
+        snprintf(what, sizeof what, " (tensor 0x%llx, a device pointer)", (unsigned long long)args[i].view.tensor.bits);
+      st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel %s parameter %zu is %u bytes, argument %zu%s is %zu bytes",
+                   ctx, f->name, i, f->param_sizes[i], i, what, size);
       break;
     }
     if (args[i].is_tensor) {
