@@ -25,9 +25,6 @@ kd_kview kd_access_kview(const kd_gaccess *a, uint64_t base, size_t esize) {
 
 static void finish(kd_host_run *r);
 
-/* Polls of a finishing run before a wait sleeps (kd_host_run_wait). */
-#define KD_RUN_WAIT_POLLS 200
-
 /* Drops one count of a counter other threads drop too; 1 when it was the
  * last. The fences make what this thread wrote before visible to the thread
  * that sees zero (and then frees, or runs a successor that reads it): x86's
@@ -76,7 +73,7 @@ void kd_host_run_wait(kd_host_run *r) {
    * context switch, which dominate a small graph's submission. The lock
    * below, taken once done is seen, orders the run's writes before what
    * the caller reads. */
-  for (int i = 0; i < KD_RUN_WAIT_POLLS && !ck_pr_load_int(&r->done); ++i) sched_yield();
+  for (int i = 0; i < KD_HOST_POLLS && !ck_pr_load_int(&r->done); ++i) sched_yield();
   pthread_mutex_lock(&r->mu);
   while (!r->done) pthread_cond_wait(&r->cv, &r->mu);
   pthread_mutex_unlock(&r->mu);

@@ -10,12 +10,6 @@
 
 #define KD_POOL_RING (1u << 12)
 #define KD_POOL_MAX_THREADS 64
-/* Polls for a token this many times, yielding the core between polls,
- * before sleeping on the semaphore: a worker that sleeps between two tiny
- * tasks pays a futex wake and a context switch for each, and one that
- * spins without yielding takes the core from the thread that is queueing
- * the work (kdag-bench --suite hostexec; see the README). */
-#define KD_POOL_SPIN 200
 
 void kd_host_pool_push(kd_host_pool *p, kd_host_item *it) {
   if (!ck_ring_enqueue_mpmc(&p->ring, p->buf, it)) {
@@ -51,9 +45,9 @@ static kd_host_item *take(kd_host_pool *p) {
   }
 }
 
-/* Takes a token: polls KD_POOL_SPIN times, then sleeps on the semaphore. */
+/* Takes a token: polls KD_HOST_POLLS times, then sleeps on the semaphore. */
 static void await_token(kd_host_pool *p) {
-  for (int i = 0; i < KD_POOL_SPIN; ++i) {
+  for (int i = 0; i < KD_HOST_POLLS; ++i) {
     if (sem_trywait(&p->queued) == 0) return;
     sched_yield();
   }

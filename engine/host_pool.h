@@ -18,6 +18,14 @@
 
 #include "kdag/status.h"
 
+/* Polls, yielding the core between them, before a HOST wait sleeps: a
+ * worker waiting for its next task (on the pool's semaphore) and a caller
+ * waiting for a run (kd_host_run_wait). One that sleeps between tiny tasks
+ * pays a futex wake and a context switch for each; one that spins without
+ * yielding takes the core from the thread queueing the work (kdag-bench
+ * --suite hostexec; see the README). */
+#define KD_HOST_POLLS 200
+
 /* What the pool queues: the caller embeds one in each task and gets it
  * back in its kd_host_item_fn. An item is queued at most once at a time
  * (its link is the overflow FIFO's). */
