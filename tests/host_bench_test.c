@@ -15,6 +15,7 @@
 #include "bench/harness.h"
 #include "bench/kdag_session.h"
 #include "bench/suites.h"
+#include "kdag_test.h"
 
 /* ---- statistics ---------------------------------------------------------- */
 
@@ -335,16 +336,41 @@ static size_t switches(void) {
   return n;
 }
 
-static kb_harness *turn_harness(int interleave) {
+/* A harness of one suite "s" whose cases "a" (a baseline or not) and "b"
+ * both run batch. */
+static kb_harness *pair_harness(int interleave, kb_batch_fn batch, int a_baseline) {
   kb_harness *h = kb_harness_create();
   cr_assert(h);
   kb_suite_desc sd = {.name = "s", .description = "turns", .interleave = interleave};
   kb_suite *s = kb_suite_add(h, &sd);
   cr_assert(s);
-  kb_case_desc a = {.name = "a", .batch = logged_batch}, b = {.name = "b", .batch = logged_batch};
+  kb_case_desc a = {.name = "a", .baseline = a_baseline, .batch = batch}, b = {.name = "b", .batch = batch};
   cr_assert_eq(kb_case_add(s, &a), 0);
   cr_assert_eq(kb_case_add(s, &b), 0);
   return h;
+}
+
+static kb_harness *turn_harness(int interleave) { return pair_harness(interleave, logged_batch, 0); }
+
+/* What a writer prints for report, as a string the caller frees. */
+static char *markdown_of(const kb_report *r) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert(f);
+  kb_write_markdown(r, f);
+  fclose(f);
+  return buf;
+}
+
+static char *csv_of(const kb_report *r) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cr_assert(f);
+  cr_assert_eq(kb_write_csv(r, f), 0);
+  fclose(f);
+  return buf;
 }
 
 Test(host_bench, rounds_make_the_cases_of_a_point_take_turns) {
@@ -531,11 +557,7 @@ Test(host_bench, gpu_suite_skip_and_case_failure_are_reported) {
   const kb_report *r = kb_harness_report(h);
   cr_assert_not_null(find_row(r, "ok", "host_time_per_iteration", -1));
   cr_assert_null(find_row(r, "broken", "host_time_per_iteration", -1));
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  kb_write_markdown(r, f);
-  fclose(f);
+  char *buf = markdown_of(r);
   cr_assert(strstr(buf, "GPU suites skipped: no driver on this machine"), "%s", buf);
   cr_assert(strstr(buf, "FAILED s/broken"), "%s", buf);
   cr_assert(strstr(buf, "deliberate failure 42"), "%s", buf);
@@ -668,14 +690,7 @@ Test(host_bench, rounds_pair_each_ratio_by_round, .init = make_tmpdir, .fini = r
   o.rounds = 4; /* 3 samples a round */
   paired_turns[0] = paired_turns[1] = 0;
   paired_last = 0;
-  kb_harness *h = kb_harness_create();
-  cr_assert(h);
-  kb_suite_desc sd = {.name = "s", .description = "paired", .interleave = 1};
-  kb_suite *s = kb_suite_add(h, &sd);
-  cr_assert(s);
-  kb_case_desc a = {.name = "a", .baseline = 1, .batch = paired_batch}, b = {.name = "b", .batch = paired_batch};
-  cr_assert_eq(kb_case_add(s, &a), 0);
-  cr_assert_eq(kb_case_add(s, &b), 0);
+  kb_harness *h = pair_harness(1, paired_batch, 1);
   char why[256];
   cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
   const kb_report *r = kb_harness_report(h);
@@ -697,17 +712,10 @@ Test(host_bench, rounds_pair_each_ratio_by_round, .init = make_tmpdir, .fini = r
   cr_assert_float_eq(q->paired_q3, 1.1 + 0.25 * (5.5 - 1.1), 1e-9, "q3 %g", q->paired_q3);
 
   /* Every output carries them; JSON reads back with them. */
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  kb_write_markdown(r, f);
-  fclose(f);
+  char *buf = markdown_of(r);
   cr_assert(strstr(buf, "a 1.65x (by round 1.1x, 1.1-2.2x)"), "%s", buf);
   free(buf);
-  buf = NULL;
-  f = open_memstream(&buf, &len);
-  cr_assert_eq(kb_write_csv(r, f), 0);
-  fclose(f);
+  buf = csv_of(r);
   cr_assert(strstr(buf, "a=1.65,a=1.1:1.1:2.2\n"), "%s", buf);
   free(buf);
   char path[128];
@@ -727,9 +735,7 @@ Test(host_bench, rounds_pair_each_ratio_by_round, .init = make_tmpdir, .fini = r
 
   /* More rounds than a row keeps medians for: refused up front. */
   o.rounds = KB_MAX_ROUNDS + 1;
-  h = kb_harness_create();
-  s = kb_suite_add(h, &sd);
-  cr_assert_eq(kb_case_add(s, &a), 0);
+  h = pair_harness(1, paired_batch, 1);
   cr_assert_neq(kb_harness_run(h, &o, why, sizeof why), 0);
   cr_assert(strstr(why, "give 1 to 100"), "%s", why);
   kb_harness_destroy(h);
@@ -827,11 +833,7 @@ static size_t count_fields(const char *line) {
 Test(host_bench, csv_header_and_rows) {
   fake_case c[2];
   kb_harness *h = sample_run(c);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  cr_assert_eq(kb_write_csv(kb_harness_report(h), f), 0);
-  fclose(f);
+  char *buf = csv_of(kb_harness_report(h));
   const char *header =
       "suite,case,axes,mode,metric,median,min,max,noise,unit,samples,batch,stop,baseline,ratios,paired_ratios\n";
   cr_assert(!strncmp(buf, header, strlen(header)), "header: %.*s", (int)strcspn(buf, "\n"), buf);
@@ -851,13 +853,6 @@ Test(host_bench, csv_header_and_rows) {
 
 /* ---- compare --------------------------------------------------------------- */
 
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  cr_assert(f, "open %s", path);
-  fputs(text, f);
-  fclose(f);
-}
-
 #define ROW(c, metric, median, noise, unit, hib)                                          \
   "{\"suite\":\"launch\",\"case\":\"" c "\",\"axes\":{\"N\":100},\"mode\":\"batch\","     \
   "\"metric\":\"" metric "\",\"median\":" #median ",\"min\":" #median ",\"max\":" #median \
@@ -868,14 +863,14 @@ Test(host_bench, compare_flags_changes_beyond_noise_only, .init = make_tmpdir, .
   char old_path[128], new_path[128], why[256];
   snprintf(old_path, sizeof old_path, "%s/old.json", tmpdir);
   snprintf(new_path, sizeof new_path, "%s/new.json", tmpdir);
-  write_file(old_path,
+  kdt_write_file(old_path,
              "{\"machine\":{\"gpu_name\":\"A\",\"host_cpu\":\"x\"},\"results\":["
              ROW("slower", "gpu_time_per_node", 100.0, 0.01, "ns", "false") ","
              ROW("jitter", "gpu_time_per_node", 100.0, 0.05, "ns", "false") ","
              ROW("faster", "gpu_time_per_node", 100.0, 0.02, "ns", "false") ","
              ROW("wider", "bytes_per_second", 1e12, 0.01, "B/s", "true") ","
              ROW("gone", "gpu_time_per_node", 100.0, 0.01, "ns", "false") "]}");
-  write_file(new_path,
+  kdt_write_file(new_path,
              "{\"machine\":{\"gpu_name\":\"A\",\"host_cpu\":\"x\"},\"results\":["
              ROW("slower", "gpu_time_per_node", 120.0, 0.01, "ns", "false") ","  /* +20% vs 1% noise */
              ROW("jitter", "gpu_time_per_node", 104.0, 0.01, "ns", "false") ","  /* +4% vs 5% noise */
@@ -909,10 +904,10 @@ Test(host_bench, compare_flags_changes_beyond_noise_only, .init = make_tmpdir, .
   cr_assert_eq(s.within_noise, 4);
 
   /* A file that is not a report is an error with a message. */
-  write_file(new_path, "{\"results\": 3}");
+  kdt_write_file(new_path, "{\"results\": 3}");
   cr_assert_eq(kb_compare_files(old_path, new_path, 0, NULL, &s, why, sizeof why), -1);
   cr_assert(strstr(why, "results"), "%s", why);
-  write_file(new_path, "not json");
+  kdt_write_file(new_path, "not json");
   cr_assert_eq(kb_compare_files(old_path, new_path, 0, NULL, &s, why, sizeof why), -1);
   cr_assert(strstr(why, "not valid JSON"), "%s", why);
 }
@@ -1031,11 +1026,7 @@ Test(host_bench, gpu_suites_skip_without_a_gpu_and_say_so) {
               "%s: a whole-suite GPU skip", r->skips[i].suite);
     cr_assert(r->skips[i].reason[0], "%s: a reason", r->skips[i].suite);
   }
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  kb_write_markdown(r, f);
-  fclose(f);
+  char *buf = markdown_of(r);
   cr_assert(strstr(buf, "GPU suites skipped: "), "%s", buf);
   cr_assert(strstr(buf, "(suites: copy, launch, fanout, rebind, oneshot, pipeline)"), "%s", buf);
   cr_assert(strstr(buf, "No results."), "%s", buf);

@@ -50,10 +50,7 @@ Test(host_compile, nvrtc_lto_and_options) {
   cr_assert_not_null(mkdtemp(dir));
   char header[64];
   snprintf(header, sizeof header, "%s/kd_probe.h", dir);
-  FILE *f = fopen(header, "w");
-  cr_assert_not_null(f);
-  fputs("#define KD_PROBE_HEADER 1\n", f);
-  fclose(f);
+  kdt_write_file(header, "#define KD_PROBE_HEADER 1\n");
   const char *inc[] = {dir};
   const char *defs[] = {"KD_SCALE=3", "KD_FLAG"};
   kd_nvrtc_options o = {.arch = "sm_90", .std = "c++17", .include_paths = inc, .include_path_count = 1,

@@ -424,8 +424,7 @@ Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
   kd_module_cache_close(c);
   char file[512];
   snprintf(file, sizeof file, "%s/file", dir);
-  FILE *f = fopen(file, "w");
-  fclose(f);
+  kdt_write_file(file, "");
   KDT_FAILS(kd_module_cache_open(file, &c), KD_ERR_INVALID_ARGUMENT, file);
   /* kdag loads code from the folder: one others can write is refused, and
    * one of another user (checked where this test may chown: as root). */

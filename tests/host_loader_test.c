@@ -87,10 +87,7 @@ Test(host_loader, a_located_nvrtc_that_does_not_load_is_not_replaced) {
   cr_assert_not_null(mkdtemp(dir));
   char fake[256];
   snprintf(fake, sizeof fake, "%s/libnvrtc.so.13", dir);
-  FILE *f = fopen(fake, "w");
-  cr_assert_not_null(f);
-  fputs("not an ELF file\n", f);
-  fclose(f);
+  kdt_write_file(fake, "not an ELF file\n");
   unsetenv("KDAG_NVRTC_PATH");
   setenv("LD_LIBRARY_PATH", dir, 1);
   int major, minor;

@@ -493,13 +493,9 @@ Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path
   KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission"); /* nothing was enqueued */
   cr_assert_eq(calls().graph_launches, 0);
   KDT_OK(kd_graph_set_exec_mode(p.g, KD_EXEC_EAGER));
-  fill_in(&p, 1000);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 1);
+  submit_and_check(&p, 1);
   KDT_OK(kd_graph_set_exec_mode(p.g, KD_EXEC_GRAPH)); /* and GRAPH works once the driver does */
-  fill_in(&p, 2000);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 2);
+  submit_and_check(&p, 2);
   cr_assert_eq(calls().graph_instantiations, 1);
   /* AUTO: a refusal at the switch leaves the plan EAGER for good, without an error. */
   KDT_OK(kd_graph_set_exec_mode(p.g, KD_EXEC_AUTO));
@@ -509,9 +505,7 @@ Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path
   for (uint32_t r = 0; r < o.graph_after; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
   nd.fail("cuGraphInstantiateWithParams", 0, CUDA_ERROR_NOT_SUPPORTED, 0);
   for (int r = 0; r < 3; ++r) {
-    fill_in(&p, (float)(3000 + r));
-    KDT_OK(kd_graph_submit(p.g, NULL));
-    pipeline_check(&p, 3 + r);
+    submit_and_check(&p, 3 + r);
   }
   kdag_null_calls c = calls();
   cr_assert_eq(c.graph_instantiations, 1, "AUTO stayed EAGER after the refusal");
@@ -527,9 +521,7 @@ Test(host_null_driver, a_refused_update_instantiates_afresh) {
   KDT_OK(kd_tensor_from_host(s, &d, p.in, sizeof p.in, &c));
   KDT_OK(kd_graph_rebind(p.g, p.b, c)); /* b=a is patched */
   nd.fail("cuGraphExecKernelNodeSetParams", 0, CUDA_ERROR_INVALID_VALUE, 0);
-  fill_in(&p, 500);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 1);
+  submit_and_check(&p, 1);
   kd_counters k = counters(s);
   cr_assert_eq(k.graph_instantiations, 2, "the refused update was replaced by a new instantiation");
   cr_assert_eq(k.graph_updates, 0);
@@ -548,9 +540,7 @@ Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_work
   cr_assert_eq(t.seq, UINT64_MAX, "no ticket for a failed submission");
   KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission");
   cr_assert_eq(counters(s).submissions, submitted);
-  fill_in(&p, 77);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 1);
+  submit_and_check(&p, 1);
   finish(s, &p);
 }
 
@@ -578,9 +568,7 @@ Test(host_null_driver, refused_event_records_name_the_call_and_lose_nothing) {
   cr_assert_eq(calls().stream_syncs, syncs + 1, "the stream waited for, once");
   cr_assert_eq(counters(s).stream_syncs, 1, "and counted");
   pipeline_check(&p, 2); /* the sink's copy was enqueued and recorded: its wait works */
-  fill_in(&p, 30);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 3);
+  submit_and_check(&p, 3);
   finish(s, &p);
 }
 
@@ -652,9 +640,7 @@ Test(host_null_driver, auto_keeps_graph_mode_after_running_out_of_memory) {
   cr_assert_eq(counters(s).graph_launches, 2, "the refused launch is not counted");
   nd.hold(0);
   (void)kd_sink_wait(p.sink);
-  fill_in(&p, 50);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 5);
+  submit_and_check(&p, 5);
   cr_assert_eq(counters(s).graph_launches, 3, "GRAPH mode again");
   finish(s, &p);
 }
@@ -698,9 +684,7 @@ Test(host_null_driver, out_of_device_or_pinned_memory_is_a_clear_error) {
   KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "cuMemHostAlloc");
   nd.hold(0);
   pipeline_check(&p, 0); /* the first submission's copy, intact */
-  fill_in(&p, 40);
-  KDT_OK(kd_graph_submit(p.g, NULL));
-  pipeline_check(&p, 1);
+  submit_and_check(&p, 1);
   cr_assert_eq(calls().lifetime_violations, 0);
   finish(s, &p);
 }
@@ -770,9 +754,7 @@ Test(host_null_driver, every_refusable_call_refused_in_turn_loses_nothing) {
           cr_assert_eq(calls().lifetime_violations, 0, "%s after %u, round %d", points[f], after, r);
         }
         nd.fail(NULL, 0, 0, 0);
-        fill_in(&p, 999);
-        KDT_OK(kd_graph_submit(p.g, NULL));
-        pipeline_check(&p, 99);
+        submit_and_check(&p, 99);
         KDT_OK(kd_tensor_release(s, spare));
         release_pipeline(s, &p);
         kd_session_destroy(s);
@@ -867,23 +849,28 @@ static void copier_open(copier *c) {
   c->workspace_bytes = 4096;
 }
 
+/* The pipeline of mode with the copier's foreign node "copy y=a" added:
+ * it writes *y, and *y2 is a spare tensor of the same shape. */
+static kd_session *with_copier(kd_exec_mode mode, pipeline *p, copier *c, kd_tensor *y, kd_tensor *y2) {
+  kd_session *s = made(mode, p);
+  copier_open(c);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  KDT_OK(kd_tensor_create(s, &d, y));
+  KDT_OK(kd_tensor_create(s, &d, y2));
+  kd_garg acc[] = {kd_g_out(kd_whole(*y)), kd_g_in(kd_whole(p->a))};
+  KDT_OK(kd_graph_foreign(p->g, "copy y=a", copy_node, c, acc, 2, c->workspace_bytes, c, release_copier, NULL));
+  return s;
+}
+
 /* A foreign node's workspace and resource outlive every submission using
  * them, in EAGER (a workspace per submission) and GRAPH mode (its capture:
  * the callback runs once per capture, again when a rebinding moves its
  * spans, and the work it enqueues becomes a child graph). */
 static void foreign_lifetimes(kd_exec_mode mode) {
-  kd_session *s = null_session(mode, 0);
   copier c;
-  copier_open(&c);
   pipeline p;
-  fill_in(&p, 5);
-  pipeline_make(s, &p);
-  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
   kd_tensor y, y2;
-  KDT_OK(kd_tensor_create(s, &d, &y));
-  KDT_OK(kd_tensor_create(s, &d, &y2));
-  kd_garg acc[] = {kd_g_out(kd_whole(y)), kd_g_in(kd_whole(p.a))};
-  KDT_OK(kd_graph_foreign(p.g, "copy y=a", copy_node, &c, acc, 2, c.workspace_bytes, &c, release_copier, NULL));
+  kd_session *s = with_copier(mode, &p, &c, &y, &y2);
   float got[LEN];
   kd_sink *ys;
   KDT_OK(kd_graph_sink(p.g, "y", y, got, sizeof got, &ys));
@@ -930,18 +917,10 @@ Test(host_null_driver, graph_foreign_node_keeps_workspace_and_resource_until_don
  * before the capture was in left the old child graph, over a tensor the
  * caller may have released, launched for good. */
 Test(host_null_driver, a_failed_recapture_is_tried_again_by_the_next_submission) {
-  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
   copier c;
-  copier_open(&c);
   pipeline p;
-  fill_in(&p, 5);
-  pipeline_make(s, &p);
-  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
   kd_tensor y, y2;
-  KDT_OK(kd_tensor_create(s, &d, &y));
-  KDT_OK(kd_tensor_create(s, &d, &y2));
-  kd_garg acc[] = {kd_g_out(kd_whole(y)), kd_g_in(kd_whole(p.a))};
-  KDT_OK(kd_graph_foreign(p.g, "copy y=a", copy_node, &c, acc, 2, c.workspace_bytes, &c, release_copier, NULL));
+  kd_session *s = with_copier(KD_EXEC_GRAPH, &p, &c, &y, &y2);
   KDT_OK(kd_graph_submit(p.g, NULL));
   cr_assert_eq(c.calls, 1);
   uint64_t first = c.out_ptr;

@@ -88,6 +88,14 @@ static inline kd_session *kdt_host_session_flags(uint32_t flags) {
 
 static inline kd_session *kdt_host_session(void) { return kdt_host_session_flags(0); }
 
+/* Writes text (a C string) to the file at path, replacing it. */
+static inline void kdt_write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  cr_assert(f, "open %s", path);
+  fputs(text, f);
+  cr_assert_eq(fclose(f), 0, "write %s", path);
+}
+
 /* Deterministic pseudo-random floats in [-1, 1) (xorshift), never all zero. */
 static inline void kdt_fill_random(float *x, size_t n, uint64_t seed) {
   uint64_t v = seed * 0x9E3779B97F4A7C15ull + 1;
