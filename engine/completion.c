@@ -145,6 +145,18 @@ static void release_deferred(kd_session *s) {
     kd_held_release_one(s, &s->deferred[s->deferred_head++].item);
 }
 
+void kd_orphans_release(kd_session *s, uint64_t before) {
+  for (uint32_t i = 0; i < s->orphan_count;) {
+    if (s->orphans[i].seq < before) {
+      kd_event_release_to_pool(&s->dev, s->orphans[i].event);
+      kd_staging_put(&s->dev, s->orphans[i].block);
+      s->orphans[i] = s->orphans[--s->orphan_count];
+    } else {
+      ++i;
+    }
+  }
+}
+
 /* Retires the oldest entry: its work is done. */
 static void retire_oldest(kd_session *s) {
   kd_completion *c = slot(s, s->retired_seq);
@@ -155,15 +167,7 @@ static void retire_oldest(kd_session *s) {
   c->run = NULL;
   s->retired_seq++;
   release_deferred(s);
-  for (uint32_t i = 0; i < s->orphan_count;) { /* sink copies of destroyed graphs */
-    if (s->orphans[i].seq < s->retired_seq) {
-      kd_event_release_to_pool(&s->dev, s->orphans[i].event);
-      kd_staging_put(&s->dev, s->orphans[i].block);
-      s->orphans[i] = s->orphans[--s->orphan_count];
-    } else {
-      ++i;
-    }
-  }
+  kd_orphans_release(s, s->retired_seq);
   s->counters.completions_retired++;
   s->counters.inflight--;
 }

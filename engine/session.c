@@ -155,11 +155,7 @@ void kd_session_destroy(kd_session *s) {
   /* Sink copies of destroyed graphs left after the drain belong to a
    * submission that issued no completion (its record failed, and the
    * stream was waited for instead): done, like everything else now. */
-  for (uint32_t i = 0; i < s->orphan_count; ++i) {
-    kd_event_release_to_pool(&s->dev, s->orphans[i].event);
-    kd_staging_put(&s->dev, s->orphans[i].block);
-  }
-  s->orphan_count = 0;
+  kd_orphans_release(s, UINT64_MAX);
   if (s->last_run) kd_host_run_unref(s->last_run);
   s->last_run = NULL;
   if (s->has_pool) kd_host_pool_stop(&s->pool);

@@ -118,7 +118,7 @@ struct kd_session {
   uint64_t next_scope;
   /* Sink copies orphaned by a destroyed graph: each goes back to the
    * staging pool when the completion it belongs to (seq) retires. */
-  struct kd_orphan { uint64_t seq; kd_staging_block *block; CUevent event; } *orphans;
+  struct kd_orphan { uint64_t seq; kd_staging_block *block; CUevent event; } *orphans; /* kd_orphans_release */
   uint32_t orphan_count, orphan_cap;
   /* What a graph let go of while work that may use it was in flight (a
    * tensor rebound or unbound, an executable graph replaced, either of a
@@ -176,6 +176,9 @@ kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, 
 /* The same for a HOST submission: done when run is. */
 kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run,
                                     const char *what);
+/* Gives back the orphaned sink copies of submissions before seq `before`
+ * (all with UINT64_MAX: at destroy, once everything is done). */
+void kd_orphans_release(kd_session *s, uint64_t before);
 /* Retires every finished completion without blocking. */
 kd_status kd_completion_reap(kd_session *s, const char *op);
 /* Polls the completion of ticket seq (< next_seq) alone; if it is done,
