@@ -71,15 +71,39 @@ kd_status kd_node_launch_resolve(kd_graph *g, const char *op, kd_gnode *node, kd
  * entries). */
 void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans);
 
-/* A sink's new copy (block, written by the event's work): an earlier copy
- * nobody waited for is handed to held, which completes after it. */
+/* A submission's transfers (engine/xfer.c). Both CUDA executors take the
+ * staging block of every transfer node (kd_plan.xfers) and every sink's
+ * event before they enqueue anything, so that running out of pinned memory
+ * or events refuses the submission whole, and settle them after. */
+typedef struct kd_xfer {
+  uint32_t node;
+  kd_staging_block *block; /* an upload's holds the caller's bytes, copied in at the take */
+  CUevent event;           /* sinks' */
+  uint8_t copying;         /* EAGER: its copy is enqueued (the block is in use) */
+  uint8_t recorded;        /* EAGER: its event is recorded */
+} kd_xfer;
+/* The staging and events of every transfer of g's plan, in the plan's
+ * order (*out NULL when it has none; owned by the caller until
+ * kd_xfers_settle). On failure nothing is taken, and the error names the
+ * node. */
+kd_status kd_xfers_take(kd_graph *g, const char *op, kd_xfer **out);
+/* node's entry in xf (NULL: not a transfer node). */
+kd_xfer *kd_xfer_of(const kd_graph *g, kd_xfer *xf, uint32_t node);
+/* Frees xf after handing its blocks and events on. ran (the whole
+ * submission was enqueued): uploads' blocks to held, sinks' copies to
+ * their sinks (kd_sink_commit). Otherwise (refused): what enqueued work
+ * uses (copying, recorded) to held, the rest back to the pools; no sink
+ * changes. held needs room for two entries per transfer. */
+void kd_xfers_settle(kd_graph *g, kd_xfer *xf, int ran, kd_held_set *held, const char *op);
 /* A sink copy's staging block and event: the ones its last waited copy
  * used (sk->spare, sk->spare_event), or from the pools. On failure nothing
- * is taken. Both executors use it, so a submit-and-wait loop copies into
- * the same block and records the same event every round (GRAPH mode then
- * re-points nothing). */
+ * is taken. A submit-and-wait loop so copies into the same block and
+ * records the same event every round (GRAPH mode then re-points nothing). */
 kd_status kd_sink_take(kd_session *s, kd_sink *sk, size_t bytes, const char *op, kd_staging_block **block,
                        CUevent *event);
+/* The sink's latest copy is now (block, written by the event's work): an
+ * earlier copy nobody waited for is handed to held, which completes after
+ * it (room for two entries reserved by the caller). */
 void kd_sink_commit(kd_session *s, kd_sink *sk, kd_staging_block *block, CUevent event, kd_held_set *held,
                     const char *op);
 
@@ -96,7 +120,12 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
  * o is added to held. */
 kd_status kd_exec_host_upload(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, kd_held_set *held,
                               kd_host_run **out);
-kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp);
+/* EAGER: the nodes in plan order on the session stream. Staging, events
+ * and workspaces are taken first: a shortage enqueues nothing (*enqueued
+ * 0; held may have workspaces, whose frees are stream-ordered). A driver
+ * refusal or a foreign callback's failure later leaves the nodes before
+ * it enqueued (*enqueued 1), held, and commits no sink copy. */
+kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, int *enqueued);
 /* GRAPH mode (engine/exec_graph.c): launches the plan's executable graph,
  * building or patching it first. Enqueues nothing when it fails. */
 kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held);

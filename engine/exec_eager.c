@@ -131,61 +131,27 @@ static kd_status launch(kd_graph *g, const char *op, kd_gnode *node) {
   return st;
 }
 
-static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, kd_held_set *held) {
-  kd_tensor_obj *o = g->bindings[g->accesses[node->first_access].binding].obj;
-  /* Room first, so nothing enqueued below can fail to be held: an upload's
-   * block; a sink's earlier block and event, handed to this submission. */
-  kd_status st = kd_held_reserve(held, node->kind == KD_NODE_UPLOAD ? 1 : 2, op);
-  if (st) return st;
-  kd_staging_block *b;
-  CUevent ev;
-  st = node->kind == KD_NODE_UPLOAD ? kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &b)
-                                    : kd_sink_take(s, node->sink, node->bytes, op, &b, &ev);
-  if (st) return st;
+/* Enqueues a transfer node's copy (and a sink's event) with the staging
+ * and event taken for it, marking in x what enqueued work now uses. */
+static kd_status transfer(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, kd_xfer *x) {
+  CUdeviceptr dptr = g->bindings[g->accesses[node->first_access].binding].obj->dptr;
+  const kd_cu_table *cu = s->dev.cu;
   CUresult r;
   if (node->kind == KD_NODE_UPLOAD) {
-    memcpy(b->host, node->host, node->bytes); /* the caller's memory is read now */
-    r = node->bytes ? s->dev.cu->cuMemcpyHtoDAsync(o->dptr, b->host, node->bytes, s->dev.stream) : CUDA_SUCCESS;
-    if (r != CUDA_SUCCESS) {
-      kd_staging_put(&s->dev, b);
-      return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
-    }
-    return kd_held_add(held, KD_HELD_STAGING, b, op); /* reserved: cannot fail */
+    r = cu->cuMemcpyHtoDAsync(dptr, x->block->host, node->bytes, s->dev.stream);
+    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
+    x->copying = 1;
+    return KD_OK;
   }
-  r = node->bytes ? s->dev.cu->cuMemcpyDtoHAsync(b->host, o->dptr, node->bytes, s->dev.stream) : CUDA_SUCCESS;
-  const char *call = "cuMemcpyDtoHAsync";
-  int copying = 0;
-  if (r == CUDA_SUCCESS) {
-    copying = node->bytes != 0;
-    call = "cuEventRecord";
-    r = s->dev.cu->cuEventRecord(ev, s->dev.stream);
+  if (node->bytes) {
+    r = cu->cuMemcpyDtoHAsync(x->block->host, dptr, node->bytes, s->dev.stream);
+    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyDtoHAsync"));
+    x->copying = 1;
   }
-  if (r != CUDA_SUCCESS) {
-    kd_event_release_to_pool(&s->dev, ev); /* not recorded */
-    if (copying) /* the copy is enqueued and writes b: held until this submission completes (room reserved) */
-      kd_held_add(held, KD_HELD_STAGING, b, op);
-    else
-      kd_staging_put(&s->dev, b); /* nothing writes it */
-    return kd_session_note(s, kd_fail_cu(r, op, call));
-  }
-  kd_sink_commit(s, node->sink, b, ev, held, op);
+  r = cu->cuEventRecord(x->event, s->dev.stream);
+  if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, op, "cuEventRecord"));
+  x->recorded = 1;
   return KD_OK;
-}
-
-void kd_sink_commit(kd_session *s, kd_sink *sk, kd_staging_block *block, CUevent event, kd_held_set *held,
-                    const char *op) {
-  /* An earlier copy nobody waited for completes before this submission
-   * does: hand its block and event to this submission's completion (the
-   * callers reserved room for both, so these adds cannot fail). */
-  if (sk->block) {
-    kd_held_add(held, KD_HELD_STAGING, sk->block, op);
-    kd_held_add(held, KD_HELD_EVENT, sk->event, op);
-  }
-  s->counters.event_records++;
-  sk->block = block;
-  sk->event = event;
-  sk->seq = s->next_seq;
-  sk->pending = 1;
 }
 
 void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans) {
@@ -204,30 +170,42 @@ void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans) {
   }
 }
 
-static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, kd_held_set *held) {
+static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gnode *node, CUdeviceptr workspace,
+                              kd_held_set *held) {
   kd_span spans[KD_FOREIGN_MAX_ACCESSES];
   kd_foreign_spans(g, node, spans);
-  kd_foreign_call call = {(void *)s->dev.stream, spans, node->access_count, 0, node->workspace_bytes,
+  kd_foreign_call call = {(void *)s->dev.stream, spans, node->access_count, workspace, node->workspace_bytes,
                           node->res ? node->res->resource : NULL};
-  kd_status st = KD_OK;
-  if (node->workspace_bytes) {
-    CUdeviceptr ws;
-    st = kd_session_note(s, kd_device_alloc(&s->dev, op, node->workspace_bytes, &ws));
-    if (st) return st;
-    call.workspace = ws;
-    st = kd_held_add(held, KD_HELD_DEVPTR, (void *)(uintptr_t)ws, op);
-    if (st) {
-      kd_device_free(&s->dev, ws);
-      return st;
-    }
-  }
   if (node->res) {
-    st = kd_held_add(held, KD_HELD_FOREIGN, node->res, op);
-    if (st) return st;
+    (void)kd_held_add(held, KD_HELD_FOREIGN, node->res, op); /* reserved: cannot fail */
     ck_pr_inc_32(&node->res->refs);
   }
-  st = kd_foreign_invoke(node, &call);
+  kd_status st = kd_foreign_invoke(node, &call);
   if (st) return kd_fail_context(st, "%s: foreign node '%s'", op, node->name);
+  return KD_OK;
+}
+
+/* Every foreign node's workspace, per node (*out NULL when the plan has
+ * none), allocated in stream order before anything is enqueued and held
+ * until the submission completes. */
+static kd_status workspaces_take(kd_graph *g, const char *op, kd_held_set *held, CUdeviceptr **out) {
+  kd_session *s = g->session;
+  *out = NULL;
+  if (!g->plan.workspaces) return KD_OK;
+  CUdeviceptr *ws = calloc(g->node_count, sizeof *ws);
+  if (!ws) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the submission's workspaces", op);
+  for (uint32_t n = 0; n < g->node_count; ++n) {
+    kd_gnode *node = &g->nodes[n];
+    if (node->kind != KD_NODE_FOREIGN || !node->workspace_bytes) continue;
+    kd_status st = kd_session_note(s, kd_device_alloc(&s->dev, op, node->workspace_bytes, &ws[n]));
+    if (st) {
+      free(ws); /* the ones allocated are in held: freed in stream order */
+      return kd_fail_context(st, "%s: foreign node '%s' (#%u): its %zu-byte workspace", op, node->name, n,
+                             node->workspace_bytes);
+    }
+    (void)kd_held_add(held, KD_HELD_DEVPTR, (void *)(uintptr_t)ws[n], op); /* reserved: cannot fail */
+  }
+  *out = ws;
   return KD_OK;
 }
 
@@ -261,31 +239,54 @@ static kd_status debug_wait(kd_session *s, const char *op) {
   return r == CUDA_SUCCESS ? KD_OK : kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize (per-node debug event)"));
 }
 
-kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp) {
+kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, int *enqueued) {
   kd_session *s = g->session;
-  kd_status st = KD_OK;
+  *enqueued = 0;
+  /* Everything that can run out is taken first, so that a shortage of
+   * memory or events enqueues nothing: room in held for what the nodes
+   * use (a tensor per binding at most), transfers, workspaces. */
+  kd_xfer *xf = NULL;
+  CUdeviceptr *ws = NULL;
+  kd_status st = kd_held_reserve(held, g->binding_count + g->plan.holds, op);
+  if (!st) st = kd_xfers_take(g, op, &xf);
+  if (!st) st = workspaces_take(g, op, held, &ws);
+  if (st) {
+    kd_xfers_settle(g, xf, 0, held, op);
+    return st;
+  }
+  *enqueued = g->node_count != 0;
   for (uint32_t i = 0; !st && i < g->node_count; ++i) {
-    kd_gnode *node = &g->nodes[g->plan.order[i]];
-    for (uint32_t k = 0; !st && k < node->access_count; ++k)
-      st = kd_held_tensor_once(held, g->bindings[g->accesses[node->first_access + k].binding].obj, stamp, op);
-    if (st) break;
+    uint32_t v = g->plan.order[i];
+    kd_gnode *node = &g->nodes[v];
+    /* Held room was reserved: these cannot fail. */
+    for (uint32_t k = 0; k < node->access_count; ++k)
+      (void)kd_held_tensor_once(held, g->bindings[g->accesses[node->first_access + k].binding].obj, stamp, op);
     switch (node->kind) {
       case KD_NODE_KERNEL:
-        st = kd_held_module_once(held, node->module, stamp, op);
-        if (!st) st = launch(g, op, node);
+        (void)kd_held_module_once(held, node->module, stamp, op);
+        st = launch(g, op, node);
         break;
       case KD_NODE_BUILTIN: st = launch(g, op, node); break;
       case KD_NODE_UPLOAD:
-      case KD_NODE_SINK: st = transfer(s, op, g, node, held); break;
+      case KD_NODE_SINK: {
+        kd_xfer *x = kd_xfer_of(g, xf, v);
+        if (x) st = transfer(s, op, g, node, x); /* else an upload of nothing */
+        break;
+      }
       case KD_NODE_HOST: {
         CUresult r = s->dev.cu->cuLaunchHostFunc(s->dev.stream, kd_host_trampoline, node->host_call);
         if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuLaunchHostFunc"));
         break;
       }
-      case KD_NODE_FOREIGN: st = foreign_call(s, op, g, node, held); break;
+      case KD_NODE_FOREIGN: st = foreign_call(s, op, g, node, ws ? ws[v] : 0, held); break;
     }
     if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) st = debug_wait(s, op);
-    if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, g->plan.order[i]);
+    if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, v);
   }
+  /* Refused part way (the driver refused an enqueue, or a foreign callback
+   * failed): the nodes before stay enqueued and complete with what they
+   * use held, but no sink takes this submission's copy. */
+  kd_xfers_settle(g, xf, !st, held, op);
+  free(ws);
   return st;
 }

@@ -58,26 +58,17 @@ struct kd_gexec {
   CUgraphExec exec;
   uint32_t node_count;
   kd_gexec_node *nodes;
-  uint32_t *xfers;         /* sinks, and uploads with bytes to copy, in node order */
-  uint32_t xfer_count;
   uint32_t *users_start;   /* per binding: the kernel, built-in and foreign nodes using it, */
   uint32_t *users;         /* users[users_start[b] .. users_start[b + 1]) */
   uint32_t *dirty;         /* per node: the patch round that last marked it */
   uint32_t round;
   uint32_t kernels;        /* kernel nodes, for counters.launches */
+  int updated;             /* patched in place since its last launch (counters.graph_updates) */
   uint64_t stamp;          /* kd_held_module_once's, while building */
   kd_held_set keep;        /* modules (once each), foreign resources and workspaces */
   kd_arena params;         /* the kernel nodes' blobs: one allocation for many nodes */
   CUdeviceptr *workspaces; /* per node: foreign workspace (0 if none) */
 };
-
-/* Per launch: the staging block (and, for sinks, the event) of each
- * transfer node, acquired before the launch and owned by it after. */
-typedef struct launch_xfer {
-  uint32_t node;
-  kd_staging_block *block;
-  CUevent event;
-} launch_xfer;
 
 void kd_gexec_release(kd_gexec *x) {
   if (!x) return;
@@ -97,7 +88,6 @@ void kd_gexec_destroy(kd_gexec *x) {
   kd_arena_free(&x->params);
   kd_held_release_all(s, &x->keep);
   free(x->nodes);
-  free(x->xfers);
   free(x->users_start);
   free(x->users);
   free(x->dirty);
@@ -207,12 +197,6 @@ static void copy_params(const kd_gnode *node, CUdeviceptr dev, void *host, CUDA_
   c->Depth = 1;
 }
 
-/* Nodes with per-launch staging: a sink always has one (its event tells
- * kd_sink_wait the copy is done, even an empty one). */
-static int is_xfer(const kd_gnode *node) {
-  return node->kind == KD_NODE_SINK || (node->kind == KD_NODE_UPLOAD && node->bytes);
-}
-
 static CUdeviceptr transfer_dptr(kd_graph *g, const kd_gnode *node) {
   return g->bindings[g->accesses[node->first_access].binding].obj->dptr;
 }
@@ -268,7 +252,7 @@ static void spans_seen(kd_gexec_node *xn, const kd_span *spans, uint32_t count) 
 }
 
 static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNode *deps, size_t ndeps,
-                          const launch_xfer *xf, const char *op) {
+                          const kd_xfer *xf, const char *op) {
   kd_session *s = g->session;
   const kd_cu_table *cu = s->dev.cu;
   kd_gnode *node = &g->nodes[n];
@@ -282,7 +266,7 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
       if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
       kd_module_obj *m = node->kind == KD_NODE_KERNEL ? node->module : s->builtins;
       st = kd_held_module_once(&x->keep, m, x->stamp, op);
-      if (st) return st;
+      if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
       if (L.empty) {
         r = cu->cuGraphAddEmptyNode(&xn->cu, x->graph, deps, ndeps);
         return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddEmptyNode");
@@ -322,19 +306,19 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
     case KD_NODE_FOREIGN: {
       kd_status st;
       if (node->workspace_bytes) {
-        CUdeviceptr ws;
+        CUdeviceptr ws = 0;
         st = kd_session_note(s, kd_device_alloc(&s->dev, op, node->workspace_bytes, &ws));
-        if (st) return st;
-        st = kd_held_add(&x->keep, KD_HELD_DEVPTR, (void *)(uintptr_t)ws, op);
+        if (!st) st = kd_held_add(&x->keep, KD_HELD_DEVPTR, (void *)(uintptr_t)ws, op);
         if (st) {
-          kd_device_free(&s->dev, ws);
-          return st;
+          if (ws) kd_device_free(&s->dev, ws);
+          return kd_fail_context(st, "%s: foreign node '%s' (#%u): its %zu-byte workspace", op, node->name, n,
+                                 node->workspace_bytes);
         }
         x->workspaces[n] = ws;
       }
       if (node->res) {
         st = kd_held_add(&x->keep, KD_HELD_FOREIGN, node->res, op);
-        if (st) return st;
+        if (st) return kd_fail_context(st, "%s: foreign node '%s' (#%u)", op, node->name, n);
         ck_pr_inc_32(&node->res->refs);
       }
       CUgraph child;
@@ -378,7 +362,7 @@ static kd_status index_users(kd_graph *g, kd_gexec *x, const char *op) {
 
 /* Builds and instantiates the plan's CUDA graph, its transfers pointed at
  * this launch's blocks and events. */
-static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint32_t xf_count, kd_gexec **out) {
+static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_gexec **out) {
   kd_session *s = g->session;
   const kd_cu_table *cu = s->dev.cu;
   uint32_t n = g->node_count;
@@ -396,17 +380,12 @@ static kd_status build(kd_graph *g, const char *op, const launch_xfer *xf, uint3
     x->node_count = n;
     x->nodes = calloc((size_t)n + 1, sizeof *x->nodes);
     x->workspaces = calloc((size_t)n + 1, sizeof *x->workspaces);
-    x->xfers = malloc(((size_t)xf_count + 1) * sizeof *x->xfers);
   }
-  if (!x || !pred_start || !pred || !fill || !xf_of || !deps || !x->nodes || !x->workspaces || !x->xfers) {
+  if (!x || !pred_start || !pred || !fill || !xf_of || !deps || !x->nodes || !x->workspaces) {
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the CUDA graph", op);
     goto done;
   }
-  for (uint32_t i = 0; i < xf_count; ++i) {
-    x->xfers[i] = xf[i].node;
-    xf_of[xf[i].node] = i + 1;
-  }
-  x->xfer_count = xf_count;
+  for (uint32_t i = 0; i < g->plan.xfer_count; ++i) xf_of[xf[i].node] = i + 1;
   /* Predecessors in CSR, from the graph's (already reduced) edges. */
   for (uint32_t e = 0; e < g->edge_count; ++e) pred_start[g->edges[e].to + 1]++;
   for (uint32_t i = 0; i < n; ++i) pred_start[i + 1] += pred_start[i];
@@ -462,7 +441,7 @@ done:
  * executable graph last saw them. *patched tells whether anything did. A
  * failure leaves the executable graph unusable for this plan: the caller
  * rebuilds it. */
-static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op, int *patched) {
+static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op) {
   const kd_cu_table *cu = g->session->dev.cu;
   kd_gnode *node = &g->nodes[n];
   kd_gexec_node *xn = &x->nodes[n];
@@ -479,13 +458,13 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
     cu->cuGraphDestroy(child);
     if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecChildGraphNodeSetParams");
     spans_seen(xn, spans, node->access_count);
-    *patched = 1;
+    x->updated = 1;
     return KD_OK;
   }
   if (!xn->blob) return KD_OK; /* an empty built-in stays empty: shapes never change */
   kd_node_launch L;
   kd_status st = kd_node_launch_resolve(g, op, node, &L);
-  if (st) return st;
+  if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
   if (L.empty || blob_same(xn, &L)) return KD_OK;
   CUDA_KERNEL_NODE_PARAMS p;
   kernel_params(&L, &p);
@@ -493,7 +472,7 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
   if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
   st = blob_set(x, xn, &L, op);
   if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
-  *patched = 1;
+  x->updated = 1;
   return KD_OK;
 }
 
@@ -502,8 +481,7 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
  * whose scalars were set. *patched tells whether anything changed. A
  * failure leaves the executable graph unusable for this plan: the caller
  * rebuilds it. */
-static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
-  *patched = 0;
+static kd_status patch(kd_graph *g, kd_gexec *x, const char *op) {
   if (!g->rebound_count && !g->reargs_count) return KD_OK; /* the common relaunch: O(1) */
   uint32_t round = ++x->round;
   kd_status st = KD_OK;
@@ -513,68 +491,25 @@ static kd_status patch(kd_graph *g, kd_gexec *x, const char *op, int *patched) {
       uint32_t n = x->users[u];
       if (x->dirty[n] == round) continue;
       x->dirty[n] = round;
-      st = patch_node(g, x, n, op, patched);
+      st = patch_node(g, x, n, op);
     }
   }
   for (uint32_t i = 0; !st && i < g->reargs_count; ++i) {
     uint32_t n = g->reargs[i];
     if (x->dirty[n] == round) continue;
     x->dirty[n] = round;
-    st = patch_node(g, x, n, op, patched);
+    st = patch_node(g, x, n, op);
   }
   if (st) return st; /* the lists stay: the next try patches them all again */
   kd_graph_changes_clear(g);
   return KD_OK;
 }
 
-static void xfers_put_back(kd_session *s, launch_xfer *xf, uint32_t count) {
-  for (uint32_t i = 0; i < count; ++i) {
-    if (xf[i].block) kd_staging_put(&s->dev, xf[i].block);
-    if (xf[i].event) kd_event_release_to_pool(&s->dev, xf[i].event);
-  }
-}
-
-/* This launch's staging (uploads: filled with the caller's data now) and
- * sink events. */
-static kd_status xfers_get(kd_graph *g, const kd_gexec *x, const char *op, launch_xfer **out, uint32_t *count) {
-  kd_session *s = g->session;
-  uint32_t c = 0;
-  if (x) {
-    c = x->xfer_count;
-  } else {
-    for (uint32_t n = 0; n < g->node_count; ++n) c += (uint32_t)is_xfer(&g->nodes[n]);
-  }
-  *out = NULL;
-  *count = 0;
-  if (!c) return KD_OK;
-  launch_xfer *xf = calloc(c, sizeof *xf);
-  if (!xf) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the launch's %u transfers", op, c);
-  for (uint32_t n = 0, i = 0; i < c; ++n) {
-    uint32_t v = x ? x->xfers[i] : n;
-    kd_gnode *node = &g->nodes[v];
-    if (!x && !is_xfer(node)) continue;
-    xf[i].node = v;
-    kd_status st = node->kind == KD_NODE_SINK
-                       ? kd_sink_take(s, node->sink, node->bytes, op, &xf[i].block, &xf[i].event)
-                       : kd_staging_get(&s->dev, op, node->bytes ? node->bytes : 1, &xf[i].block);
-    if (st) {
-      xfers_put_back(s, xf, i + 1);
-      free(xf);
-      return st;
-    }
-    if (node->kind == KD_NODE_UPLOAD) memcpy(xf[i].block->host, node->host, node->bytes); /* read at submit */
-    ++i;
-  }
-  *out = xf;
-  *count = c;
-  return KD_OK;
-}
-
 /* Points the executable graph's transfers at this launch's blocks and events. */
-static kd_status repoint(kd_graph *g, kd_gexec *x, const launch_xfer *xf, uint32_t count, const char *op) {
+static kd_status repoint(kd_graph *g, kd_gexec *x, const kd_xfer *xf, const char *op) {
   kd_session *s = g->session;
   const kd_cu_table *cu = s->dev.cu;
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t i = 0; i < g->plan.xfer_count; ++i) {
     uint32_t n = xf[i].node;
     kd_gnode *node = &g->nodes[n];
     kd_gexec_node *xn = &x->nodes[n];
@@ -597,59 +532,59 @@ static kd_status repoint(kd_graph *g, kd_gexec *x, const launch_xfer *xf, uint32
   return KD_OK;
 }
 
+/* A failure after which a fresh executable graph may work: the driver
+ * refused to update this one in place. Out of memory and a fault would
+ * fail again. */
+static int rebuild_after(kd_status st) { return st != KD_ERR_DEVICE_FAULT && st != KD_ERR_OUT_OF_MEMORY; }
+
+/* The plan lets go of its executable graph (it goes once the launches in
+ * flight have completed). */
+static void drop_exec(kd_graph *g) {
+  kd_gexec_release(g->plan.gexec);
+  g->plan.gexec = NULL;
+}
+
 kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
   kd_session *s = g->session;
-  kd_status st = KD_OK;
   kd_gexec *x = g->plan.gexec;
-  int patched = 0;
-  if (x) {
-    st = patch(g, x, op, &patched);
-    if (st) {
-      if (st == KD_ERR_DEVICE_FAULT || st == KD_ERR_OUT_OF_MEMORY) return st;
-      /* The driver refused an in-place update: instantiate afresh (the
-       * old one goes once the launches in flight have completed). */
-      kd_gexec_release(x);
-      g->plan.gexec = x = NULL;
-      patched = 0;
+  kd_status st = x ? patch(g, x, op) : KD_OK;
+  if (st && rebuild_after(st)) {
+    drop_exec(g);
+    x = NULL;
+    st = KD_OK;
+  }
+  kd_xfer *xf = NULL;
+  if (!st) st = kd_xfers_take(g, op, &xf);
+  if (!st && x) {
+    st = repoint(g, x, xf, op);
+    if (st && rebuild_after(st)) {
+      drop_exec(g);
+      x = NULL;
       st = KD_OK;
     }
   }
-  launch_xfer *xf;
-  uint32_t xf_count;
-  st = xfers_get(g, x, op, &xf, &xf_count);
-  if (st) return st;
-  if (!x) {
-    st = build(g, op, xf, xf_count, &x);
+  if (!st && !x) {
+    st = build(g, op, xf, &x);
     if (!st) g->plan.gexec = x;
-  } else {
-    st = repoint(g, x, xf, xf_count, op);
   }
   /* Room for everything added, which then cannot fail: upload blocks, and
    * each sink's earlier block and event. The executable graph and the
    * tensors need no reference per launch: the plan and the graph hold
    * them, and let go only after the work in flight
    * (kd_release_after_inflight). */
-  if (!st) st = kd_held_reserve(held, 2 * xf_count, op);
+  if (!st) st = kd_held_reserve(held, 2 * g->plan.xfer_count, op);
   if (!st) {
     CUresult r = s->dev.cu->cuGraphLaunch(x->exec, s->dev.stream);
     if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphLaunch"));
   }
   if (st) {
-    xfers_put_back(s, xf, xf_count); /* nothing was enqueued that uses them */
-    free(xf);
+    kd_xfers_settle(g, xf, 0, held, op); /* nothing was enqueued that uses them */
     return st;
   }
   s->counters.graph_launches++;
-  s->counters.graph_updates += patched != 0; /* counted with the launch that ran the patched graph */
+  s->counters.graph_updates += x->updated; /* counted with the launch that runs the patched graph */
+  x->updated = 0;
   s->counters.launches += x->kernels;
-  for (uint32_t i = 0; i < xf_count; ++i) {
-    kd_gnode *node = &g->nodes[xf[i].node];
-    if (node->kind == KD_NODE_UPLOAD) {
-      kd_held_add(held, KD_HELD_STAGING, xf[i].block, op);
-    } else {
-      kd_sink_commit(s, node->sink, xf[i].block, xf[i].event, held, op);
-    }
-  }
-  free(xf);
+  kd_xfers_settle(g, xf, 1, held, op);
   return KD_OK;
 }

@@ -34,41 +34,62 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   }
   if (s->backend == KD_BACKEND_CUDA) {
     const char *what = "an EAGER graph submission";
+    int enqueued = 0; /* whether anything was: then a completion covers it, even after a failure */
     if (kd_exec_graph_wanted(g)) {
       what = "a CUDA graph launch";
       st = kd_exec_graph(g, op, &held);
       if (!st) g->plan.graph_oom = 0;
+      enqueued = !st; /* a refused graph launch enqueues nothing */
       if (st && st != KD_ERR_DEVICE_FAULT && g->exec_mode == KD_EXEC_AUTO) {
-        /* AUTO: nothing was enqueued. The driver refused this plan as a
-         * CUDA graph: it runs eagerly from now on. Out of memory is no
-         * verdict on the plan, unless it keeps happening: this submission
-         * runs eagerly, the next tries the CUDA graph again, up to
-         * KD_AUTO_OOM_TRIES in a row. */
-        int refused = st != KD_ERR_OUT_OF_MEMORY || ++g->plan.graph_oom >= KD_AUTO_OOM_TRIES;
-        if (s->opts.flags & KD_SESSION_VERBOSE)
-          fprintf(stderr, "kdag: AUTO %s EAGER: %s\n", refused ? "stays" : "runs this submission", kd_last_error());
-        g->plan.graph_refused = refused;
+        /* AUTO: the same submission runs eagerly. If that works, the
+         * failure was the CUDA graph's: the plan runs eagerly from now on.
+         * Out of memory is no verdict on the plan, unless it keeps
+         * happening: the next submission tries the CUDA graph again, up to
+         * KD_AUTO_OOM_TRIES in a row. A failure of both (a foreign
+         * callback's, memory for the submission) says nothing about the
+         * graph. */
+        char *why = strdup(kd_last_error());
+        kd_status graph_st = st;
         what = "an EAGER graph submission";
-        st = kd_exec_eager(g, op, &held, stamp);
+        st = kd_exec_eager(g, op, &held, stamp, &enqueued);
+        if (!st) {
+          int refused = graph_st != KD_ERR_OUT_OF_MEMORY || ++g->plan.graph_oom >= KD_AUTO_OOM_TRIES;
+          if (s->opts.flags & KD_SESSION_VERBOSE)
+            fprintf(stderr, "kdag: AUTO %s EAGER: %s\n", refused ? "stays" : "runs this submission",
+                    why ? why : "(no memory for the message)");
+          if (refused) { /* what the executable graph holds is not needed any more */
+            g->plan.graph_refused = 1;
+            kd_gexec_release(g->plan.gexec);
+            g->plan.gexec = NULL;
+          }
+        }
+        free(why);
       }
     } else {
-      st = kd_exec_eager(g, op, &held, stamp);
+      st = kd_exec_eager(g, op, &held, stamp, &enqueued);
     }
-    /* Whatever was enqueued, even before a failure, completes with the
-     * objects it uses held: nothing already submitted is lost. The
-     * built-in module needs no hold: the session keeps it until
-     * kd_session_destroy, which first waits for all work. */
-    char *first = st ? strdup(kd_last_error()) : NULL; /* the node's error names it: keep it */
-    kd_status cst = kd_completion_submit(s, op, &held, done, what);
-    if (first) {
-      kd_fail(st, "%s", first);
-      free(first);
-    }
-    if (cst) {
-      s->counters.stream_syncs++;
-      s->dev.cu->cuStreamSynchronize(s->dev.stream);
+    if (st && !enqueued) {
+      /* Nothing to complete: the event goes back, and a full ring is not
+       * waited for by a call that failed. */
+      kd_event_release_to_pool(&s->dev, done);
       kd_held_release_all(s, &held);
-      if (!st) st = cst;
+    } else {
+      /* Whatever was enqueued, even before a failure, completes with the
+       * objects it uses held: nothing already submitted is lost. The
+       * built-in module needs no hold: the session keeps it until
+       * kd_session_destroy, which first waits for all work. */
+      char *first = st ? strdup(kd_last_error()) : NULL; /* the node's error names it: keep it */
+      kd_status cst = kd_completion_submit(s, op, &held, done, what);
+      if (first) {
+        kd_fail(st, "%s", first);
+        free(first);
+      }
+      if (cst) {
+        s->counters.stream_syncs++;
+        s->dev.cu->cuStreamSynchronize(s->dev.stream);
+        kd_held_release_all(s, &held);
+        if (!st) st = cst;
+      }
     }
   } else {
     kd_host_run *run = NULL;
@@ -110,24 +131,6 @@ kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
   if (!st) st = kd_completion_poll_ticket(s, t.seq, op, done);
   kd_session_leave(s);
   return st;
-}
-
-kd_status kd_sink_take(kd_session *s, kd_sink *sk, size_t bytes, const char *op, kd_staging_block **block,
-                       CUevent *event) {
-  kd_staging_block *b = sk->spare;
-  kd_status st = b ? KD_OK : kd_staging_get(&s->dev, op, bytes ? bytes : 1, &b);
-  if (st) return st;
-  CUevent e = sk->spare_event;
-  st = e ? KD_OK : kd_event_acquire(&s->dev, op, &e);
-  if (st) {
-    if (!sk->spare) kd_staging_put(&s->dev, b);
-    return st;
-  }
-  sk->spare = NULL;
-  sk->spare_event = NULL;
-  *block = b;
-  *event = e;
-  return KD_OK;
 }
 
 void kd_sink_free(kd_session *s, kd_sink *sk) {

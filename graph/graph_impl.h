@@ -124,6 +124,13 @@ typedef struct kd_gnode {
   };
 } kd_gnode;
 
+/* A node with per-submission staging (engine/xfer.c): every sink (its
+ * event tells kd_sink_wait the copy is done, even an empty one), and an
+ * upload with bytes to copy. */
+static inline int kd_node_is_xfer(const kd_gnode *node) {
+  return node->kind == KD_NODE_SINK || (node->kind == KD_NODE_UPLOAD && node->bytes);
+}
+
 typedef struct kd_gedge {
   uint32_t from, to;
   uint32_t binding;        /* the tensor that caused it (UINT32_MAX if explicit) */
@@ -137,6 +144,12 @@ typedef struct kd_plan {
   uint32_t *succ;
   uint32_t *indegree;
   int valid;
+  /* What one submission takes before it enqueues anything
+   * (engine/xfer.c, engine/exec_eager.c): */
+  uint32_t *xfers;         /* the transfer nodes (kd_node_is_xfer), in node order */
+  uint32_t xfer_count;
+  uint32_t workspaces;     /* foreign nodes with a workspace */
+  uint32_t holds;          /* held entries an EAGER submission adds beyond one per binding */
   uint32_t submits;        /* submissions of this plan so far (AUTO mode) */
   int graph_refused;       /* AUTO: the driver refused this plan as a CUDA graph */
   uint32_t graph_oom;      /* AUTO: CUDA-graph launches of this plan in a row that ran out of memory */

@@ -534,9 +534,11 @@ Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_work
   pipeline p;
   kd_session *s = started(KD_EXEC_GRAPH, &p);
   uint64_t submitted = counters(s).submissions;
+  kdag_null_calls before = calls();
   nd.fail("cuGraphLaunch", 0, CUDA_ERROR_INVALID_VALUE, 0);
   kd_ticket t;
   KDT_FAILS(kd_graph_submit(p.g, &t), KD_ERR_DRIVER, "cuGraphLaunch");
+  cr_assert_eq(calls().event_records, before.event_records, "no completion recorded for nothing");
   cr_assert_eq(t.seq, UINT64_MAX, "no ticket for a failed submission");
   KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission");
   cr_assert_eq(counters(s).submissions, submitted);
@@ -817,7 +819,8 @@ typedef struct copier {
   copy_dtod_fn copy;
   int calls, released;
   size_t workspace_bytes;
-  kd_status fail_next; /* returned by the next call, once */
+  kd_status fail;      /* returned by the next fail_calls calls */
+  int fail_calls;
   uint64_t out_ptr;    /* span 0 of the last call */
 } copier;
 
@@ -825,10 +828,9 @@ static kd_status copy_node(const kd_foreign_call *call, void *user) {
   copier *c = user;
   c->calls++;
   c->out_ptr = call->span_count ? call->spans[0].device_ptr : 0;
-  if (c->fail_next) {
-    kd_status st = c->fail_next;
-    c->fail_next = KD_OK;
-    return st;
+  if (c->fail_calls > 0) {
+    c->fail_calls--;
+    return c->fail;
   }
   if (call->span_count != 2 || call->resource != c || !call->workspace || call->workspace_bytes != c->workspace_bytes ||
       call->spans[0].bytes != call->spans[1].bytes)
@@ -925,7 +927,8 @@ Test(host_null_driver, a_failed_recapture_is_tried_again_by_the_next_submission)
   cr_assert_eq(c.calls, 1);
   uint64_t first = c.out_ptr;
   KDT_OK(kd_graph_rebind(p.g, y, y2));
-  c.fail_next = KD_ERR_OUT_OF_MEMORY;
+  c.fail = KD_ERR_OUT_OF_MEMORY;
+  c.fail_calls = 1;
   KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "copy y=a");
   cr_assert_eq(c.calls, 2);
   KDT_OK(kd_tensor_release(s, y)); /* the caller lets go of the old output */
@@ -943,6 +946,130 @@ Test(host_null_driver, a_failed_recapture_is_tried_again_by_the_next_submission)
   kd_session_destroy(s);
   cr_assert_eq(c.released, 1);
   assert_all_returned();
+}
+
+/* Staging, events and foreign workspaces are taken before anything is
+ * enqueued, in both modes: a submission that runs short of one (pinned
+ * memory, an event, device memory, at each of its first calls) is refused
+ * with nothing launched, copied, recorded or called back, its sink not
+ * pending, and the next submission works. EAGER took them node by node:
+ * the nodes before the shortage ran and a refused submission's sink copy
+ * became the one to wait for. */
+Test(host_null_driver, a_shortage_of_staging_events_or_workspace_enqueues_nothing) {
+  static const char *points[] = {"cuEventCreate", "cuMemHostAlloc", "cuMemAllocFromPoolAsync"};
+  static const kd_exec_mode modes[] = {KD_EXEC_EAGER, KD_EXEC_GRAPH};
+  for (size_t m = 0; m < 2; ++m)
+    for (size_t f = 0; f < sizeof points / sizeof points[0]; ++f) {
+      uint32_t refused = 0;
+      for (uint32_t after = 0; after < 4; ++after) {
+        copier c;
+        pipeline p;
+        kd_tensor y, y2;
+        kd_session *s = with_copier(modes[m], &p, &c, &y, &y2); /* fresh pools: every take creates */
+        kdag_null_calls before = calls();
+        nd.fail(points[f], after, CUDA_ERROR_OUT_OF_MEMORY, 0);
+        kd_status st = kd_graph_submit(p.g, NULL);
+        nd.fail(NULL, 0, 0, 0);
+        if (st) {
+          refused++;
+          cr_assert_eq(st, KD_ERR_OUT_OF_MEMORY, "%s: %s", points[f], kd_last_error());
+          cr_assert(strstr(kd_last_error(), points[f]), "names %s: %s", points[f], kd_last_error());
+          kdag_null_calls now = calls();
+          cr_assert_eq(now.copies, before.copies, "%s after %u: copied", points[f], after);
+          cr_assert_eq(now.kernel_launches + now.graph_launches, before.kernel_launches + before.graph_launches,
+                       "%s after %u: launched", points[f], after);
+          cr_assert_eq(now.event_records, before.event_records, "%s after %u: recorded", points[f], after);
+          if (modes[m] == KD_EXEC_EAGER) cr_assert_eq(c.calls, 0, "the foreign node was called");
+          KDT_FAILS(kd_sink_wait(p.sink), KD_ERR_INVALID_ARGUMENT, "no submission");
+        } else {
+          pipeline_check(&p, 0);
+        }
+        submit_and_check(&p, 1);
+        KDT_OK(kd_tensor_release(s, y));
+        KDT_OK(kd_tensor_release(s, y2));
+        finish(s, &p);
+        cr_assert_eq(c.released, 1);
+      }
+      cr_assert_gt(refused, 0, "%s never ran short in mode %d", points[f], (int)modes[m]);
+    }
+}
+
+/* AUTO: a failure of the CUDA graph that the eager run of the same
+ * submission shares (here the foreign callback fails both times) says
+ * nothing about the graph: the submission fails and the next one is a
+ * CUDA graph launch. A failure the eager run does not share (a refused
+ * launch) turns the plan EAGER for good, and its executable graph, with
+ * what it holds, goes once its launches are done. */
+Test(host_null_driver, auto_gives_up_on_the_cuda_graph_only_for_its_own_failures) {
+  copier c;
+  pipeline p;
+  kd_tensor y, y2;
+  kd_session *s = with_copier(KD_EXEC_AUTO, &p, &c, &y, &y2);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  for (uint32_t r = 0; r < o.graph_after; ++r) submit_and_check(&p, (int)r);
+  c.fail = KD_ERR_INVALID_ARGUMENT;
+  c.fail_calls = 2; /* the capture, then the eager call */
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_INVALID_ARGUMENT, "copy y=a");
+  cr_assert_eq(c.fail_calls, 0, "both ways were tried");
+  submit_and_check(&p, 10);
+  cr_assert_eq(counters(s).graph_launches, 1, "still GRAPH after a failure both ways share");
+  nd.fail("cuGraphLaunch", 0, CUDA_ERROR_INVALID_VALUE, 0);
+  submit_and_check(&p, 11); /* eagerly */
+  KDT_OK(kd_session_reap(s, NULL));
+  kdag_null_calls k = calls();
+  cr_assert_eq(k.graph_instantiations, 1);
+  cr_assert_eq(k.exec_destroys, 1, "the refused plan's executable graph is gone");
+  uint32_t released = (uint32_t)c.released;
+  cr_assert_eq(released, 0, "the node keeps its resource");
+  submit_and_check(&p, 12);
+  cr_assert_eq(counters(s).graph_launches, 1, "EAGER for good");
+  KDT_OK(kd_tensor_release(s, y));
+  KDT_OK(kd_tensor_release(s, y2));
+  finish(s, &p);
+}
+
+/* A refused re-pointing of a transfer (the driver would not move the
+ * upload's copy to this launch's staging block) is answered like a refused
+ * kernel update: a fresh executable graph, no error. */
+Test(host_null_driver, a_refused_transfer_update_instantiates_afresh) {
+  pipeline p;
+  kd_session *s = started(KD_EXEC_GRAPH, &p);
+  nd.hold(1); /* the first launch's blocks stay in flight: the next needs others */
+  fill_in(&p, 5);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  nd.fail("cuGraphExecMemcpyNodeSetParams", 0, CUDA_ERROR_INVALID_VALUE, 0);
+  fill_in(&p, 6);
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  nd.hold(0);
+  pipeline_check(&p, 2);
+  cr_assert_eq(counters(s).graph_instantiations, 2, "instantiated afresh");
+  submit_and_check(&p, 3);
+  cr_assert_eq(counters(s).graph_instantiations, 2);
+  finish(s, &p);
+}
+
+/* A patched executable graph whose launch was refused still counts its
+ * update when the next launch runs it. */
+Test(host_null_driver, an_update_is_counted_by_the_launch_that_runs_it) {
+  pipeline p;
+  kd_session *s = started(KD_EXEC_GRAPH, &p);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  kd_tensor c;
+  KDT_OK(kd_tensor_from_host(s, &d, p.in, sizeof p.in, &c));
+  kd_tensor old = p.b;
+  KDT_OK(kd_graph_rebind(p.g, old, c));
+  p.b = c;
+  nd.fail("cuGraphLaunch", 0, CUDA_ERROR_INVALID_VALUE, 0);
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "cuGraphLaunch");
+  cr_assert_eq(counters(s).graph_updates, 0);
+  cr_assert_eq(calls().kernel_node_patches, 1, "patched before the refused launch");
+  submit_and_check(&p, 1);
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_updates, 1);
+  cr_assert_eq(k.graph_instantiations, 1);
+  KDT_OK(kd_tensor_release(s, old));
+  finish(s, &p);
 }
 
 /* kd_graph_destroy waits for nothing, a host function node's graph too:

@@ -826,6 +826,7 @@ static CUresult nd_cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode n, 
   FAULTED();
   nd_work *w = exec_node(x, n, ND_COPY);
   if (!w || !c || ctx != &g_ctx) return CUDA_ERROR_INVALID_VALUE;
+  FAIL_POINT("cuGraphExecMemcpyNodeSetParams");
   w->copy = *c;
   return CUDA_SUCCESS;
 }

@@ -42,7 +42,8 @@ void kdag_null_calls_get(kdag_null_calls *out);
 /* The call of entry after `after` more (one of cuEventCreate, cuEventRecord,
  * cuMemAllocFromPoolAsync, cuMemHostAlloc, cuLaunchKernel,
  * cuGraphInstantiateWithParams, which then names the graph's node number
- * node as the culprit, cuGraphLaunch, cuGraphExecKernelNodeSetParams)
+ * node as the culprit, cuGraphLaunch, cuGraphExecKernelNodeSetParams,
+ * cuGraphExecMemcpyNodeSetParams)
  * fails with the CUresult code, once. entry NULL: disarms. */
 void kdag_null_fail(const char *entry, uint32_t after, int code, uint32_t node);
 /* A trap in the work enqueued so far: every later call that queries, waits

@@ -257,8 +257,13 @@ KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
  * submission's ticket; on failure, one that kd_ticket_done refuses. With
  * completion_ring_capacity submissions in flight already, it first waits
  * for the oldest (counted in ring_full_waits).
- * Errors: KD_ERR_INVALID_ARGUMENT (NULL graph), KD_ERR_DEVICE_FAULT and
- * enqueue failures; nothing already submitted is lost. */
+ * Errors: KD_ERR_INVALID_ARGUMENT (NULL graph), KD_ERR_OUT_OF_MEMORY
+ * (events, pinned staging and workspaces are all taken before anything is
+ * enqueued: running short of them enqueues nothing), KD_ERR_DEVICE_FAULT,
+ * and a refused enqueue or a foreign callback's error naming the node.
+ * EAGER may have enqueued the nodes before a refused one: they complete
+ * with what they use held, and no sink takes the failed submission's
+ * copy. Nothing already submitted is lost. */
 KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 
 /* Non-blocking: *done (the caller's, written during the call only) is 1
