@@ -244,9 +244,9 @@ static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
   /* libmathdx needs libnvrtc.so.13: load the toolkit's first so the
    * loader reuses it (a newer pip NVRTC would emit LTO-IR the toolkit's
    * nvJitLink cannot read). */
+  static void *nvrtc_global; /* once: a retry after a failure adds no reference */
   const char *nvrtc = kd_nvrtc_path();
-  void *h = *nvrtc ? dlopen(nvrtc, RTLD_NOW | RTLD_GLOBAL) : NULL;
-  (void)h; /* stays loaded for the process, like kdag's own handle */
+  if (!nvrtc_global && *nvrtc) nvrtc_global = dlopen(nvrtc, RTLD_NOW | RTLD_GLOBAL); /* stays, like kdag's own */
   void *lib = dlopen(info->libmathdx_path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: dlopen(%s) failed: %s", op, info->libmathdx_path, dlerror());
 #define KD_RESOLVE(name, type)                                                                  \
