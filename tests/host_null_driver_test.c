@@ -513,20 +513,28 @@ Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path
   finish(s, &p);
 }
 
+/* Rebinds the pipeline's b to a new tensor (a GRAPH launch then patches
+ * b=a); returns the old b, for the caller to release. */
+static kd_tensor rebind_b(kd_session *s, pipeline *p) {
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  kd_tensor c, old = p->b;
+  KDT_OK(kd_tensor_from_host(s, &d, p->in, sizeof p->in, &c));
+  KDT_OK(kd_graph_rebind(p->g, old, c));
+  p->b = c;
+  return old;
+}
+
 Test(host_null_driver, a_refused_update_instantiates_afresh) {
   pipeline p;
   kd_session *s = started(KD_EXEC_GRAPH, &p);
-  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
-  kd_tensor c;
-  KDT_OK(kd_tensor_from_host(s, &d, p.in, sizeof p.in, &c));
-  KDT_OK(kd_graph_rebind(p.g, p.b, c)); /* b=a is patched */
+  kd_tensor old = rebind_b(s, &p);
   nd.fail("cuGraphExecKernelNodeSetParams", 0, CUDA_ERROR_INVALID_VALUE, 0);
   submit_and_check(&p, 1);
   kd_counters k = counters(s);
   cr_assert_eq(k.graph_instantiations, 2, "the refused update was replaced by a new instantiation");
   cr_assert_eq(k.graph_updates, 0);
   cr_assert_eq(calls().graph_instantiations, 2);
-  KDT_OK(kd_tensor_release(s, c));
+  KDT_OK(kd_tensor_release(s, old));
   finish(s, &p);
 }
 
@@ -1054,12 +1062,7 @@ Test(host_null_driver, a_refused_transfer_update_instantiates_afresh) {
 Test(host_null_driver, an_update_is_counted_by_the_launch_that_runs_it) {
   pipeline p;
   kd_session *s = started(KD_EXEC_GRAPH, &p);
-  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
-  kd_tensor c;
-  KDT_OK(kd_tensor_from_host(s, &d, p.in, sizeof p.in, &c));
-  kd_tensor old = p.b;
-  KDT_OK(kd_graph_rebind(p.g, old, c));
-  p.b = c;
+  kd_tensor old = rebind_b(s, &p);
   nd.fail("cuGraphLaunch", 0, CUDA_ERROR_INVALID_VALUE, 0);
   KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "cuGraphLaunch");
   cr_assert_eq(counters(s).graph_updates, 0);
