@@ -281,8 +281,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
         memcpy(t->fill.w, node->fill, sizeof t->fill.w);
       }
     }
-    if (st) break;
-    if (node->kind == KD_NODE_UPLOAD) {
+    if (!st && node->kind == KD_NODE_UPLOAD) {
       void *snap = NULL; /* set by keep_buffer on KD_OK */
       st = keep_buffer(r, node->bytes, &snap, op);
       if (!st) {
@@ -300,6 +299,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
         t->bytes = node->bytes;
       }
     }
+    if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, i);
   }
   if (st) {
     kd_host_run_unref(r);

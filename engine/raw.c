@@ -8,22 +8,45 @@
 #include "cuda/status_internal.h"
 #include "engine/session_impl.h"
 
-/* Every kd_raw_* call starts here: the scope must be open and this thread
- * must be the one running its callback. The session lock is already held
- * by kd_with_raw on this thread. */
-static kd_status raw_check(kd_raw *raw, const char *fn) {
+/* One per thread: its address names the thread that owns a scope, in a
+ * word another thread can load atomically (a pthread_t is opaque). */
+static _Thread_local char raw_thread_mark;
+
+int kd_raw_open_here(kd_raw *raw) {
+  int active = ck_pr_load_int(&raw->active);
+  ck_pr_fence_load();
+  return active && ck_pr_load_ptr(&raw->owner) == (void *)&raw_thread_mark;
+}
+
+/* The scope must be open and this thread must be the one running its
+ * callback. The session lock is then held by kd_with_raw on this thread.
+ * Another thread reads only active and owner, as published by kd_with_raw
+ * (not op, which a new scope may be writing). */
+static kd_status raw_owned(kd_raw *raw, const char *fn) {
   kd_status st = kd_callback_check(fn); /* a foreign callback handed the scope through its user */
   if (st) return st;
   if (!raw) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument raw is NULL", fn);
+  if (kd_raw_open_here(raw)) return KD_OK;
   if (!ck_pr_load_int(&raw->active))
     return kd_fail(KD_ERR_SCOPE_ENDED, "%s: the raw scope has ended; kd_raw handles and spans "
                    "are valid only inside the kd_with_raw callback", fn);
-  if (!pthread_equal(raw->thread, pthread_self()))
-    return kd_fail(KD_ERR_BUSY, "%s: raw scope '%s' belongs to another thread", fn, raw->op);
+  return kd_fail(KD_ERR_BUSY, "%s: the raw scope belongs to another thread", fn);
+}
+
+/* Every kd_raw_* call but kd_raw_session starts here: raw_owned, and a
+ * fault an earlier call of the scope met is returned (the session refuses
+ * work from then on). */
+static kd_status raw_check(kd_raw *raw, const char *fn) {
+  kd_status st = raw_owned(raw, fn);
+  if (st) return st;
+  kd_session *s = raw->session;
+  if (s->fault)
+    return kd_fail(s->fault, "%s: raw scope '%s': the session is unusable after a device fault: %s", fn, raw->op,
+                   s->fault_msg);
   return KD_OK;
 }
 
-kd_session *kd_raw_session(kd_raw *raw) { return raw_check(raw, "kd_raw_session") == KD_OK ? raw->session : NULL; }
+kd_session *kd_raw_session(kd_raw *raw) { return raw_owned(raw, "kd_raw_session") == KD_OK ? raw->session : NULL; }
 
 kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   static const char *me = "kd_with_raw";
@@ -51,9 +74,10 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   kd_raw *raw = &s->raw;
   raw->session = s;
   raw->scope = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
-  raw->thread = pthread_self();
+  ck_pr_store_ptr(&raw->owner, &raw_thread_mark);
   snprintf(raw->op, sizeof raw->op, "%s", op);
   raw->launches = 0;
+  ck_pr_fence_store(); /* owner before active, for raw_check on other threads */
   ck_pr_store_int(&raw->active, 1);
   unsigned long mark = kd_fail_mark();
   kd_status user_st = fn(raw, user);
@@ -188,11 +212,9 @@ kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn 
   kd_module_obj *o;
   st = kd_module_lookup(s, m, &o, op, "module built for the cache");
   if (st) return st;
-  if (o->user_refs != 1)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT,
-                   "%s: build for '%s' returned a module that is %s; it must return a fresh "
-                   "module the cache can own", op, key,
-                   o->user_refs ? "referenced more than once" : "already cached");
+  if (o->user_refs != 1) /* modules have one user reference at most: 0 is the cache's */
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: build for '%s' returned a module that is already cached; it "
+                   "must return a fresh module the cache can own", op, key);
   char *owned = strdup(key);
   if (owned) ck_ht_entry_set(&e, h, owned, (uint16_t)len, o);
   if (!owned || !ck_ht_put_spmc(&s->module_cache, h, &e)) {
@@ -276,6 +298,7 @@ kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *v, kd_span_mut *out) {
 kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank, const int64_t *shape,
                               kd_tensor *out) {
   static const char *op = "kd_raw_alloc_output";
+  if (out) out->bits = 0; /* before anything is checked, like kd_tensor_create */
   kd_status st = raw_check(raw, op);
   if (st) return st;
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
@@ -354,6 +377,11 @@ static kd_status check_span(kd_raw *raw, const char *op, size_t i, const kd_arg 
       (size_t)a->v.span.elements * esize != a->v.span.bytes)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args[%zu]: span fields were altered (pointer, "
                    "size or dtype no longer match the borrowed tensor)", op, i);
+  /* A read of a mutable borrow: the borrow itself checked nothing (the
+   * kernel may be about to write it), so check here, as kd_raw_tensor does. */
+  if (!mut && !o->initialized)
+    return kd_fail(KD_ERR_UNINITIALIZED, "%s: args[%zu] reads a tensor that was never written (no upload, no "
+                   "earlier launch writing it); the kernel would read garbage", op, i);
   return KD_OK;
 }
 

@@ -143,7 +143,7 @@ static void cache_clear(kd_session *s) {
 void kd_session_destroy(kd_session *s) {
   if (!s || kd_callback_check("kd_session_destroy")) return; /* from a callback: refused, nothing destroyed */
   pthread_mutex_lock(&s->lock);
-  if (s->raw.active && pthread_equal(s->raw.thread, pthread_self())) {
+  if (kd_raw_open_here(&s->raw)) {
     /* Called from the session's own raw callback: the scope still uses the
      * session, so the destroy happens when kd_with_raw returns. */
     s->destroy_requested = 1;

@@ -118,9 +118,9 @@ kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
 
 /* kd_tensor_create, its errors naming op (the public function called). */
 static kd_status create(kd_session *s, const char *op, const kd_tensor_desc *desc, kd_tensor *out) {
+  if (out) out->bits = 0; /* before anything is checked, as the header says */
   if (!desc || !out)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, desc ? "out" : "desc");
-  out->bits = 0;
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   st = kd_tensor_new(s, op, desc->dtype, desc->rank, desc->shape, desc->residency, out);
@@ -266,7 +266,7 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
     st = kd_staging_get(&s->dev, op, o->bytes, &b);
     if (st) goto out;
     CUevent ev = NULL;
-    st = kd_event_acquire(&s->dev, op, &ev);
+    st = kd_session_note(s, kd_event_acquire(&s->dev, op, &ev));
     CUresult r = CUDA_SUCCESS;
     int enqueued = 0;
     if (!st) {

@@ -1320,6 +1320,90 @@ static kd_status raw_add_fn(kd_raw *raw, void *user) {
   return st;
 }
 
+/* A mutable borrow passed as a read argument: refused while nothing has
+ * written that tensor (kd_raw_tensor refuses such a borrow itself; a
+ * mutable borrow checks nothing, its kernel may be about to write it),
+ * allowed once a launch of the scope has written it. */
+typedef struct raw_reads {
+  raw_add c;           /* lhs, rhs written; out and next made in the scope */
+  kd_tensor next;
+  kd_status first, second, third;
+  char first_msg[512];
+} raw_reads;
+
+static kd_status raw_reads_fn(kd_raw *raw, void *user) {
+  raw_reads *r = user;
+  kd_span lhs, rhs;
+  kd_span_mut out, next;
+  kd_launch_config cfg;
+  kd_status st = kd_raw_load_ptx(raw, (const char *)kd_kernel_add_ptx, kd_kernel_add_ptx_size, &r->c.m);
+  if (!st) st = kd_module_function(kd_raw_session(raw), r->c.m, "add_kernel", &r->c.fn);
+  if (!st) st = kd_raw_tensor(raw, r->c.lhs, &lhs);
+  if (!st) st = kd_raw_tensor(raw, r->c.rhs, &rhs);
+  if (!st) st = kd_raw_alloc_output(raw, KD_F32, 1, (int64_t[]){LEN}, &r->c.out);
+  if (!st) st = kd_raw_tensor_mut(raw, r->c.out, &out);
+  if (!st) st = kd_raw_alloc_output(raw, KD_F32, 1, (int64_t[]){LEN}, &r->next);
+  if (!st) st = kd_raw_tensor_mut(raw, r->next, &next);
+  if (!st) st = kd_launch_config_flat(LEN, 128, 0, &cfg);
+  if (st) return st;
+  /* SAFETY: add_kernel is (float *out, const float *lhs, const float *rhs,
+   * int n); every tensor holds LEN floats; on the null driver it does not run. */
+  kd_arg early[] = {kd_arg_tensor_mut(&next), kd_arg_tensor(&out.span), kd_arg_tensor(&rhs), kd_arg_i32(LEN)};
+  r->first = kd_raw_launch(raw, r->c.fn, &cfg, early, 4);
+  snprintf(r->first_msg, sizeof r->first_msg, "%s", kd_last_error());
+  kd_arg write[] = {kd_arg_tensor_mut(&out), kd_arg_tensor(&lhs), kd_arg_tensor(&rhs), kd_arg_i32(LEN)};
+  r->second = kd_raw_launch(raw, r->c.fn, &cfg, write, 4);
+  r->third = kd_raw_launch(raw, r->c.fn, &cfg, early, 4);
+  return KD_OK;
+}
+
+Test(host_null_driver, a_raw_launch_refuses_to_read_a_tensor_nothing_wrote) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  static const float zeros[LEN];
+  raw_reads r = {0};
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &r.c.lhs));
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &r.c.rhs));
+  KDT_OK(kd_with_raw(s, "test.reads", raw_reads_fn, &r));
+  cr_assert_eq(r.first, KD_ERR_UNINITIALIZED, "%s", r.first_msg);
+  cr_assert(strstr(r.first_msg, "args[1] reads a tensor that was never written"), "%s", r.first_msg);
+  KDT_OK(r.second);
+  KDT_OK(r.third); /* out is written now */
+  kd_tensor all[] = {r.c.lhs, r.c.rhs, r.c.out, r.next};
+  for (size_t i = 0; i < 4; ++i) KDT_OK(kd_tensor_release(s, all[i]));
+  KDT_OK(kd_module_release(s, r.c.m));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+/* A fault met inside a raw scope (here by kd_raw_synchronize) makes the
+ * scope's later calls return it, as every other call of the session does;
+ * kd_raw_session still names the session, for releases. */
+static kd_status raw_after_fault_fn(kd_raw *raw, void *user) {
+  kd_tensor *t = user;
+  nd.fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+  kd_status st = kd_raw_synchronize(raw);
+  cr_assert_eq(st, KD_ERR_DEVICE_FAULT, "%s", kd_last_error());
+  kd_span span;
+  st = kd_raw_tensor(raw, *t, &span);
+  cr_assert_eq(st, KD_ERR_DEVICE_FAULT, "%s", kd_last_error());
+  cr_assert(strstr(kd_last_error(), "kd_raw_tensor: raw scope 'test.fault'"), "%s", kd_last_error());
+  cr_assert_not_null(kd_raw_session(raw));
+  return KD_OK;
+}
+
+Test(host_null_driver, a_fault_inside_a_raw_scope_refuses_its_later_calls) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  static const float zeros[LEN];
+  kd_tensor t;
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &t));
+  KDT_OK(kd_with_raw(s, "test.fault", raw_after_fault_fn, &t));
+  KDT_OK(kd_tensor_release(s, t));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
 /* The raw scope's launch keeps its module and the tensors released inside
  * the scope until its completion has fired; so does a kernel node of a
  * GRAPH-mode graph whose module handle and graph are let go of while its

@@ -44,7 +44,9 @@ Test(host_tensor, creation_is_validated) {
   d.dtype = (kd_dtype)42;
   d.shape[1] = 2;
   KDT_FAILS(kd_tensor_create(s, &d, &t), KD_ERR_INVALID_ARGUMENT, "dtype 42");
+  t.bits = 12345; /* a stale handle: zeroed before anything is checked */
   KDT_FAILS(kd_tensor_create(s, NULL, &t), KD_ERR_INVALID_ARGUMENT, "kd_tensor_create: argument desc is NULL");
+  cr_assert_eq(t.bits, 0, "*out is zeroed even when desc is NULL");
   KDT_FAILS(kd_tensor_create(NULL, &d, &t), KD_ERR_INVALID_ARGUMENT, "session is NULL");
   d.dtype = KD_C64;
   d.rank = 8;

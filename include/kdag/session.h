@@ -160,7 +160,8 @@ typedef struct kd_counters {
   uint64_t completions_retired;
   uint64_t inflight;            /* completions recorded but not yet retired (gauge) */
   uint64_t bytes_device;        /* live device bytes owned by this session's tensors (gauge) */
-  uint64_t bytes_retained;      /* bytes of released tensors still held by in-flight work (gauge) */
+  uint64_t bytes_retained;      /* bytes of tensors the caller released that are still held: by work
+                                   in flight, or by a graph that uses them (gauge) */
   uint64_t bytes_staging;       /* pinned staging bytes owned by the session (gauge) */
   uint64_t staging_grows;       /* staging blocks pinned so far. Pinning host memory
                                    synchronises the device implicitly, so it happens only

@@ -4,8 +4,9 @@
  * copies the name, not the tensor. Releasing the last reference invalidates
  * every copy at once: any later use returns KD_ERR_RELEASED, and a handle of
  * another session returns KD_ERR_WRONG_SESSION, never a crash. The memory
- * behind a released tensor stays allocated until every piece of enqueued
- * work that uses it has completed (kd_counters.bytes_retained shows it).
+ * behind a released tensor stays allocated while a graph uses it and until
+ * every piece of enqueued work that uses it has completed
+ * (kd_counters.bytes_retained shows it).
  *
  * Layout: element (i0, i1, ...) lives at i0 + i1*shape[0] + ... (column-major,
  * compact). A kd_view selects part of a tensor with its own offset, shape and
