@@ -3,8 +3,9 @@
  * work under TSan). One CUDA session shared by four threads: three each
  * submit their own graph (EAGER, GRAPH, AUTO) one to eleven times, wait at
  * its sink, check the data and rebind a tensor now and then, while the
- * fourth reaps, reads the counters, holds completions pending and lets
- * them go (held, the ring of 8 fills in most runs and a submit waits for its oldest; a
+ * fourth reaps, reads the counters, opens raw scopes that the other three
+ * call into from their threads (refused: each scope is its thread's), holds
+ * completions pending and lets them go (held, the ring of 8 fills in most runs and a submit waits for its oldest; a
  * last single-threaded phase fills it for sure). kdag's session
  * lock must order every access to the session, its ring and its graphs;
  * TSan fails the run on a race, and the run fails on a wrong result or an
@@ -30,6 +31,10 @@ typedef struct worker {
 
 static atomic_int g_running = WORKERS;
 static kdag_null_api g_nd;
+/* The churn thread's latest raw scope (open or ended): the workers call
+ * into it from their threads, which must be refused, never served. */
+static _Atomic(kd_raw *) g_raw;
+static atomic_int g_churn_failed;
 
 #define FAIL(...)                                      \
   do {                                                 \
@@ -67,6 +72,9 @@ static void *work(void *p) {
     for (int k = 0; k <= r % 10; ++k) /* several in flight: held, a ring of 8 fills */
       if (kd_graph_submit(g, NULL)) FAIL("submit round %d", r);
     if (kd_sink_wait(sink)) FAIL("sink wait round %d", r);
+    kd_raw *raw = atomic_load(&g_raw);
+    void *stream;
+    if (raw && kd_raw_stream(raw, &stream) == KD_OK) FAIL("round %d: another thread's raw scope served this one", r);
     for (int i = 0; i < LEN; ++i)
       if (out[i] != in[i]) FAIL("round %d: out[%d] = %g, want %g", r, i, (double)out[i], (double)in[i]);
   }
@@ -79,8 +87,15 @@ out:
   return NULL;
 }
 
-/* Reaps, reads counters and toggles pending completions until the workers
- * are done. */
+static kd_status churn_scope(kd_raw *raw, void *user) {
+  (void)user;
+  atomic_store(&g_raw, raw);
+  void *stream;
+  return kd_raw_stream(raw, &stream);
+}
+
+/* Reaps, reads counters, opens raw scopes and toggles pending completions
+ * until the workers are done. */
 static void *churn(void *p) {
   kd_session *s = p;
   for (unsigned i = 0; atomic_load(&g_running); ++i) {
@@ -88,6 +103,10 @@ static void *churn(void *p) {
     kd_counters k;
     (void)kd_session_reap(s, &pending);
     (void)kd_session_counters(s, &k);
+    if (i % 16 == 0 && kd_with_raw(s, "churn", churn_scope, NULL)) {
+      fprintf(stderr, "churn: kd_with_raw: %s\n", kd_last_error());
+      atomic_store(&g_churn_failed, 1);
+    }
     g_nd.hold((i / 64) % 2);
   }
   g_nd.hold(0);
@@ -120,6 +139,7 @@ int main(void) {
     rc |= w[i].rc;
   }
   pthread_join(ch, NULL);
+  rc |= atomic_load(&g_churn_failed);
   /* Whether the threads met a full ring depends on scheduling (most runs
    * do; the count is printed): fill it once more for sure, held, from one
    * thread; the ninth submit waits for the oldest, which that wait reaches. */
