@@ -133,17 +133,21 @@ kd_status kd_cu_module_function(kd_device *d, const char *op, kd_cu_module *m,
   if (r == CUDA_SUCCESS) r = d->cu->cuFuncGetAttribute(&f.static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f.fn);
   if (r == CUDA_SUCCESS) r = d->cu->cuFuncGetAttribute(&f.dyn_smem_limit, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f.fn);
   if (r != CUDA_SUCCESS) return kd_fail_cu(r, op, "cuFuncGetAttribute");
+  /* The driver's account of the parameters when it gives one (CUDA 12.4+),
+   * else the PTX signature's: the driver reads what it loaded. */
+  if (driver_params(d, &f)) {
+    free(f.param_sizes);
+    return kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel \"%s\" takes more than %d parameters; kdag passes at "
+                   "most %d (pass a struct, or a pointer to one)", op, name, KD_PTX_MAX_PARAMS, KD_PTX_MAX_PARAMS);
+  }
   const kd_ptx_entry *e = m->has_ptx ? kd_ptx_find(&m->ptx, name) : NULL;
-  if (e) {
+  if (!f.params_known && e && e->params_known) {
+    free(f.param_sizes);
     f.param_sizes = malloc((e->param_count ? e->param_count : 1) * sizeof *f.param_sizes);
     if (!f.param_sizes) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
     memcpy(f.param_sizes, e->param_sizes, e->param_count * sizeof *f.param_sizes);
     f.param_count = e->param_count;
     f.params_known = 1;
-  } else if (driver_params(d, &f)) {
-    free(f.param_sizes);
-    return kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: kernel \"%s\" takes more than %d parameters; kdag passes at "
-                   "most %d (pass a struct, or a pointer to one)", op, name, KD_PTX_MAX_PARAMS, KD_PTX_MAX_PARAMS);
   }
   f.name = strdup(name);
   if (!f.name) {

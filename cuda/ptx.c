@@ -63,57 +63,93 @@ static uint32_t type_size(const char *t) {
   return bits == 8 || bits == 16 || bits == 32 || bits == 64 ? (uint32_t)bits / 8 : 0;
 }
 
-/* Parses "(.param .u64 a, .param .align 8 .b8 b[24], ...)" at p. */
-static kd_status parse_params(const char *op, const char *p, kd_ptx_entry *e) {
+/* A parameter list kdag cannot read: no sizes from the PTX. */
+static void params_unknown(kd_ptx_entry *e) {
+  e->params_known = 0;
+  e->param_count = 0;
+}
+
+/* Parses "(.param .u64 a, .param .align 8 .b8 b[24], .param .u64
+ * .ptr.global.align 16 c, ...)" at p. A list kdag cannot read (a type it
+ * does not size, such as .texref, more than KD_PTX_MAX_PARAMS parameters,
+ * or syntax it does not know) leaves params_known 0: the driver, which
+ * loads the PTX, is the judge of it, and the sizes come from it instead. */
+static void parse_params(const char *p, kd_ptx_entry *e) {
+  e->params_known = 1;
   p = skip_space_and_comments(p);
-  if (*p != '(') return KD_OK; /* no parameter list */
+  if (*p != '(') return; /* no parameter list */
   ++p;
   for (;;) {
     p = skip_space_and_comments(p);
-    if (*p == ')') return KD_OK;
+    if (*p == ')') return;
     char word[128];
     uint32_t size = 0;
     int saw_param = 0;
-    /* Words up to the parameter's name. */
+    /* Words up to the parameter's name; a word may join several
+     * (".ptr.global.align"), each part from its dot. */
     for (;;) {
       p = skip_space_and_comments(p);
       if (*p != '.') break;
       p = read_word(p, word, sizeof word);
-      if (strcmp(word, ".param") == 0) saw_param = 1;
-      else if (strcmp(word, ".align") == 0 || strcmp(word, ".ptr") == 0) {
+      int align = 0;
+      for (char *part = word; *part;) {
+        char *next = strchr(part + 1, '.');
+        if (next) *next = '\0';
+        if (strcmp(part, ".param") == 0) saw_param = 1;
+        else if (strcmp(part, ".align") == 0) align = 1;
+        else if (type_size(part)) size = type_size(part);
+        if (!next) break;
+        *next = '.';
+        part = next;
+      }
+      if (align) {
         p = skip_space_and_comments(p);
         while (isdigit((unsigned char)*p)) ++p;
-      } else if (type_size(word)) size = type_size(word);
+      }
     }
     p = read_word(p, word, sizeof word); /* the name */
-    if (!saw_param || !size || !word[0])
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: malformed parameter %u of .entry %s",
-                     op, e->param_count, e->name);
+    if (!saw_param || !size || !word[0]) {
+      params_unknown(e);
+      return;
+    }
     if (*p == '[') {
       long count = strtol(p + 1, (char **)&p, 10);
-      if (count <= 0 || *p != ']')
-        return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: malformed array parameter of .entry %s", op, e->name);
+      if (count <= 0 || count > 0x10000 || *p != ']') {
+      params_unknown(e);
+      return;
+    }
       ++p;
       size *= (uint32_t)count;
     }
-    if (e->param_count == KD_PTX_MAX_PARAMS)
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: .entry %s has more than %d parameters",
-                     op, e->name, KD_PTX_MAX_PARAMS);
+    if (e->param_count == KD_PTX_MAX_PARAMS) {
+      params_unknown(e);
+      return;
+    }
     e->param_sizes[e->param_count++] = size;
     p = skip_space_and_comments(p);
     if (*p == ',') ++p;
-    else if (*p != ')')
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: malformed parameter list of .entry %s", op, e->name);
+    else if (*p != ')') {
+      params_unknown(e);
+      return;
+    }
   }
 }
 
 kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
   memset(out, 0, sizeof *out);
   size_t cap = 0;
+  /* Directives are words that start with a dot; everything else is
+   * stepped over a character at a time, so a comment that opens mid-line
+   * is seen (and what it holds, a commented-out .entry too, skipped). */
   for (const char *p = ptx; (p = skip_space_and_comments(p)) && *p;) {
     char word[256];
+    if (*p == '"') { /* a string (.file): its text is no directive */
+      const char *e = strchr(p + 1, '"');
+      p = e ? e + 1 : p + strlen(p);
+      continue;
+    }
     if (*p != '.') {
-      while (*p && *p != '\n') ++p;
+      ++p;
       continue;
     }
     const char *after = read_word(p, word, sizeof word);
@@ -147,11 +183,7 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
         return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory parsing PTX", op);
       }
       out->entry_count++; /* counted now so kd_ptx_info_free frees its name */
-      kd_status st = parse_params(op, p, e);
-      if (st) {
-        kd_ptx_info_free(out);
-        return st;
-      }
+      parse_params(p, e);
     }
   }
   if (!out->isa) {

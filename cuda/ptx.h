@@ -12,6 +12,7 @@
 
 typedef struct kd_ptx_entry {
   char *name;         /* malloc'd */
+  int params_known;   /* 0: a parameter list kdag cannot read (the count and sizes are not given) */
   uint32_t param_count;
   uint32_t param_sizes[KD_PTX_MAX_PARAMS];
 } kd_ptx_entry;
@@ -23,9 +24,10 @@ typedef struct kd_ptx_info {
   kd_ptx_entry *entries; /* malloc'd; free with kd_ptx_info_free */
 } kd_ptx_info;
 
-/* Parses .version, .target and every .entry signature of NUL-terminated PTX.
- * Errors: KD_ERR_INVALID_ARGUMENT (not PTX, malformed signature),
- * KD_ERR_OUT_OF_MEMORY. op names the caller for the message. */
+/* Parses .version, .target and every .entry signature of NUL-terminated PTX
+ * (a signature it cannot read is listed with params_known 0: the driver
+ * judges the PTX when it loads it). Errors: KD_ERR_INVALID_ARGUMENT (not
+ * PTX), KD_ERR_OUT_OF_MEMORY. op names the caller for the message. */
 kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out);
 void kd_ptx_info_free(kd_ptx_info *info);
 const kd_ptx_entry *kd_ptx_find(const kd_ptx_info *info, const char *name);

@@ -185,6 +185,39 @@ Test(host_compile, ptx_signatures_parse_structs_and_arrays) {
   KDT_FAILS(kd_ptx_parse("t", "hello", &info), KD_ERR_INVALID_ARGUMENT, "not PTX");
 }
 
+/* The PTX ISA's joined attribute words (".ptr.global.align 16"), a
+ * comment that opens mid-line over a commented-out .entry, and signatures
+ * kdag cannot size (.texref, more than KD_PTX_MAX_PARAMS parameters): the
+ * last are listed with params_known 0, for the driver to judge, instead of
+ * failing the whole module. */
+Test(host_compile, ptx_signatures_in_every_form_parse_or_are_left_to_the_driver) {
+  char ptx[16384];
+  int n = snprintf(ptx, sizeof ptx,
+                   ".version 8.5\n.target sm_90\n.address_size 64\n.reg .b32 %%r<5>; /* opens here\n"
+                   ".visible .entry hidden(.param .u32 a)\n{ ret; } */\n"
+                   ".file 1 \"x.entry y(\"\n"
+                   ".visible .entry joined(\n.param .u32 .ptr.global.align 16 p, .param .u64 .ptr.align 8 q,\n"
+                   ".param .u32 .ptr .const .align 4 r)\n{ ret; }\n"
+                   ".visible .entry tex(.param .texref t, .param .u32 a)\n{ ret; }\n"
+                   ".visible .entry many(");
+  for (int i = 0; i <= KD_PTX_MAX_PARAMS; ++i)
+    n += snprintf(ptx + n, sizeof ptx - (size_t)n, "%s.param .u32 a%d", i ? ", " : "", i);
+  snprintf(ptx + n, sizeof ptx - (size_t)n, ")\n{ ret; }\n.visible .entry after(.param .f32 x)\n{ ret; }\n");
+  kd_ptx_info info;
+  KDT_OK(kd_ptx_parse("t", ptx, &info));
+  cr_assert_null(kd_ptx_find(&info, "hidden"), "an .entry inside a comment opened mid-line");
+  cr_assert_null(kd_ptx_find(&info, "y"), "an .entry inside a string");
+  const kd_ptx_entry *j = kd_ptx_find(&info, "joined");
+  cr_assert(j && j->params_known && j->param_count == 3, "joined: %u parameters", j ? j->param_count : 0);
+  cr_assert(j->param_sizes[0] == 4 && j->param_sizes[1] == 8 && j->param_sizes[2] == 4);
+  const kd_ptx_entry *t = kd_ptx_find(&info, "tex"), *m = kd_ptx_find(&info, "many");
+  cr_assert(t && !t->params_known, "a .texref parameter is not sized by kdag");
+  cr_assert(m && !m->params_known, "more than %d parameters", KD_PTX_MAX_PARAMS);
+  const kd_ptx_entry *a = kd_ptx_find(&info, "after");
+  cr_assert(a && a->params_known && a->param_count == 1 && a->param_sizes[0] == 4, "the entry after them");
+  kd_ptx_info_free(&info);
+}
+
 Test(host_compile, embedded_images_name_their_architectures) {
   kd_image_info c90 = kd_image_inspect(kd_kernel_add_cubin, kd_kernel_add_cubin_size);
   kd_image_info c80 = kd_image_inspect(kd_kernel_add_cubin_sm80, kd_kernel_add_cubin_sm80_size);
