@@ -87,8 +87,12 @@ static kd_status load_once_impl(void) {
       return load_failure(KD_ERR_DRIVER_MISSING,
                           "%s is the CUDA toolkit's stub libcuda: cuInit "
                           "failed: CUDA_ERROR_STUB_LIBRARY (%s)", path, text);
-    return load_failure(kd_status_from_cu(r), "cuInit failed: %s (%s)", name,
-                        text);
+    /* Whatever else cuInit refuses (a kernel module of another version
+     * than the library, a too old driver, forward compatibility on a GPU
+     * without it, no permission), CUDA cannot be used on this machine:
+     * like a missing driver, which AUTO answers with a HOST session. */
+    return load_failure(r == CUDA_ERROR_NO_DEVICE ? KD_ERR_NO_DEVICE : KD_ERR_DRIVER_MISSING,
+                        "cuInit failed: %s (%s)", name, text);
   }
   g_cu.cuDriverGetVersion(&g_cu.driver_version);
   return KD_OK;

@@ -196,6 +196,7 @@ enum {
   X(commondxGetCodeLTOIRSize, kd_mdx_status (*)(kd_mdx_handle, size_t *))                      \
   X(commondxGetCodeLTOIR, kd_mdx_status (*)(kd_mdx_handle, size_t, void *))                    \
   X(commondxDestroyCode, kd_mdx_status (*)(kd_mdx_handle))                                     \
+  X(commondxGetLastErrorStrSize, kd_mdx_status (*)(size_t *))                                  \
   X(commondxGetLastErrorStr, kd_mdx_status (*)(kd_mdx_status *, size_t, char *))               \
   X(cusolverdxCreateDescriptor, kd_mdx_status (*)(kd_mdx_handle *))                            \
   X(cusolverdxSetOperatorInt64, kd_mdx_status (*)(kd_mdx_handle, int, long long))              \
@@ -284,12 +285,21 @@ static void libmathdx_identity(const char *path, char *out, size_t cap) {
   pthread_mutex_unlock(&lock);
 }
 
+/* The error with libmathdx's last message, whole: a compilation error
+ * carries NVRTC's log, often longer than any fixed buffer. */
 static kd_status mdx_fail(const char *op, const char *call, kd_mdx_status r) {
-  char msg[2048] = "";
+  size_t size = 0;
+  char *msg = NULL;
   kd_mdx_status code = 0;
-  g_mdx.commondxGetLastErrorStr(&code, sizeof msg, msg);
-  return kd_fail(r == 1 ? KD_ERR_INVALID_ARGUMENT : KD_ERR_COMPILE_FAILED,
-                 "%s: libmathdx %s failed (status %d): %s", op, call, r, *msg ? msg : "(no message)");
+  if (g_mdx.commondxGetLastErrorStrSize(&size) == 0 && size && (msg = malloc(size + 1))) {
+    if (g_mdx.commondxGetLastErrorStr(&code, size, msg) != 0) msg[0] = '\0';
+    msg[size] = '\0'; /* whatever the library wrote, a string */
+  }
+  kd_status st = kd_fail(r == 1 ? KD_ERR_INVALID_ARGUMENT : KD_ERR_COMPILE_FAILED,
+                         "%s: libmathdx %s failed (status %d): %s", op, call, r,
+                         msg && *msg ? msg : "(no message)");
+  free(msg);
+  return st;
 }
 
 /* Blob layout: symbol[128], block_dim u32[3], ltoir producer i32, ltoir

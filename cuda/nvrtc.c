@@ -270,12 +270,18 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
                                    : g_nvrtc.nvrtcGetPTX(prog, data);
   }
   g_nvrtc.nvrtcDestroyProgram(&prog);
-  if (rs != NVRTC_SUCCESS || !data) {
+  static const char *kind_name[] = {[KD_BINARY_LTOIR] = "LTO-IR", [KD_BINARY_CUBIN] = "CUBIN", [KD_BINARY_PTX] = "PTX"};
+  if (rs != NVRTC_SUCCESS || !data || !size) {
     free(data);
     free(log);
-    st = data ? kd_fail(KD_ERR_COMPILE_FAILED, "%s: fetching the output failed: %s", op,
-                        g_nvrtc.nvrtcGetErrorString(rs))
-              : kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for %zu output bytes", op, size);
+    if (rs != NVRTC_SUCCESS)
+      st = kd_fail(KD_ERR_COMPILE_FAILED, "%s: fetching the %s output of %s failed: %s", op, kind_name[kind], pname,
+                   g_nvrtc.nvrtcGetErrorString(rs));
+    else if (!data)
+      st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for %zu output bytes", op, size);
+    else /* e.g. -dlto among the extra flags of a compile that asked for no LTO-IR */
+      st = kd_fail(KD_ERR_COMPILE_FAILED, "%s: %s compiled to no %s (check the extra flags against the options' "
+                   "lto and arch)", op, pname, kind_name[kind]);
     goto done;
   }
   *out = kd_binary_wrap(kind, data, size, log, o->arch);

@@ -111,13 +111,12 @@ kd_status kd_fail_context(kd_status code, const char *fmt, ...) {
   char *old = tls_msg ? strdup(tls_msg) : strdup("");
   va_list ap;
   va_start(ap, fmt);
-  char ctx[512];
-  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  char *ctx = NULL; /* as long as it is: a JIT log can be kilobytes */
+  if (vasprintf(&ctx, fmt, ap) < 0) ctx = NULL;
   va_end(ap);
-  if (old) {
-    kd_fail(code, "%s: %s", ctx, old);
-    free(old);
-  }
+  if (old) kd_fail(code, "%s: %s", ctx ? ctx : "(no memory for the context)", old);
+  free(ctx);
+  free(old);
   return code;
 }
 
@@ -133,7 +132,12 @@ int kd_cu_is_sticky(CUresult r) {
     case CUDA_ERROR_ASSERT:
     case CUDA_ERROR_LAUNCH_TIMEOUT:
     case CUDA_ERROR_ECC_UNCORRECTABLE:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    case CUDA_ERROR_NVLINK_UNCORRECTABLE:
+    /* cuda.h: "the process must be terminated and relaunched" */
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
       return 1;
     default:
       return 0;

@@ -1,6 +1,7 @@
 /* Host lane: status codes, messages, option and argument validation. */
 #include <pthread.h>
 
+#include "cuda/status_internal.h"
 #include "kdag_test.h"
 
 Test(host_status, every_code_has_a_distinct_name) {
@@ -90,4 +91,18 @@ Test(host_status, message_is_per_thread_and_survives_success) {
   cr_assert(strstr(seen, "kd_session_create") != NULL, "the other thread's message: %s", seen);
   cr_assert(strstr(kd_last_error(), "kd_launch_config_flat: block 0") != NULL,
             "another thread's failure reached this thread's message: %s", kd_last_error());
+}
+
+/* Context is kept whole however long (a PTX JIT log in it was cut at 512
+ * bytes), and the earlier message follows it. */
+Test(host_status, a_long_context_is_kept_whole) {
+  char log[3000];
+  memset(log, 'x', sizeof log - 2);
+  log[sizeof log - 2] = 'y';
+  log[sizeof log - 1] = '\0';
+  kd_fail(KD_ERR_DRIVER, "inner: the driver said no");
+  cr_assert_eq(kd_fail_context(KD_ERR_DRIVER, "outer: %s", log), KD_ERR_DRIVER);
+  const char *m = kd_last_error();
+  cr_assert(strstr(m, "xy: inner: the driver said no"), "%.80s ... %s", m, m + strlen(m) - 40);
+  cr_assert_eq(strncmp(m, "outer: xxx", 10), 0);
 }

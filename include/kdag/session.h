@@ -88,14 +88,15 @@ typedef struct kd_session_options {
 KD_API void kd_session_options_init(kd_session_options *options);
 
 /* options may be NULL (defaults). *out_session is owned by the caller.
- * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_DRIVER_MISSING (no libcuda.so.1, or
- * the toolkit's stub), KD_ERR_NO_DEVICE (no such device, or one without
+ * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_DRIVER_MISSING (no libcuda.so.1,
+ * the toolkit's stub, or a driver whose cuInit fails: a kernel module of
+ * another version, a too old driver), KD_ERR_NO_DEVICE (no such device, or one without
  * stream-ordered memory pools), KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER,
  * KD_ERR_RESOURCE_EXHAUSTED (65535 sessions are open in the process: each
  * holds a serial no other live session has, which tells their handles
  * apart).
- * With KD_BACKEND_AUTO those driver errors become a HOST session whose
- * kd_session_backend_reason() says why. KD_ERR_DEVICE_FAULT: a session of
+ * With KD_BACKEND_AUTO, KD_ERR_DRIVER_MISSING and KD_ERR_NO_DEVICE become
+ * a HOST session whose kd_session_backend_reason() says why. KD_ERR_DEVICE_FAULT: a session of
  * this device faulted earlier in this process; the driver cannot give the
  * device back to the faulting process (tools/fault-probe), so every later
  * CUDA session of it there is refused and a new process is needed.
