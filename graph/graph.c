@@ -144,6 +144,26 @@ static kd_status in_access(const node_ctx *c, size_t arg, const kd_view *view, k
                          (unsigned long long)view->tensor.bits);
 }
 
+/* Two accesses of one node whose footprints met only as bounding
+ * intervals (past KD_GRAPH_EXACT_RUNS runs): refusing the node must not be
+ * conservative the way ordering two nodes may be, so they are compared on
+ * footprints of up to KD_NODE_ALIAS_RUNS runs, built for this test alone.
+ * *overlap: 1 they share an element, 0 they do not, -1 too many runs to
+ * tell. */
+static kd_status overlap_exactly(const pending *a, const pending *b, int64_t elements, const char *op,
+                                 int *overlap) {
+  kd_footprint fa = {0}, fb = {0};
+  kd_extent ea, eb;
+  kd_status st = kd_view_extent(op, a->view, elements, &ea);
+  if (!st) st = kd_view_extent(op, b->view, elements, &eb);
+  if (!st) st = kd_footprint_build(a->view, &ea, KD_NODE_ALIAS_RUNS, &fa, op);
+  if (!st) st = kd_footprint_build(b->view, &eb, KD_NODE_ALIAS_RUNS, &fb, op);
+  if (!st) *overlap = fa.exact && fb.exact ? kd_footprint_overlap(&fa, &fb) : -1;
+  kd_footprint_free(&fa);
+  kd_footprint_free(&fb);
+  return st;
+}
+
 /* Resolves and checks one tensor access. compact: user kernels need compact views. */
 static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_view *view, int compact,
                             int any_residency) {
@@ -208,7 +228,17 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
    * would race inside the kernel. */
   for (uint32_t j = 0; j + 1 < c->count; ++j) {
     pending *q = &c->acc[j];
-    if (q->obj == o && ((q->mode | mode) & KD_OUT) && kd_footprint_overlap(&q->fp, &p->fp))
+    if (q->obj != o || !((q->mode | mode) & KD_OUT) || !kd_footprint_overlap(&q->fp, &p->fp)) continue;
+    int overlap = 1;
+    if (!q->fp.exact || !p->fp.exact) {
+      st = overlap_exactly(q, p, o->elements, op, &overlap);
+      if (st) return in_access(c, arg, view, st);
+    }
+    if (overlap < 0)
+      return kd_fail(KD_ERR_ALIASING, KD_AT ": may overlap argument %zu on tensor 0x%llx, and one of them writes: "
+                     "their views have more than %d runs each, too many to tell", KD_AT_ARGS, q->arg,
+                     (unsigned long long)view->tensor.bits, KD_NODE_ALIAS_RUNS);
+    if (overlap)
       return kd_fail(KD_ERR_ALIASING, KD_AT ": overlaps argument %zu on tensor 0x%llx and one of them writes",
                      KD_AT_ARGS, q->arg, (unsigned long long)view->tensor.bits);
   }
@@ -414,8 +444,9 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     *acc = (kd_gaccess){.node = node, .binding = bind[i], .mode = p->mode, .rank = p->view->rank};
     if (p->whole && !b->whole) b->whole = store_view(g, p->view);
     acc->dims = p->whole ? b->whole : store_view(g, p->view);
+    int writes = (p->mode & KD_OUT) && p->fp.count; /* an empty view writes nothing */
     infer(g, node, first_edge, &seen, p->mode, &p->fp, bind[i]);
-    if (p->mode & KD_OUT) b->written = g->unmarked = 1;
+    if (writes) b->written = g->unmarked = 1;
   }
   c->count = 0; /* footprints now belong to the graph (or were empty) */
   g->plan.valid = 0;
@@ -915,6 +946,12 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
   return st;
 }
 
+static int64_t access_elements(const kd_gaccess *a) {
+  int64_t n = 1;
+  for (int d = 0; d < a->rank; ++d) n *= kd_access_shape(a)[d];
+  return n;
+}
+
 kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
   static const char *op = "kd_graph_rebind";
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
@@ -951,7 +988,7 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
       if (acc->mode & KD_IN)
         st = kd_fail(KD_ERR_UNINITIALIZED, "%s: node '%s' (#%u) reads old before any node writes it, and "
                      "replacement was never written", op, g->nodes[acc->node].name, acc->node);
-      if (acc->mode & KD_OUT) in_node = 1;
+      if ((acc->mode & KD_OUT) && access_elements(acc)) in_node = 1; /* an empty view writes nothing */
     }
   }
   if (!st) st = kd_deferred_reserve(g->session, 1, op);

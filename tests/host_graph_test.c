@@ -224,6 +224,65 @@ Test(host_graph, disjoint_views_stay_independent) {
   kd_session_destroy(s);
 }
 
+/* Within one node, views past KD_GRAPH_EXACT_RUNS runs are still told
+ * apart exactly: even columns = odd columns of a 10 x 10000 matrix (5000
+ * runs each, whose intervals meet) is one valid copy, while two views one
+ * column apart of the same stride overlap and are refused. */
+Test(host_graph, one_node_tells_wide_strided_views_apart) {
+  kd_session *s = kdt_host_session();
+  enum { ROWS = 10, COLS = 10000 };
+  int32_t *v = malloc(sizeof(int32_t) * ROWS * COLS);
+  cr_assert_not_null(v);
+  for (int i = 0; i < ROWS * COLS; ++i) v[i] = i;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 2, .shape = {ROWS, COLS}};
+  kd_tensor m;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof(int32_t) * ROWS * COLS, &m));
+  kd_view even = {.tensor = m, .rank = 2, .offset = 0, .shape = {ROWS, COLS / 2}, .strides = {1, 2 * ROWS}};
+  kd_view odd = even;
+  odd.offset = ROWS;
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_copy(g, "even=odd", even, odd, NULL));
+  kd_view shifted = even, head = even;
+  head.shape[1] = shifted.shape[1] = COLS / 2 - 1;
+  shifted.offset = 2 * ROWS; /* the next even column on: shares all but one column with head */
+  KDT_FAILS(kd_graph_copy(g, "head=shifted", head, shifted, NULL), KD_ERR_ALIASING, "overlaps argument 0");
+  submit_and_sink(g, m, v, sizeof(int32_t) * ROWS * COLS);
+  for (int j = 0; j < COLS; j += 2)
+    for (int i = 0; i < ROWS; ++i)
+      cr_assert_eq(v[j * ROWS + i], (j + 1) * ROWS + i, "m(%d,%d)", i, j);
+  free(v);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+/* A write of an empty view writes nothing: it does not make the tensor
+ * count as written, for a later read or for a rebinding. */
+Test(host_graph, an_empty_write_initializes_nothing) {
+  kd_session *s = kdt_host_session();
+  kd_tensor t = ivec(s, 8, NULL), u = ivec(s, 8, NULL);
+  kd_view none = {.tensor = t, .rank = 1, .offset = 0, .shape = {0}, .strides = {1}};
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_fill(g, "nothing", none, (int32_t[]){7}, NULL));
+  int32_t out[8];
+  kd_sink *sink;
+  KDT_FAILS(kd_graph_sink(g, "t", t, out, sizeof out, &sink), KD_ERR_UNINITIALIZED, "which no earlier node");
+  KDT_OK(kd_graph_fill(g, "all", kd_whole(t), (int32_t[]){7}, NULL));
+  KDT_OK(kd_graph_sink(g, "t", t, out, sizeof out, &sink)); /* after a real write */
+  kd_graph_destroy(g);
+  /* Rebinding: the read before the whole write is checked against u. */
+  KDT_OK(kd_graph_create(s, &g));
+  kd_tensor w = ivec(s, 8, (int32_t[8]){0});
+  KDT_OK(kd_graph_fill(g, "nothing", (kd_view){.tensor = w, .rank = 1, .shape = {0}, .strides = {1}},
+                       (int32_t[]){7}, NULL));
+  kd_tensor x = ivec(s, 8, NULL);
+  KDT_OK(kd_graph_copy(g, "x=w", kd_whole(x), kd_whole(w), NULL));
+  KDT_FAILS(kd_graph_rebind(g, w, u), KD_ERR_UNINITIALIZED, "reads old before any node writes it");
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 /* Forty single-element reads of one tensor keep forty active entries (its
  * set switches from a scan to a sorted search past KD_IVSET_SCAN, 32); a write of one
  * element then follows only that element's reader, and a whole write the

@@ -59,6 +59,11 @@ extern "C" {
 #endif
 
 #define KD_GRAPH_EXACT_RUNS 4096
+/* Within one node, two accesses of one tensor, one of them writing, are
+ * compared exactly on views of up to this many runs each, whatever
+ * KD_GRAPH_EXACT_RUNS: an overlap is KD_ERR_ALIASING, and so are two views
+ * with more runs whose intervals meet (they cannot be told apart). */
+#define KD_NODE_ALIAS_RUNS (1 << 20)
 /* Tensor accesses one node may declare (kernel arguments that are tensors,
  * a host or foreign node's accesses); more is KD_ERR_INVALID_ARGUMENT. */
 #define KD_NODE_MAX_ACCESSES 64
