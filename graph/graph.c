@@ -533,11 +533,13 @@ static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
   }
   int fp = t == KD_F32 || t == KD_F64, integer = t == KD_I32 || t == KD_I64;
   if ((op == KD_BI_AXPY || op == KD_BI_SCALE) && !fp)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': dtype %s; this built-in takes f32 or f64", c->op,
-                   c->name, kd_dtype_name(t));
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (tensor 0x%llx) is %s; this built-in "
+                   "takes f32 or f64", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,
+                   kd_dtype_name(t));
   if ((op == KD_BI_ADD || op == KD_BI_SUM) && !fp && !integer)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': dtype %s; this built-in takes f32, f64, i32 or i64",
-                   c->op, c->name, kd_dtype_name(t));
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (tensor 0x%llx) is %s; this built-in "
+                   "takes f32, f64, i32 or i64", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,
+                   kd_dtype_name(t));
   if (op == KD_BI_SUM) {
     int64_t n = 1;
     for (int i = 0; i < a[0].view->rank; ++i) n *= a[0].view->shape[i];
@@ -564,7 +566,7 @@ static kd_status builtin(kd_graph *g, const char *op, const char *name, kd_built
   for (int i = 0; !st && i < count; ++i) st = ctx_access(&c, (size_t)i, modes[i], &views[i], 0, 0);
   if (!st) st = builtin_types(&c, bop, &proto.dtype);
   if (!st && bop == KD_BI_FILL) {
-    if (!fill) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument value is NULL", op, name);
+    if (!fill) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument value is NULL", op, name, c.index);
     else memcpy(proto.fill, fill, kd_dtype_size(proto.dtype));
   }
   if (!st) st = need_host_or_builtins(&c);
@@ -639,7 +641,8 @@ static kd_status transfer_node(node_ctx *c, kd_gnode *proto, kd_node_kind kind, 
   proto->host = host;
   proto->bytes = bytes;
   kd_view whole = kd_whole(t); /* of this frame: ctx_access keeps its own copy of a kd_whole */
-  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument host is NULL", c->op, c->name);
+  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument host is NULL", c->op, c->name,
+                            c->index);
   kd_status st = ctx_access(c, 0, kind == KD_NODE_UPLOAD ? KD_OUT : KD_IN, &whole, 1, 0);
   if (!st && bytes != c->acc[0].obj->bytes)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument bytes is %zu, tensor 0x%llx holds %zu",
@@ -693,11 +696,12 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
  * so a strided or broadcast view is refused. */
 static kd_status declared(node_ctx *c, const kd_garg *accesses, size_t count, int any_residency, int compact) {
   if (count && !accesses)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument accesses is NULL with count %zu", c->op, c->name, count);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument accesses is NULL with count %zu", c->op,
+                   c->name, c->index, count);
   for (size_t i = 0; i < count; ++i) {
     if (!accesses[i].is_tensor)
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': access %zu is a value, not a tensor access", c->op,
-                     c->name, i);
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): access %zu is a value, not a tensor access",
+                     c->op, c->name, c->index, i);
     kd_status st = ctx_access(c, i, accesses[i].access, &accesses[i].view, compact, any_residency);
     if (st) return st;
   }
@@ -715,7 +719,7 @@ kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user
   proto.kind = KD_NODE_HOST;
   proto.host_fn = fn;
   proto.user = user;
-  if (!fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument fn is NULL", op, name);
+  if (!fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument fn is NULL", op, name, c.index);
   if (!st) st = declared(&c, accesses, count, 1, 0); /* accesses only order it: any view */
   if (!st && g->session->has_device) { /* HOST workers mark their own calls */
     proto.host_call = malloc(sizeof *proto.host_call);
@@ -754,15 +758,15 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
   proto.user = user;
   proto.workspace_bytes = workspace_bytes;
   if (g->session->backend != KD_BACKEND_CUDA)
-    st = kd_fail(KD_ERR_NO_HOST_IMPL, "%s: node '%s': a foreign-library node has no host implementation; "
-                 "this session's backend is HOST", op, name);
-  if (!st && !fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument fn is NULL", op, name);
+    st = kd_fail(KD_ERR_NO_HOST_IMPL, "%s: node '%s' (#%u): a foreign-library node has no host implementation; "
+                 "this session's backend is HOST", op, name, c.index);
+  if (!st && !fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument fn is NULL", op, name, c.index);
   /* Refused now, not at a submission's allocation: no device holds it. */
   if (!st && workspace_bytes > g->session->dev.info.memory_bytes)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument workspace_bytes is %zu, more than the device's "
-                 "%zu bytes of memory", op, name, workspace_bytes, g->session->dev.info.memory_bytes);
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument workspace_bytes is %zu, more than the "
+                 "device's %zu bytes of memory", op, name, c.index, workspace_bytes, g->session->dev.info.memory_bytes);
   if (!st && count > KD_FOREIGN_MAX_ACCESSES)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': %zu accesses, at most %d", op, name, count,
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): %zu accesses, at most %d", op, name, c.index, count,
                  KD_FOREIGN_MAX_ACCESSES);
   if (!st) st = declared(&c, accesses, count, 0, 1); /* spans: compact views only */
   if (!st && (resource || release)) {

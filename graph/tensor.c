@@ -389,6 +389,12 @@ kd_status kd_view_whole(kd_session *s, kd_tensor t, kd_view *out) {
 
 int kd_view_is_compact(const kd_view *v) {
   if (!v || v->rank < 0 || v->rank > KD_MAX_RANK) return 0; /* kd_whole's -1 is not resolved here */
+  int empty = 0;
+  for (int i = 0; i < v->rank; ++i) {
+    if (v->shape[i] < 0) return 0;
+    empty |= v->shape[i] == 0;
+  }
+  if (empty) return 1; /* names no element, so none out of place: as the graph's checks say */
   int64_t expect = 1;
   for (int i = 0; i < v->rank; ++i) {
     /* Extent-1 dimensions place no constraint on their stride. */
@@ -419,9 +425,10 @@ kd_status kd_view_extent_checked(const char *op, const kd_view *v, int64_t tenso
     /* Compact: each stride is the product of the shapes below it (n so far),
      * except where the extent is 1 and the stride is never used. */
     compact &= v->shape[i] == 1 || v->strides[i] == n;
-    if (__builtin_mul_overflow(n, v->shape[i], &n) ||
-        (v->shape[i] && (__builtin_mul_overflow(v->shape[i] - 1, v->strides[i], &step) ||
-                         __builtin_add_overflow(last, step, &last))))
+    if (__builtin_mul_overflow(n, v->shape[i], &n)) /* repeats elements (a stride of 0): may be in bounds */
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view shape: its element count overflows at dimension %d", op, i);
+    if (v->shape[i] && (__builtin_mul_overflow(v->shape[i] - 1, v->strides[i], &step) ||
+                        __builtin_add_overflow(last, step, &last)))
       return kd_fail(KD_ERR_OUT_OF_BOUNDS, "%s: view out of bounds: dimension %d overflows", op, i);
   }
   if (empty) n = 0; /* and compact: no element is out of place */

@@ -191,6 +191,12 @@ Test(host_tensor, views_are_bounds_checked_and_classified) {
   KDT_FAILS(kd_view_check(s, &past), KD_ERR_OUT_OF_BOUNDS, "out of bounds");
   kd_view wraps = {.tensor = m, .rank = 1, .offset = 0, .shape = {3}, .strides = {1ll << 62}};
   KDT_FAILS(kd_view_check(s, &wraps), KD_ERR_OUT_OF_BOUNDS, "overflows");
+  /* 2^64 reads of element 0: in bounds, but not a count an int64_t holds. */
+  kd_view broadcast = {.tensor = m, .rank = 2, .offset = 0, .shape = {1ll << 32, 1ll << 32}, .strides = {0, 0}};
+  KDT_FAILS(kd_view_check(s, &broadcast), KD_ERR_INVALID_ARGUMENT, "element count overflows at dimension 1");
+  /* An empty view is compact whatever its strides, for kd_view_is_compact as for the graph's checks. */
+  kd_view empty = {.tensor = m, .rank = 2, .offset = 0, .shape = {3, 0}, .strides = {2, 1}};
+  cr_assert(kd_view_is_compact(&empty));
   kd_view whole = kd_whole(m); /* a graph node's shorthand, not a view to check */
   KDT_FAILS(kd_view_check(s, &whole), KD_ERR_INVALID_ARGUMENT, "kd_view_whole");
   /* Rank 1 has a quick path: its edges answer as the full check does. */

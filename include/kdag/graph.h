@@ -213,14 +213,16 @@ KD_API kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after);
  * at once. Errors: KD_ERR_INVALID_ARGUMENT (old not used by the graph,
  * replacement already used, or of another dtype, shape or residency),
  * KD_ERR_UNINITIALIZED (the graph reads old before writing it and
- * replacement was never written), KD_ERR_RELEASED, KD_ERR_OUT_OF_MEMORY;
- * on error the graph is unchanged. */
+ * replacement was never written), KD_ERR_RELEASED, KD_ERR_WRONG_SESSION
+ * (a tensor of another session), KD_ERR_OUT_OF_MEMORY; on error the graph
+ * is unchanged. */
 KD_API kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement);
 
 /* Sets value argument index of kernel node node (same kind and size) for
  * later submissions, without re-planning; value's bytes are copied. Tensor
  * arguments change with kd_graph_rebind. Errors: KD_ERR_INVALID_ARGUMENT,
- * KD_ERR_ARGUMENT_MISMATCH. */
+ * KD_ERR_ARGUMENT_MISMATCH, KD_ERR_OUT_OF_MEMORY; on error the argument is
+ * unchanged. */
 KD_API kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value);
 
 /* Writes the graph as Graphviz DOT: nodes, and edges labelled with the

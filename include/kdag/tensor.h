@@ -141,12 +141,14 @@ KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *o
 
 /* Checks that every element of the view lies inside its tensor (view is
  * read during the call only).
- * Errors: KD_ERR_OUT_OF_BOUNDS, KD_ERR_INVALID_ARGUMENT (negative strides/shape),
- * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
+ * Errors: KD_ERR_OUT_OF_BOUNDS, KD_ERR_INVALID_ARGUMENT (negative strides or
+ * shape, or more elements than an int64_t counts), KD_ERR_RELEASED,
+ * KD_ERR_WRONG_SESSION. */
 KD_API kd_status kd_view_check(kd_session *session, const kd_view *view);
 
-/* 1 when the view's elements are one contiguous column-major block; 0 for
- * NULL, a rank outside [0, KD_MAX_RANK] (kd_whole's -1 too: resolve it with
+/* 1 when the view's elements are one contiguous column-major block (an
+ * empty view, with a zero extent, is: it names no element); 0 for NULL, a
+ * rank outside [0, KD_MAX_RANK] (kd_whole's -1 too: resolve it with
  * kd_view_whole) or a negative or overflowing shape. view is read during
  * the call only; its tensor is not looked up (nor its offset checked), so
  * it needs no session or lock and any thread may call it. */
