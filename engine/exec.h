@@ -97,7 +97,7 @@ kd_xfer *kd_xfer_of(const kd_graph *g, kd_xfer *xf, uint32_t node);
 void kd_xfers_settle(kd_graph *g, kd_xfer *xf, int ran, kd_held_set *held, const char *op);
 /* A sink copy's staging block and event: the ones its last waited copy
  * used (sk->spare, sk->spare_event), or from the pools. On failure nothing
- * is taken. A submit-and-wait loop so copies into the same block and
+ * is taken. A submit-and-wait loop thus copies into the same block and
  * records the same event every round (GRAPH mode then re-points nothing). */
 kd_status kd_sink_take(kd_session *s, kd_sink *sk, size_t bytes, const char *op, kd_staging_block **block,
                        CUevent *event);
