@@ -1,5 +1,6 @@
 /* The module cache: recipe keys (XXH3-128), in-memory entries, and disk
  * entries with a checked header, written atomically (temp file + rename). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -212,6 +213,27 @@ static kd_status ensure_dir(const char *op, const char *dir) {
   return KD_OK;
 }
 
+/* A writer that died between its temporary file and the rename leaves the
+ * file behind (".<32 hex>.tmp.XXXXXX"); nothing else would remove it. Only
+ * files older than this are taken: a younger one may be another process's
+ * write in progress. */
+#define KD_CACHE_STALE_TMP_S 3600
+
+static void remove_stale_temporaries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  time_t now = time(NULL);
+  for (struct dirent *e; (e = readdir(d));) {
+    const char *n = e->d_name;
+    if (n[0] != '.' || strlen(n) != 1 + 32 + 5 + 6 || strncmp(n + 33, ".tmp.", 5) != 0) continue;
+    struct stat sb;
+    if (fstatat(dirfd(d), n, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+        now - sb.st_mtime > KD_CACHE_STALE_TMP_S)
+      (void)unlinkat(dirfd(d), n, 0);
+  }
+  closedir(d);
+}
+
 kd_status kd_module_cache_open(const char *dir, kd_module_cache **out) {
   static const char *op = "kd_module_cache_open";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
@@ -234,6 +256,7 @@ kd_status kd_module_cache_open(const char *dir, kd_module_cache **out) {
   if (*path) {
     kd_status st = ensure_dir(op, path);
     if (st) return st;
+    remove_stale_temporaries(path);
   }
   kd_module_cache *c = calloc(1, sizeof *c);
   if (!c || !(c->dir = strdup(path))) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda/dynlib.h"
@@ -443,6 +444,31 @@ Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
     KDT_FAILS(kd_module_cache_open(shared, &c), KD_ERR_INVALID_ARGUMENT, "belongs to uid 65534");
   }
   unsetenv("KDAG_CACHE_DIR");
+  remove_dir(dir);
+}
+
+/* A temporary file a dead writer left (its name is the entry's key, then
+ * ".tmp." and six characters) goes when a cache opens the folder, once it
+ * is an hour old; a younger one may be another process's write, and stays,
+ * as does anything else in the folder. */
+Test(host_dx, opening_a_cache_removes_stale_temporary_files) {
+  char *dir = temp_dir();
+  const char *names[] = {".0123456789abcdef0123456789abcdef.tmp.AbC123", ".fedcba9876543210fedcba9876543210.tmp.xyz789",
+                         "keep.tmp.AbC123"};
+  char path[3][600];
+  for (int i = 0; i < 3; ++i) {
+    snprintf(path[i], sizeof path[i], "%s/%s", dir, names[i]);
+    kdt_write_file(path[i], "partial");
+  }
+  struct timespec old[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
+  cr_assert_eq(utimensat(AT_FDCWD, path[0], old, 0), 0);
+  cr_assert_eq(utimensat(AT_FDCWD, path[2], old, 0), 0);
+  kd_module_cache *c;
+  KDT_OK(kd_module_cache_open(dir, &c));
+  kd_module_cache_close(c);
+  cr_assert_neq(access(path[0], F_OK), 0, "the stale temporary file is still there");
+  cr_assert_eq(access(path[1], F_OK), 0, "a fresh temporary file (a write in progress) was removed");
+  cr_assert_eq(access(path[2], F_OK), 0, "a file that is no cache temporary was removed");
   remove_dir(dir);
 }
 
