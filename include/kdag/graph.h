@@ -26,11 +26,15 @@
  * HOST session runs each node's host implementation on a thread pool,
  * independent nodes in parallel. Every submission keeps what it touches
  * alive until its completion; the caller may release every handle at once.
- * The host waits only in kd_sink_wait, and in two defined cases: a
- * submission that finds the completion ring full waits for the oldest
- * submission in flight (kd_session_options.completion_ring_capacity;
- * counted in kd_counters.ring_full_waits), and a call that finds no memory
- * to defer a release waits for the work in flight instead.
+ * The host waits only in kd_sink_wait (and kd_tensor_download), and in
+ * three defined cases: a submission that finds the completion ring full
+ * waits for the oldest submission in flight
+ * (kd_session_options.completion_ring_capacity; counted in
+ * kd_counters.ring_full_waits), a call that finds no memory to defer a
+ * release waits for the work in flight instead, and when the driver
+ * refuses a completion event after work was enqueued, the session stream
+ * is waited for before what that work uses is let go
+ * (kd_counters.stream_syncs).
  *
  * Ownership: the graph is owned by the caller (kd_graph_destroy, before its
  * session is destroyed) and holds a reference on every tensor and module it

@@ -186,9 +186,10 @@ typedef struct kd_launch_config {
   uint32_t shared_bytes; /* dynamic shared memory */
 } kd_launch_config;
 
-/* ceil(n / block) blocks of block threads. Errors (KD_ERR_LAUNCH_CONFIG):
- * block 0 or above 1024, n 0, more than 2^31-1 blocks. Needs no session and
- * is thread-safe; the caller's *out is written only on success. */
+/* ceil(n / block) blocks of block threads. Errors: KD_ERR_LAUNCH_CONFIG
+ * (block 0 or above 1024, n 0, more than 2^31-1 blocks),
+ * KD_ERR_INVALID_ARGUMENT (NULL out). Needs no session and is thread-safe;
+ * the caller's *out is written only on success. */
 KD_API kd_status kd_launch_config_flat(uint64_t n, uint32_t block,
                                        uint32_t shared_bytes, kd_launch_config *out);
 

@@ -154,8 +154,11 @@ typedef struct kd_counters {
   uint64_t uploads, downloads;
   uint64_t event_records;       /* completion events recorded */
   uint64_t event_queries;       /* non-blocking polls of completion events */
-  uint64_t event_waits;         /* host waits on one event (downloads, full ring) */
-  uint64_t stream_syncs;        /* waits on the whole session stream (kd_raw_synchronize) */
+  uint64_t event_waits;         /* host waits on one event: sink waits, downloads, a full ring,
+                                   releases with no memory to defer, the per-node debug option,
+                                   session destroy's drain */
+  uint64_t stream_syncs;        /* waits on the whole session stream: kd_raw_synchronize, and
+                                   the fallback when a completion event cannot be recorded */
   uint64_t device_syncs;        /* device- or context-wide waits: kdag never makes one */
   uint64_t ring_full_waits;     /* submits that had to wait for the oldest completion */
   uint64_t completions_retired;
@@ -183,9 +186,10 @@ typedef struct kd_counters {
 KD_API kd_status kd_session_counters(kd_session *session, kd_counters *out);
 
 /* Retires every completion whose event has fired, oldest first, never
- * blocking: it stops at the first one still pending. Retiring k costs at
- * most 2 + log2(k) event queries (the oldest, the newest, then halves: the
- * stream finishes work in order). *out_pending (may be
+ * blocking: it stops at the first one still pending. With n in flight it
+ * costs at most 2 + log2(n) event queries, one when the oldest is pending
+ * (the oldest, the newest, then halves: the stream finishes work in
+ * order). *out_pending (may be
  * NULL) receives the number still in flight. A device fault found here is
  * returned as KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_session_reap(kd_session *session, uint32_t *out_pending);

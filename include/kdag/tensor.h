@@ -101,8 +101,10 @@ KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *
  * stream; on HOST, for the submissions before it), so all earlier work on
  * the stream that the tensor depends on has completed when it returns.
  * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_RELEASED, KD_ERR_WRONG_SESSION,
- * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_DEVICE_FAULT.
- * host (the caller's, bytes long) is written during the call only. */
+ * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_OUT_OF_MEMORY
+ * (pinned staging or an event), KD_ERR_DRIVER (the copy refused),
+ * KD_ERR_DEVICE_FAULT. host (the caller's, bytes long) is written during
+ * the call only. */
 KD_API kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
                                     size_t bytes);
 
