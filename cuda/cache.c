@@ -314,13 +314,24 @@ static int disk_read_raw(const kd_module_cache *c, const unsigned char key[16], 
                          const char *ext, void **out, size_t *out_size) {
   char path[4200];
   entry_path(c, k, ext, path, sizeof path);
-  FILE *f = fopen(path, "rbe"); /* close-on-exec: a fork on another thread inherits nothing */
-  if (!f) return 0;
+  /* Close-on-exec: a fork on another thread inherits nothing. Not through
+   * a link, and only a plain file of this user: what is loaded as code must
+   * be what this user wrote there (the folder was checked at open; this
+   * holds each entry to the same rule). Anything else is refused, so it is
+   * rebuilt and renamed over. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return errno == ENOENT ? 0 : -1;
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return -1;
+  }
   unsigned char h[KD_CACHE_HEADER];
   int result = -1;
   void *data = NULL;
   struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || sb.st_size < (off_t)KD_CACHE_HEADER) goto done;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid() || sb.st_size < (off_t)KD_CACHE_HEADER)
+    goto done;
   if (fread(h, 1, sizeof h, f) != sizeof h) goto done;
   if (memcmp(h, kd_cache_magic, 8) != 0 || rd32(h + 8) != KD_CACHE_FORMAT || rd32(h + 12) != KD_CACHE_HEADER)
     goto done;

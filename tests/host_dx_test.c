@@ -404,6 +404,20 @@ Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
     fprintf(stderr, "host_dx: this filesystem holds no 1 TiB sparse file; the huge-entry case did not run\n");
   }
 
+  /* A link in the entry's place, even to a valid entry, is not followed:
+   * refused, rebuilt and renamed over (the link goes, its target stays). */
+  char elsewhere[600];
+  snprintf(elsewhere, sizeof elsewhere, "%s/elsewhere", dir);
+  cr_assert_eq(rename(path, elsewhere), 0);
+  cr_assert_eq(symlink(elsewhere, path), 0);
+  rep = build_in(dir, &r, NULL);
+  cr_assert_eq(rep.origin, KD_BUILD_COMPILED, "an entry through a link must not load");
+  cr_assert_eq(rep.disk_entry_rejected, 1);
+  cr_assert_eq(lstat(path, &sb), 0);
+  cr_assert(S_ISREG(sb.st_mode), "the rebuilt entry replaced the link");
+  cr_assert_eq(build_in(dir, &r, NULL).origin, KD_BUILD_DISK);
+  cr_assert_eq(unlink(elsewhere), 0);
+
   /* No temporary files are left behind. */
   char cmd[600];
   snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -q tmp", dir);

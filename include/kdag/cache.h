@@ -19,7 +19,8 @@
  * the payload, the key) and the CUBIN. Entries are written to a temporary
  * file in the same folder and renamed into place, so a reader sees a whole
  * entry or none; a temporary file a dead writer left is removed by the
- * next kd_module_cache_open of the folder once it is an hour old. An entry that is truncated, corrupt, of another format
+ * next kd_module_cache_open of the folder once it is an hour old. An entry
+ * is read only as a plain file of this user, never through a link. An entry that is truncated, corrupt, of another format
  * version or another key is never loaded: it is rebuilt and overwritten
  * (kd_module_cache_stats.corrupt_rebuilt counts them).
  *
