@@ -115,9 +115,9 @@ static void parse_params(const char *p, kd_ptx_entry *e) {
     if (*p == '[') {
       long count = strtol(p + 1, (char **)&p, 10);
       if (count <= 0 || count > 0x10000 || *p != ']') {
-      params_unknown(e);
-      return;
-    }
+        params_unknown(e);
+        return;
+      }
       ++p;
       size *= (uint32_t)count;
     }
@@ -139,8 +139,9 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
   memset(out, 0, sizeof *out);
   size_t cap = 0;
   /* Directives are words that start with a dot; everything else is
-   * stepped over a character at a time, so a comment that opens mid-line
-   * is seen (and what it holds, a commented-out .entry too, skipped). */
+   * stepped over up to the next dot, quote or slash, so a comment that
+   * opens mid-line is seen (and what it holds, a commented-out .entry too,
+   * skipped). */
   for (const char *p = ptx; (p = skip_space_and_comments(p)) && *p;) {
     char word[256];
     if (*p == '"') { /* a string (.file): its text is no directive */
@@ -148,8 +149,8 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
       p = e ? e + 1 : p + strlen(p);
       continue;
     }
-    if (*p != '.') {
-      ++p;
+    if (*p != '.') { /* to the next dot, quote or slash (a slash that opens no comment: step over it) */
+      p += *p == '/' ? 1 : strcspn(p, "./\"");
       continue;
     }
     const char *after = read_word(p, word, sizeof word);
