@@ -8,6 +8,12 @@
 
 static double noise_or_zero(double x) { return isfinite(x) && x > 0 ? x : 0; }
 
+/* A row whose change can be held against its noise: a timing or rate of a
+ * few samples at least, with a finite noise. */
+static int judged(const kb_result *r) {
+  return strcmp(r->unit, "count") != 0 && r->samples >= 3 && isfinite(r->noise);
+}
+
 kb_verdict kb_compare_rows(const kb_result *o, const kb_result *n, double min_change,
                            double *change, double *threshold) {
   double c = o->median != 0 ? n->median / o->median - 1 : (n->median == 0 ? 0 : INFINITY);
@@ -16,6 +22,7 @@ kb_verdict kb_compare_rows(const kb_result *o, const kb_result *n, double min_ch
   if (min_change > t) t = min_change;
   if (change) *change = c;
   if (threshold) *threshold = t;
+  if (!judged(o) || !judged(n)) return KB_UNDETERMINED;
   if (!(fabs(c) > t)) return KB_WITHIN_NOISE; /* NaN: no evidence of change */
   int up = c > 0;
   return up == (n->higher_is_better != 0) ? KB_IMPROVED : KB_REGRESSED;
@@ -37,6 +44,7 @@ static const char *verdict_text(kb_verdict v) {
     case KB_WITHIN_NOISE: return "within noise";
     case KB_IMPROVED: return "improved (beyond noise)";
     case KB_REGRESSED: return "REGRESSED (beyond noise)";
+    case KB_UNDETERMINED: return "not judged (a count, or too few samples for a noise)";
   }
   return "";
 }
@@ -64,6 +72,7 @@ void kb_compare_reports(const kb_report *old_r, const kb_report *new_r, double m
     s.compared++;
     if (v == KB_WITHIN_NOISE) s.within_noise++;
     else if (v == KB_IMPROVED) s.improved++;
+    else if (v == KB_UNDETERMINED) s.undetermined++;
     else s.regressed++;
     if (out) {
       char axes[256], ov[32], nv[32];
@@ -79,8 +88,8 @@ void kb_compare_reports(const kb_report *old_r, const kb_report *new_r, double m
     if (!find(old_r, &new_r->rows[i])) s.only_new++;
   if (out)
     fprintf(out, "\n%zu compared: %zu regressed beyond noise, %zu improved beyond noise, "
-                 "%zu within noise; %zu only in old, %zu only in new\n",
-            s.compared, s.regressed, s.improved, s.within_noise, s.only_old, s.only_new);
+                 "%zu within noise, %zu not judged; %zu only in old, %zu only in new\n",
+            s.compared, s.regressed, s.improved, s.within_noise, s.undetermined, s.only_old, s.only_new);
   if (sum) *sum = s;
 }
 

@@ -110,6 +110,11 @@ int kb_axis_parse(const char *text, kb_axis *out, char *why, size_t cap) {
       snprintf(why, cap, "axis \"%s\": \"%s\" is not a list of integers", text, p);
       return -1;
     }
+    for (size_t i = 0; i < out->count; ++i)
+      if (out->values[i] == (int64_t)v) { /* two runs of one point: rows no ratio or comparison can tell apart */
+        snprintf(why, cap, "axis \"%s\": the value %lld is given twice", text, v);
+        return -1;
+      }
     out->values[out->count++] = (int64_t)v;
     if (!*end) break;
     p = end + 1;
@@ -368,7 +373,8 @@ static kb_status one_batch(kb_harness *h, kb_run *run, void *state, const kb_opt
 typedef struct measured {
   series s;
   uint64_t batch;
-  kb_stop_reason stop;
+  kb_stop_reason stop;  /* the last turn's */
+  kb_stop_reason worst; /* what the row reports: a turn that did not converge, if any did not */
   double elapsed_s;     /* wall seconds of sampling, all rounds */
   unsigned rounds;      /* rounds sampled */
   size_t round_start[KB_MAX_ROUNDS + 1]; /* round k's samples: [round_start[k], round_start[k + 1]) */
@@ -404,6 +410,10 @@ static kb_status warm_up(kb_harness *h, kb_run *run, void *state, const kb_optio
   return KB_OK;
 }
 
+/* A turn takes at least this many samples (within its max_samples): a
+ * round's median is then no single batch. */
+#define KB_TURN_MIN_SAMPLES 3
+
 /* The stopping rule of one of `rounds` turns: limits split evenly, the
  * noise still judged on every sample so far. */
 static kb_stop_rule round_rule(const kb_stop_rule *r, unsigned rounds) {
@@ -411,20 +421,27 @@ static kb_stop_rule round_rule(const kb_stop_rule *r, unsigned rounds) {
   if (rounds <= 1) return q;
   q.min_samples = (r->min_samples + rounds - 1) / rounds;
   q.max_samples = r->max_samples / rounds ? r->max_samples / rounds : 1;
+  if (q.min_samples < KB_TURN_MIN_SAMPLES) q.min_samples = KB_TURN_MIN_SAMPLES;
+  if (q.min_samples > q.max_samples) q.min_samples = q.max_samples;
   q.min_time_s = r->min_time_s / rounds;
   q.max_time_s = r->max_time_s / rounds;
   return q;
 }
 
-/* Samples (one batch each) onto m->s until rule stops this turn. */
+/* Samples (one batch each) onto m->s until rule stops this turn; a turn
+ * among other cases' turns (rewarm) starts with one untimed batch. */
 static kb_status sample(kb_harness *h, kb_run *run, void *state, const kb_options *o, const kb_stop_rule *rule,
-                        measured *m) {
+                        int rewarm, measured *m) {
   kb_status st;
   kb_timing t;
   double primary = 0; /* as in warm_up */
   uint64_t k = m->batch, t0 = clock_of(o);
   size_t first = m->s.n, next_check = m->s.n + 1;
   double measured_s = 0, elapsed_s = 0, noise = NAN;
+  /* A turn among other cases' starts where they left the machine (their
+   * caches, their streams, sleeping threads): one untimed batch re-warms
+   * this case first. */
+  if (rewarm && (st = one_batch(h, run, state, o, k, &t, &primary)) != KB_OK) return st;
   for (;;) {
     if ((st = one_batch(h, run, state, o, k, &t, &primary)) != KB_OK) return st;
     double per = (double)k * run->items;
@@ -450,6 +467,7 @@ static kb_status sample(kb_harness *h, kb_run *run, void *state, const kb_option
     if (m->stop != KB_CONTINUE) break;
   }
   m->elapsed_s += elapsed_s;
+  if (m->rounds == 0 || m->stop != KB_STOP_CONVERGED) m->worst = m->stop;
   if (m->rounds < KB_MAX_ROUNDS) {
     m->round_start[m->rounds] = first;
     m->round_start[m->rounds + 1] = m->s.n;
@@ -460,7 +478,7 @@ static kb_status sample(kb_harness *h, kb_run *run, void *state, const kb_option
 
 static kb_status measure(kb_harness *h, kb_run *run, void *state, const kb_options *o, measured *m) {
   kb_status st = warm_up(h, run, state, o, m);
-  return st ? st : sample(h, run, state, o, &o->stop, m);
+  return st ? st : sample(h, run, state, o, &o->stop, 0, m);
 }
 
 static void base_row(const kb_run *run, const measured *m, kb_result *row) {
@@ -476,12 +494,12 @@ static void base_row(const kb_run *run, const measured *m, kb_result *row) {
   }
   row->samples = m->s.n;
   row->batch = m->batch;
-  snprintf(row->stop, sizeof row->stop, "%s", kb_stop_name(m->stop));
+  snprintf(row->stop, sizeof row->stop, "%s", kb_stop_name(m->worst));
 }
 
-/* Each round's median of x, or with amount > 0 of the rates amount / x
- * (per second; the pooled rate row takes the median of the rates too),
- * into row->round_median; only when the case took turns. */
+/* Each round's median of x, or with amount > 0 the rate amount / (that
+ * median) (per second, as the pooled rate row), into row->round_median;
+ * only when the case took turns. */
 static int round_medians(const measured *m, const double *x, double amount, kb_result *row) {
   row->round_count = 0;
   if (m->rounds < 2) return 0;
@@ -489,8 +507,9 @@ static int round_medians(const measured *m, const double *x, double amount, kb_r
   if (!tmp) return -1;
   for (unsigned k = 0; k < m->rounds; ++k) {
     size_t a = m->round_start[k], n = m->round_start[k + 1] - a;
-    for (size_t i = 0; i < n; ++i) tmp[i] = amount == 0 ? x[a + i] : x[a + i] > 0 ? amount / (x[a + i] * 1e-9) : 0;
-    row->round_median[k] = kb_median_inplace(tmp, n);
+    memcpy(tmp, x + a, n * sizeof *tmp);
+    double med = kb_median_inplace(tmp, n);
+    row->round_median[k] = amount == 0 ? med : med > 0 ? amount / (med * 1e-9) : 0;
   }
   row->round_count = m->rounds;
   free(tmp);
@@ -509,8 +528,11 @@ static int add_time_row(kb_harness *h, const kb_run *run, const measured *m, con
   return kb_report_add(&h->report, &row) ? 0 : -1;
 }
 
-/* Throughput per sample is amount / time: the median of the rates is the
- * rate of the median time (monotonic map), min and max swap. */
+/* Throughput per sample is amount / time: the row's median is the rate of
+ * the median time, and min and max those of the longest and shortest
+ * times (with an even count the median of the rates would average two
+ * rates, not two times, and the rate row would not invert the time row);
+ * the noise is the rates' own. */
 static int add_rate_row(kb_harness *h, const kb_run *run, const measured *m, const double *x,
                         double amount_per_item, const char *metric, const char *unit) {
   kb_result row;
@@ -519,9 +541,13 @@ static int add_rate_row(kb_harness *h, const kb_run *run, const measured *m, con
   double *rate = malloc(m->s.n * sizeof *rate);
   if (!rate) return -1;
   for (size_t i = 0; i < m->s.n; ++i) rate[i] = x[i] > 0 ? amount_per_item / (x[i] * 1e-9) : 0;
-  int rc = kb_stats_compute(rate, m->s.n, &st);
+  kb_stats time;
+  int rc = kb_stats_compute(rate, m->s.n, &st) || kb_stats_compute(x, m->s.n, &time);
   free(rate);
   if (rc || round_medians(m, x, amount_per_item, &row)) return -1;
+  st.median = time.median > 0 ? amount_per_item / (time.median * 1e-9) : 0;
+  st.min = time.max > 0 ? amount_per_item / (time.max * 1e-9) : 0;
+  st.max = time.min > 0 ? amount_per_item / (time.min * 1e-9) : 0;
   snprintf(row.metric, sizeof row.metric, "%s", metric);
   snprintf(row.unit, sizeof row.unit, "%s", unit);
   row.higher_is_better = 1;
@@ -642,7 +668,7 @@ static int case_end(kb_harness *h, case_run *r, const kb_options *o) {
       if (m->rounds > 1) snprintf(turns, sizeof turns, " in %u rounds", m->rounds);
       fprintf(o->progress, " %s/%s (%s), %zu samples x %llu%s, %.2f s, noise %.2f%%, %s\n", v, run->item,
               gpu ? "gpu" : "host", m->s.n, (unsigned long long)m->batch, turns, m->elapsed_s,
-              noise * 100, kb_stop_name(m->stop));
+              noise * 100, kb_stop_name(m->worst));
     } else {
       fprintf(o->progress, "\n");
     }
@@ -678,8 +704,8 @@ static int run_one(kb_harness *h, kb_suite *s, void *suite_state, kb_case *c, co
 /* The selected cases of one axis point and mode, measured in turns: all
  * set up, each warmed up and sized, then o->rounds rounds in which every
  * case takes its share of the samples, so a slow drift of the machine (a
- * clock change, a neighbour, state left by an earlier case) falls on every
- * case alike instead of on whichever ran last. A case that fails leaves
+ * clock change, a neighbour) falls on every case alike instead of on
+ * whichever ran last. A case that fails leaves
  * the others running. */
 static int run_turns(kb_harness *h, kb_suite *s, void *suite_state, const kb_axis *axes, const size_t *idx,
                      kb_mode mode, const kb_options *o, size_t *ordinal, size_t total) {
@@ -698,10 +724,15 @@ static int run_turns(kb_harness *h, kb_suite *s, void *suite_state, const kb_axi
     if (r[i].set_up) r[i].st = warm_up(h, &r[i].run, r[i].state, o, &r[i].m);
     ++i;
   }
+  /* Each round starts one case further on, so no case always follows the
+   * same one (what a case leaves behind, a busy stream or a cold cache,
+   * then falls on each case in turn). */
   kb_stop_rule turn = round_rule(&o->stop, o->rounds);
   for (unsigned k = 0; k < o->rounds; ++k)
-    for (size_t i = 0; i < n; ++i)
-      if (r[i].st == KB_OK) r[i].st = sample(h, &r[i].run, r[i].state, o, &turn, &r[i].m);
+    for (size_t j = 0; j < n; ++j) {
+      size_t i = (j + k) % n;
+      if (r[i].st == KB_OK) r[i].st = sample(h, &r[i].run, r[i].state, o, &turn, 1, &r[i].m);
+    }
   int failed = 0;
   for (size_t i = 0; i < n; ++i) {
     if (r[i].set_up) progress_head(&r[i], o, total);

@@ -368,9 +368,10 @@ kb_machine *kb_harness_machine(kb_harness *h);
  * skipped / failed suites and cases. */
 void kb_write_markdown(const kb_report *r, FILE *out);
 /* CSV with header suite,case,axes,mode,metric,median,min,max,noise,unit,
- * samples,batch,stop,baseline,ratios; axes "N=10;M=2", ratios "a=1.5;b=2". */
+ * samples,batch,stop,baseline,ratios,paired_ratios; axes "N=10;M=2", ratios
+ * "a=1.5;b=2", paired_ratios "a=median:q1:q3". */
 int kb_write_csv(const kb_report *r, FILE *out);
-/* JSON object {"tool","version","machine","results","skipped"}. Returns 0 or
+/* JSON object {"tool","schema","machine","results","skipped"}. Returns 0 or
  * -1 (message in why). */
 int kb_write_json(const kb_report *r, FILE *out, char *why, size_t why_cap);
 int kb_write_json_file(const kb_report *r, const char *path, char *why, size_t why_cap);
@@ -385,15 +386,17 @@ void kb_format_value(double v, const char *unit, char *buf, size_t cap);
 typedef enum kb_verdict {
   KB_WITHIN_NOISE = 0,
   KB_IMPROVED = 1,   /* beyond noise, in the good direction */
-  KB_REGRESSED = 2   /* beyond noise, in the bad direction */
+  KB_REGRESSED = 2,  /* beyond noise, in the bad direction */
+  KB_UNDETERMINED = 3 /* not judged: a row of fewer than 3 samples or without a finite noise
+                         (nothing to hold the change against), or a workload count (unit "count") */
 } kb_verdict;
 
 typedef struct kb_compare_summary {
-  size_t compared, within_noise, improved, regressed, only_old, only_new;
+  size_t compared, within_noise, improved, regressed, undetermined, only_old, only_new;
 } kb_compare_summary;
 
 /* change = new/old - 1; beyond noise when |change| > max(old noise, new
- * noise, min_change). NaN noises count as 0. */
+ * noise, min_change); KB_UNDETERMINED as described there. */
 kb_verdict kb_compare_rows(const kb_result *old_row, const kb_result *new_row,
                            double min_change, double *change, double *threshold);
 /* Matches rows by suite, case, axes, mode and metric; prints a markdown

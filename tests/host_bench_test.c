@@ -389,13 +389,15 @@ Test(host_bench, rounds_make_the_cases_of_a_point_take_turns) {
   cr_assert(ra && rb && rb->median > ra->median, "drift makes the later case slower");
   double apart = rb->median / ra->median;
   kb_harness_destroy(h);
-  /* Four rounds: warm-ups a, b, then a b a b a b a b, each 3 samples. */
+  /* Four rounds: warm-ups a, b, then a b, b a, a b, b a (each round starts
+   * one case further on), each turn an untimed batch and 3 samples. */
   o.rounds = 4;
   turn_len = 0;
   fake_now = 0;
   h = turn_harness(1);
   cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
-  cr_assert_eq(switches(), 2 + (2 * 4 - 1), "turns: %.*s", (int)turn_len, turn_log);
+  cr_assert_eq(switches(), 6, "turns: %.*s", (int)turn_len, turn_log);
+  cr_assert_eq(turn_len, 2 + 2 * 4 * 4, "a warm-up batch each, then 4 batches a turn: %.*s", (int)turn_len, turn_log);
   ra = find_row(kb_harness_report(h), "a", "host_time_per_iteration", -1);
   rb = find_row(kb_harness_report(h), "b", "host_time_per_iteration", -1);
   cr_assert(ra && rb);
@@ -515,6 +517,8 @@ Test(host_bench, axis_override_and_errors) {
   cr_assert_eq(ax.count, 3);
   cr_assert_eq(kb_axis_parse("N=3,x", &ax, why, sizeof why), -1);
   cr_assert_eq(kb_axis_parse("=3", &ax, why, sizeof why), -1);
+  cr_assert_eq(kb_axis_parse("N=10,20,10", &ax, why, sizeof why), -1);
+  cr_assert(strstr(why, "the value 10 is given twice"), "%s", why);
   cr_assert_eq(kb_axis_parse("N=3,5,7", &ax, why, sizeof why), 0);
   o.axes = &ax, o.axis_count = 1;
   cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
@@ -666,14 +670,17 @@ static kb_harness *sample_run(fake_case *c) {
  * speed, and case b costs 1.1x case a in every round but for a transient
  * 5x in its first round. */
 static int paired_turns[2];
+static unsigned paired_batches[2];
 static char paired_last;
 
 static kb_status paired_batch(kb_run *run, void *state, uint64_t k, kb_timing *out) {
   char who = kb_run_case_name(run)[0];
   int i = who == 'b';
-  if (who != paired_last) paired_turns[i]++; /* turn 1: the warm-up; turn 2 + r: round r */
+  if (who != paired_last) paired_turns[i]++; /* turn 1: the warm-up; then the rounds */
   paired_last = who;
-  int round = paired_turns[i] - 2 < 0 ? 0 : paired_turns[i] - 2;
+  /* After the warm-up, 4 batches a round: the untimed one and 3 samples
+   * (turns of one case may follow each other: rounds start in turn). */
+  int round = paired_turns[i] < 2 ? 0 : (int)(paired_batches[i]++ / 4);
   double cost = 1000.0 * (double)(1 << round);
   if (i) cost *= 1.1 * (round == 0 ? 5.0 : 1.0);
   out->host_ns = cost * (double)k;
@@ -689,6 +696,7 @@ Test(host_bench, rounds_pair_each_ratio_by_round, .init = make_tmpdir, .fini = r
   o.stop.max_noise = 1e9;
   o.rounds = 4; /* 3 samples a round */
   paired_turns[0] = paired_turns[1] = 0;
+  paired_batches[0] = paired_batches[1] = 0;
   paired_last = 0;
   kb_harness *h = pair_harness(1, paired_batch, 1);
   char why[256];
@@ -902,6 +910,25 @@ Test(host_bench, compare_flags_changes_beyond_noise_only, .init = make_tmpdir, .
   cr_assert_eq(kb_compare_files(old_path, new_path, 0.25, NULL, &s, why, sizeof why), 0, "%s", why);
   cr_assert_eq(s.regressed, 0);
   cr_assert_eq(s.within_noise, 4);
+
+  /* Not judged: a row of one sample (no noise: a 10 s cold build) and a
+   * workload count, however far they moved. */
+  kdt_write_file(old_path,
+             "{\"machine\":{\"gpu_name\":\"A\",\"host_cpu\":\"x\"},\"results\":["
+             "{\"suite\":\"dx\",\"case\":\"cold\",\"axes\":{},\"mode\":\"batch\",\"metric\":\"host_time_per_module\","
+             "\"median\":8e9,\"min\":8e9,\"max\":8e9,\"noise\":null,\"unit\":\"ns\",\"samples\":1,"
+             "\"higher_is_better\":false,\"ratios\":{}},"
+             ROW("edges", "edges_per_node", 4.0, 0.0, "count", "false") "]}");
+  kdt_write_file(new_path,
+             "{\"machine\":{\"gpu_name\":\"A\",\"host_cpu\":\"x\"},\"results\":["
+             "{\"suite\":\"dx\",\"case\":\"cold\",\"axes\":{},\"mode\":\"batch\",\"metric\":\"host_time_per_module\","
+             "\"median\":1e10,\"min\":1e10,\"max\":1e10,\"noise\":null,\"unit\":\"ns\",\"samples\":1,"
+             "\"higher_is_better\":false,\"ratios\":{}},"
+             ROW("edges", "edges_per_node", 6.0, 0.0, "count", "false") "]}");
+  cr_assert_eq(kb_compare_files(old_path, new_path, 0, NULL, &s, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(s.compared, 2);
+  cr_assert_eq(s.undetermined, 2, "%zu regressed, %zu within noise", s.regressed, s.within_noise);
+  cr_assert_eq(s.regressed, 0);
 
   /* A file that is not a report is an error with a message. */
   kdt_write_file(new_path, "{\"results\": 3}");
