@@ -38,10 +38,12 @@ static const char usage[] =
     "  --warmup S             warm-up seconds per case (default 0.05)\n"
     "  --batch-time S         batch mode grows a batch to S seconds (default 0.001)\n"
     "  --rounds R             the cases of a suite at one axis point take turns:\n"
-    "                         R rounds, each with 1/R of the samples and of the\n"
-    "                         time limits, so drift hits every case alike\n"
-    "                         (suites that allow it: launch, fanout, rebind,\n"
-    "                         oneshot, pipeline; default 1: one case after another)\n"
+    "                         R rounds, each with 1/R of the samples (at least 3)\n"
+    "                         and of the time limits, each turn after an untimed\n"
+    "                         batch, each round starting one case further on, so\n"
+    "                         drift hits every case alike (suites that allow it:\n"
+    "                         launch, fanout, rebind, oneshot, pipeline; default\n"
+    "                         1: one case after another)\n"
     "output:\n"
     "  --json FILE            write the results as JSON\n"
     "  --csv FILE             write the results as CSV\n"
@@ -213,6 +215,11 @@ static int parse(int argc, char **argv, cli *c, kb_options *o) {
   }
   if (o->stop.max_samples < o->stop.min_samples) {
     fprintf(stderr, "kdag-bench: --max-samples is below --min-samples\n");
+    return -1;
+  }
+  if (o->stop.max_samples < o->rounds) { /* every turn takes a sample at least */
+    fprintf(stderr, "kdag-bench: --max-samples %zu is below --rounds %u: each round takes a sample at least\n",
+            (size_t)o->stop.max_samples, o->rounds);
     return -1;
   }
   return 0;
