@@ -541,13 +541,13 @@ static int add_rate_row(kb_harness *h, const kb_run *run, const measured *m, con
   double *rate = malloc(m->s.n * sizeof *rate);
   if (!rate) return -1;
   for (size_t i = 0; i < m->s.n; ++i) rate[i] = x[i] > 0 ? amount_per_item / (x[i] * 1e-9) : 0;
-  kb_stats time;
-  int rc = kb_stats_compute(rate, m->s.n, &st) || kb_stats_compute(x, m->s.n, &time);
+  kb_stats ns; /* of the times per item */
+  int rc = kb_stats_compute(rate, m->s.n, &st) || kb_stats_compute(x, m->s.n, &ns);
   free(rate);
   if (rc || round_medians(m, x, amount_per_item, &row)) return -1;
-  st.median = time.median > 0 ? amount_per_item / (time.median * 1e-9) : 0;
-  st.min = time.max > 0 ? amount_per_item / (time.max * 1e-9) : 0;
-  st.max = time.min > 0 ? amount_per_item / (time.min * 1e-9) : 0;
+  st.median = ns.median > 0 ? amount_per_item / (ns.median * 1e-9) : 0;
+  st.min = ns.max > 0 ? amount_per_item / (ns.max * 1e-9) : 0;
+  st.max = ns.min > 0 ? amount_per_item / (ns.min * 1e-9) : 0;
   snprintf(row.metric, sizeof row.metric, "%s", metric);
   snprintf(row.unit, sizeof row.unit, "%s", unit);
   row.higher_is_better = 1;
