@@ -1177,3 +1177,25 @@ Test(host_bench, graph_mode_without_graph_launches_is_skipped_not_measured) {
   cr_assert(strstr(r->skips[0].reason, "did not launch a CUDA graph"), "%s", r->skips[0].reason);
   kb_harness_destroy(h);
 }
+
+/* A rate row is the rate of the median time: with an even count of samples
+ * (here 2, at 1x and 3x) the median of the rates would average the two
+ * rates (2/3 of the 1x rate), not the two times (1/2 of it). */
+Test(host_bench, a_rate_row_is_the_rate_of_the_median_time) {
+  fake_case c[1] = {{.per_iteration_ns = 1000, .noisy = 1, .bytes = 1e6}};
+  const char *names[] = {"only"};
+  const int baselines[] = {1};
+  kb_harness *h = fake_harness(NULL, 0, c, names, baselines, 1);
+  kb_options o = fake_options();
+  o.stop.min_samples = o.stop.max_samples = 2;
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_result *t = find_row(kb_harness_report(h), "only", "host_time_per_iteration", -1);
+  const kb_result *r = find_row(kb_harness_report(h), "only", "bytes_per_second", -1);
+  cr_assert(t && r);
+  cr_assert_eq(t->samples, 2);
+  cr_assert_float_eq(t->median, 2000, 1e-9, "the two times' mean: %g", t->median);
+  cr_assert_float_eq(r->median, 1e6 / 2e-6, 1e-3, "bytes per second at the median time: %g", r->median);
+  cr_assert_float_eq(r->max, 1e6 / 1e-6, 1e-3, "the shortest time's rate: %g", r->max);
+  kb_harness_destroy(h);
+}
