@@ -7,7 +7,7 @@
 // independent instances can overlap. ABI: (float *out, int n, int iters);
 // writes out[0..n), reads nothing.
 extern "C" __global__ void bench_work_kernel(float *out, int n, int iters) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // 64-bit: a 32-bit product wraps past n
   float x = (float)i;
   for (int k = 0; k < iters; ++k) x = x * 0.999f + 0.5f;
   if (i < n) out[i] = x;
@@ -16,12 +16,12 @@ extern "C" __global__ void bench_work_kernel(float *out, int n, int iters) {
 // One step of a chain: out[i] = 0.5 * in[i] + 1 for i < n.
 // ABI: (float *out, const float *in, int n); out and in must not overlap.
 extern "C" __global__ void bench_step_kernel(float *out, const float *in, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // 64-bit: a 32-bit product wraps past n
   if (i < n) out[i] = 0.5f * in[i] + 1.0f;
 }
 
 // In place: x[i] += 1 for i < n. ABI: (float *x, int n).
 extern "C" __global__ void bench_inc_kernel(float *x, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // 64-bit: a 32-bit product wraps past n
   if (i < n) x[i] += 1.0f;
 }

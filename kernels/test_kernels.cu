@@ -19,6 +19,6 @@ extern "C" __global__ void trap_kernel() { __trap(); }
 
 // Fills out[0..n) with value. ABI: (int *out, int value, int n).
 extern "C" __global__ void fill_i32_kernel(int *out, int value, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // 64-bit: a 32-bit product wraps past n
   if (i < n) out[i] = value;
 }
