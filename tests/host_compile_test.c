@@ -46,8 +46,7 @@ Test(host_compile, nvrtc_sm_arch_gives_cubin_for_that_arch) {
 Test(host_compile, nvrtc_lto_and_options) {
   /* Each option reaches NVRTC: the source compiles only if the include
    * folder, both defines (with KD_SCALE's value) and the standard do. */
-  char dir[] = "/tmp/kdag-inc-XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
+  char *dir = kdt_temp_dir();
   char header[64];
   snprintf(header, sizeof header, "%s/kd_probe.h", dir);
   kdt_write_file(header, "#define KD_PROBE_HEADER 1\n");
@@ -69,8 +68,7 @@ Test(host_compile, nvrtc_lto_and_options) {
   kd_binary_free(b);
   o.std = "c++14"; /* the same source refused shows the standard was passed */
   KDT_FAILS(kd_nvrtc_compile(src, &o, &b), KD_ERR_COMPILE_FAILED, "-std=c++17");
-  unlink(header);
-  rmdir(dir);
+  kdt_remove_dir(dir);
 }
 
 Test(host_compile, compile_error_carries_the_full_log) {

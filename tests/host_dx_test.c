@@ -30,18 +30,6 @@ static kd_build_recipe tiny_recipe(const char **defs) {
   return r;
 }
 
-static char *temp_dir(void) {
-  char *d = strdup("/tmp/kdag-cache-test-XXXXXX");
-  cr_assert_not_null(mkdtemp(d));
-  return d;
-}
-
-static void remove_dir(char *d) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-  cr_assert_eq(system(cmd), 0);
-  free(d);
-}
 
 Test(host_dx, link_lto_and_read_launch_globals) {
   const char *defs[1];
@@ -247,7 +235,7 @@ static void write_file(const char *path, const char *text) {
 /* The compiler and linker enter the key by file identity (no dlopen): any
  * file stands in for them here, and changing one changes the key. */
 Test(host_dx, key_changes_when_the_compiler_or_linker_file_changes_without_loading_either) {
-  char *dir = temp_dir();
+  char *dir = kdt_temp_dir();
   char a[256], b[256], c[256], d[256];
   snprintf(a, sizeof a, "%s/nvrtc-a.so", dir);
   snprintf(b, sizeof b, "%s/nvrtc-b.so", dir);
@@ -269,7 +257,7 @@ Test(host_dx, key_changes_when_the_compiler_or_linker_file_changes_without_loadi
   write_file(a, "NVRTC build a"); /* same size, one byte differs */
   key_in_child(a, c, &ac_edited);
   cr_assert_str_neq(ac.hex, ac_edited.hex, "a rebuilt NVRTC of the same size must change the key");
-  remove_dir(dir);
+  kdt_remove_dir(dir);
 }
 
 static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_module_cache_stats *stats);
@@ -278,7 +266,7 @@ static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_mo
  * valid disk entry never dlopens NVRTC or nvJitLink. */
 Test(host_dx, warm_build_from_disk_loads_neither_nvrtc_nor_nvjitlink) {
   cr_assert_eq(kd_nvrtc_loaded() || kd_nvjitlink_loaded(), 0, "this test needs a fresh process");
-  char *dir = temp_dir();
+  char *dir = kdt_temp_dir();
   pid_t pid = fork(); /* the cold build, in a child: it loads both libraries */
   cr_assert_geq(pid, 0);
   if (pid == 0) {
@@ -302,7 +290,7 @@ Test(host_dx, warm_build_from_disk_loads_neither_nvrtc_nor_nvjitlink) {
   cr_assert_eq(rep.origin, KD_BUILD_DISK);
   cr_assert_eq(kd_nvrtc_loaded(), 0, "a warm build loaded NVRTC");
   cr_assert_eq(kd_nvjitlink_loaded(), 0, "a warm build loaded nvJitLink");
-  remove_dir(dir);
+  kdt_remove_dir(dir);
 }
 
 static void entry_path(const char *dir, const kd_module_key *k, char *path, size_t n) {
@@ -325,7 +313,7 @@ static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_mo
 }
 
 Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
-  char *dir = temp_dir();
+  char *dir = kdt_temp_dir();
   const char *defs[1];
   kd_build_recipe r = tiny_recipe(defs);
   kd_module_cache_stats stats;
@@ -422,12 +410,12 @@ Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
   char cmd[600];
   snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -q tmp", dir);
   cr_assert_neq(system(cmd), 0, "a temporary file was left in %s", dir);
-  remove_dir(dir);
+  kdt_remove_dir(dir);
 }
 
 Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
   kd_module_cache *c;
-  char *dir = temp_dir();
+  char *dir = kdt_temp_dir();
   char sub[512];
   snprintf(sub, sizeof sub, "%s/a/b", dir);
   setenv("KDAG_CACHE_DIR", sub, 1);
@@ -458,7 +446,7 @@ Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
     KDT_FAILS(kd_module_cache_open(shared, &c), KD_ERR_INVALID_ARGUMENT, "belongs to uid 65534");
   }
   unsetenv("KDAG_CACHE_DIR");
-  remove_dir(dir);
+  kdt_remove_dir(dir);
 }
 
 /* A temporary file a dead writer left (its name is the entry's key, then
@@ -466,7 +454,7 @@ Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
  * is an hour old; a younger one may be another process's write, and stays,
  * as does anything else in the folder. */
 Test(host_dx, opening_a_cache_removes_stale_temporary_files) {
-  char *dir = temp_dir();
+  char *dir = kdt_temp_dir();
   const char *names[] = {".0123456789abcdef0123456789abcdef.tmp.AbC123", ".fedcba9876543210fedcba9876543210.tmp.xyz789",
                          "keep.tmp.AbC123"};
   char path[3][600];
@@ -483,7 +471,7 @@ Test(host_dx, opening_a_cache_removes_stale_temporary_files) {
   cr_assert_neq(access(path[0], F_OK), 0, "the stale temporary file is still there");
   cr_assert_eq(access(path[1], F_OK), 0, "a fresh temporary file (a write in progress) was removed");
   cr_assert_eq(access(path[2], F_OK), 0, "a file that is no cache temporary was removed");
-  remove_dir(dir);
+  kdt_remove_dir(dir);
 }
 
 /* The cache the MathDx tests share with the examples (ctest sets
@@ -499,6 +487,16 @@ static kd_mathdx_info *mathdx_or_skip(void) {
   }
   KDT_OK(st);
   return &info;
+}
+
+/* mathdx_or_skip, and libmathdx too (the cuSOLVERDx tests). */
+static kd_mathdx_info *libmathdx_or_skip(void) {
+  kd_mathdx_info *mdx = mathdx_or_skip();
+  if (!*mdx->libmathdx_path) {
+    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but libmathdx is missing");
+    cr_skip_test("libmathdx not installed (tools/install-mathdx.sh)");
+  }
+  return mdx;
 }
 
 Test(host_dx, cublasdx_gemm_compiles_and_links_to_an_sm90_cubin) {
@@ -529,11 +527,7 @@ Test(host_dx, cublasdx_gemm_compiles_and_links_to_an_sm90_cubin) {
 }
 
 Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
-  kd_mathdx_info *mdx = mathdx_or_skip();
-  if (!*mdx->libmathdx_path) {
-    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but libmathdx is missing");
-    cr_skip_test("libmathdx not installed (tools/install-mathdx.sh)");
-  }
+  (void)libmathdx_or_skip();
   kd_module_cache *c;
   KDT_OK(kd_module_cache_open(NULL, &c));
   kd_binary *cubin = NULL;
@@ -563,13 +557,9 @@ Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
  * key, so not a hit on the first one's entry, and is refused rather than
  * keyed as the copy while the first one builds. */
 Test(host_dx, one_libmathdx_per_process_and_the_key_names_its_file) {
-  kd_mathdx_info *mdx = mathdx_or_skip();
-  if (!*mdx->libmathdx_path) {
-    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but libmathdx is missing");
-    cr_skip_test("libmathdx not installed (tools/install-mathdx.sh)");
-  }
+  kd_mathdx_info *mdx = libmathdx_or_skip();
   kd_module_cache *c;
-  char *cache_dir = temp_dir(); /* empty: the first create calls libmathdx */
+  char *cache_dir = kdt_temp_dir(); /* empty: the first create calls libmathdx */
   KDT_OK(kd_module_cache_open(cache_dir, &c));
   kd_dx_solver_desc d = {.function = KD_DX_POTRF, .dtype = KD_F64, .m = 32, .sm = 90};
   kd_dx_solver s;
@@ -579,7 +569,7 @@ Test(host_dx, one_libmathdx_per_process_and_the_key_names_its_file) {
   KDT_OK(kd_dx_solver_create(c, &d, &s));
   cr_assert_eq(s.from_cache, 1, "the same library and description: a hit");
   kd_dx_solver_release(&s);
-  char *dir = temp_dir(), copy[512], cmd[2 * KD_MATHDX_PATH_MAX];
+  char *dir = kdt_temp_dir(), copy[512], cmd[2 * KD_MATHDX_PATH_MAX];
   snprintf(copy, sizeof copy, "%s/libmathdx.so.0", dir);
   snprintf(cmd, sizeof cmd, "cp '%s' '%s'", mdx->libmathdx_path, copy);
   cr_assert_eq(system(cmd), 0);
@@ -600,8 +590,8 @@ Test(host_dx, one_libmathdx_per_process_and_the_key_names_its_file) {
   cr_assert_eq(s.from_cache, 1, "back to the first library: its entry again");
   kd_dx_solver_release(&s);
   kd_module_cache_close(c);
-  remove_dir(dir);
-  remove_dir(cache_dir);
+  kdt_remove_dir(dir);
+  kdt_remove_dir(cache_dir);
 }
 
 /* A cache whose folder went away after it was opened still builds: the
@@ -609,7 +599,7 @@ Test(host_dx, one_libmathdx_per_process_and_the_key_names_its_file) {
  * the next build is a memory hit. A memory-only cache ("") touches no
  * folder at all. */
 Test(host_dx, a_failed_disk_write_keeps_the_entry_in_memory_and_says_so) {
-  char *dir = temp_dir();
+  char *dir = kdt_temp_dir();
   const char *defs[1];
   kd_build_recipe r = tiny_recipe(defs);
   kd_module_cache *caches[2];

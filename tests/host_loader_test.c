@@ -83,8 +83,7 @@ Test(host_loader, missing_nvrtc_is_library_missing) {
  * call, is no library; the loader, which read the variable at process
  * start, would find the toolkit's. */
 Test(host_loader, a_located_nvrtc_that_does_not_load_is_not_replaced) {
-  char dir[] = "/tmp/kdag-loader-test-XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
+  char *dir = kdt_temp_dir();
   char fake[256];
   snprintf(fake, sizeof fake, "%s/libnvrtc.so.13", dir);
   kdt_write_file(fake, "not an ELF file\n");
@@ -92,8 +91,7 @@ Test(host_loader, a_located_nvrtc_that_does_not_load_is_not_replaced) {
   setenv("LD_LIBRARY_PATH", dir, 1);
   int major, minor;
   KDT_FAILS(kd_nvrtc_version(&major, &minor), KD_ERR_LIBRARY_MISSING, fake);
-  unlink(fake);
-  rmdir(dir);
+  kdt_remove_dir(dir);
 }
 
 Test(host_loader, missing_nvjitlink_is_library_missing) {

@@ -96,6 +96,21 @@ static inline void kdt_write_file(const char *path, const char *text) {
   cr_assert_eq(fclose(f), 0, "write %s", path);
 }
 
+/* A fresh, empty folder under /tmp, the caller's until kdt_remove_dir. */
+static inline char *kdt_temp_dir(void) {
+  char *d = strdup("/tmp/kdag-test-XXXXXX");
+  cr_assert(d && mkdtemp(d), "mkdtemp");
+  return d;
+}
+
+/* Removes d and everything in it, and frees the name. */
+static inline void kdt_remove_dir(char *d) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  free(d);
+}
+
 /* Deterministic pseudo-random floats in [-1, 1) (xorshift), never all zero. */
 static inline void kdt_fill_random(float *x, size_t n, uint64_t seed) {
   uint64_t v = seed * 0x9E3779B97F4A7C15ull + 1;
