@@ -72,9 +72,11 @@ kd_status kd_node_launch_resolve(kd_graph *g, const char *op, kd_gnode *node, kd
 void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans);
 
 /* A submission's transfers (engine/xfer.c). Both CUDA executors take the
- * staging block of every transfer node (kd_plan.xfers) and every sink's
- * event before they enqueue anything, so that running out of pinned memory
- * or events refuses the submission whole, and settle them after. */
+ * staging block of every transfer node and every sink's event before they
+ * enqueue anything, so that running out of pinned memory or events refuses
+ * the submission whole, and settle them after. The entries are the plan's
+ * (kd_plan.xfers: node set when the plan is built, the rest one
+ * submission's at a time, under the session lock). */
 typedef struct kd_xfer {
   uint32_t node;
   kd_staging_block *block; /* an upload's holds the caller's bytes, copied in at the take */
@@ -82,14 +84,14 @@ typedef struct kd_xfer {
   uint8_t copying;         /* EAGER: its copy is enqueued (the block is in use) */
   uint8_t recorded;        /* EAGER: its event is recorded */
 } kd_xfer;
-/* The staging and events of every transfer of g's plan, in the plan's
- * order (*out NULL when it has none; owned by the caller until
- * kd_xfers_settle). On failure nothing is taken, and the error names the
- * node. */
+/* Takes the staging and events of every transfer of g's plan into the
+ * plan's entries, in node order; *out the entries (NULL when the plan has
+ * none, or on failure). On failure nothing is taken, and the error names
+ * the node. */
 kd_status kd_xfers_take(kd_graph *g, const char *op, kd_xfer **out);
 /* node's entry in xf (NULL: not a transfer node). */
 kd_xfer *kd_xfer_of(const kd_graph *g, kd_xfer *xf, uint32_t node);
-/* Frees xf after handing its blocks and events on. ran (the whole
+/* Hands xf's blocks and events on (xf NULL: nothing). ran (the whole
  * submission was enqueued): uploads' blocks to held, sinks' copies to
  * their sinks (kd_sink_commit). Otherwise (refused): what enqueued work
  * uses (copying, recorded) to held, the rest back to the pools; no sink

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cuda/status_internal.h"
-#include "graph/graph_impl.h"
+#include "engine/exec.h"
 
 void kd_plan_free(kd_plan *p) {
   free(p->order);
@@ -26,7 +26,7 @@ kd_status kd_plan_build(kd_graph *g, const char *op) {
   uint32_t *fill = calloc((size_t)n + 1, sizeof *fill);
   uint32_t xfers = 0;
   for (uint32_t i = 0; i < n; ++i) xfers += (uint32_t)kd_node_is_xfer(&g->nodes[i]);
-  p.xfers = malloc(((size_t)xfers + 1) * sizeof *p.xfers);
+  p.xfers = calloc((size_t)xfers + 1, sizeof *p.xfers);
   if (!p.order || !p.succ_start || !p.succ || !p.indegree || !fill || !p.xfers) {
     free(fill);
     kd_plan_free(&p);
@@ -41,7 +41,7 @@ kd_status kd_plan_build(kd_graph *g, const char *op) {
   uint64_t stamp = ((uint64_t)g->session->handles.serial << 40) | ++g->session->next_scope;
   for (uint32_t i = 0; i < n; ++i) {
     kd_gnode *node = &g->nodes[i];
-    if (kd_node_is_xfer(node)) p.xfers[p.xfer_count++] = i;
+    if (kd_node_is_xfer(node)) p.xfers[p.xfer_count++].node = i;
     p.workspaces += node->kind == KD_NODE_FOREIGN && node->workspace_bytes;
     p.holds += node->kind == KD_NODE_FOREIGN ? 2 : 0;
     if (node->kind == KD_NODE_KERNEL && node->module->held_by_scope != stamp) {

@@ -3,7 +3,6 @@
  * enqueued (both executors), so that running out of pinned memory or
  * events refuses a submission whole; then either handed to the
  * submission's completion and the sinks, or given back. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/status_internal.h"
@@ -52,27 +51,24 @@ static void give_back(kd_session *s, const kd_xfer *xf, uint32_t count) {
 
 kd_status kd_xfers_take(kd_graph *g, const char *op, kd_xfer **out) {
   kd_session *s = g->session;
-  uint32_t c = g->plan.xfer_count;
+  kd_xfer *xf = g->plan.xfers; /* the plan's: no allocation per submission */
   *out = NULL;
-  if (!c) return KD_OK;
-  kd_xfer *xf = calloc(c, sizeof *xf);
-  if (!xf) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the submission's %u transfers", op, c);
-  for (uint32_t i = 0; i < c; ++i) {
-    uint32_t n = g->plan.xfers[i];
-    kd_gnode *node = &g->nodes[n];
-    xf[i].node = n;
+  for (uint32_t i = 0; i < g->plan.xfer_count; ++i) {
+    kd_gnode *node = &g->nodes[xf[i].node];
+    xf[i].block = NULL;
+    xf[i].event = NULL;
+    xf[i].copying = xf[i].recorded = 0;
     kd_status st = node->kind == KD_NODE_SINK
                        ? kd_sink_take(s, node->sink, node->bytes, op, &xf[i].block, &xf[i].event)
                        : kd_staging_get(&s->dev, op, node->bytes, &xf[i].block);
     if (st) {
       give_back(s, xf, i);
-      free(xf);
-      return kd_fail_context(st, "%s: node '%s' (#%u): staging for its %zu-byte %s", op, node->name, n,
+      return kd_fail_context(st, "%s: node '%s' (#%u): staging for its %zu-byte %s", op, node->name, xf[i].node,
                              node->bytes, node->kind == KD_NODE_SINK ? "download" : "upload");
     }
     if (node->kind == KD_NODE_UPLOAD) memcpy(xf[i].block->host, node->host, node->bytes); /* read at submit */
   }
-  *out = xf;
+  if (g->plan.xfer_count) *out = xf;
   return KD_OK;
 }
 
@@ -101,5 +97,4 @@ void kd_xfers_settle(kd_graph *g, kd_xfer *xf, int ran, kd_held_set *held, const
     if (xf[i].event && xf[i].recorded) kd_held_add(held, KD_HELD_EVENT, xf[i].event, op);
     else if (xf[i].event) kd_event_release_to_pool(&s->dev, xf[i].event);
   }
-  free(xf);
 }

@@ -146,7 +146,8 @@ typedef struct kd_plan {
   int valid;
   /* What one submission takes before it enqueues anything
    * (engine/xfer.c, engine/exec_eager.c): */
-  uint32_t *xfers;         /* the transfer nodes (kd_node_is_xfer), in node order */
+  struct kd_xfer *xfers;   /* the transfer nodes (kd_node_is_xfer), in node order; each
+                              submission's staging and events in them (engine/xfer.c) */
   uint32_t xfer_count;
   uint32_t workspaces;     /* foreign nodes with a workspace */
   uint32_t holds;          /* held entries an EAGER submission adds beyond one per binding */
