@@ -55,9 +55,24 @@ static const char *read_word(const char *p, char *buf, size_t len) {
   return p;
 }
 
+/* ".version 9.0" as 90; 0 unless major.minor with a major of 1..99 and a
+ * one-digit minor (every PTX ISA so far): sscanf's %d would overflow on a
+ * long run of digits, and a wrapped number could pass the ISA check. */
+static int read_version(const char *p) {
+  p = skip_space_and_comments(p);
+  int major = 0, digits = 0;
+  for (; isdigit((unsigned char)*p) && digits < 3; ++p, ++digits) major = major * 10 + (*p - '0');
+  if (!digits || digits > 2 || !major || p[0] != '.' || !isdigit((unsigned char)p[1]) ||
+      isdigit((unsigned char)p[2]))
+    return 0;
+  return major * 10 + (p[1] - '0');
+}
+
 /* Bytes of a PTX scalar type (.u64, .b8, .f32, ...); 0 if not one. */
 static uint32_t type_size(const char *t) {
-  if (t[0] != '.' || !strchr("usbf", t[1])) return 0;
+  /* t[1] first: strchr also finds the terminating NUL, and then atoi would
+   * read past the word (found by tests/fuzz/fuzz_ptx.c). */
+  if (t[0] != '.' || !t[1] || !strchr("usbf", t[1])) return 0;
   int bits = atoi(t + 2);
   if (t[1] == 'f' && bits == 16 && t[4] == 'x') bits = 32; /* .f16x2 */
   return bits == 8 || bits == 16 || bits == 32 || bits == 64 ? (uint32_t)bits / 8 : 0;
@@ -157,8 +172,8 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
     if (after == p) ++after;
     p = after;
     if (strcmp(word, ".version") == 0) {
-      int major = 0, minor = 0;
-      if (sscanf(p, " %d.%d", &major, &minor) == 2) out->isa = major * 10 + minor;
+      int isa = read_version(p);
+      if (!out->isa) out->isa = isa; /* PTX has one; a second does not override it */
     } else if (strcmp(word, ".target") == 0 && !out->target[0]) {
       p = skip_space_and_comments(p);
       p = read_word(p, out->target, sizeof out->target);
@@ -189,7 +204,7 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
   }
   if (!out->isa) {
     kd_ptx_info_free(out);
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument ptx is not PTX (no .version directive)", op);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument ptx is not PTX (no .version directive of the form major.minor)", op);
   }
   return KD_OK;
 }

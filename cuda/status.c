@@ -1,4 +1,5 @@
 /* Status names, the per-thread message buffer, CUresult conversion. */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,6 +108,17 @@ kd_status kd_fail(kd_status code, const char *fmt, ...) {
   return code;
 }
 
+/* Length of the kdag call a text starts with ("kd_graph_add"), 0 if none.
+ * In a message the name is followed by ": "; a context may also be the
+ * name alone or go on with " (" or "(". */
+static size_t call_name(const char *text, int context) {
+  if (strncmp(text, "kd_", 3) != 0) return 0;
+  size_t n = 3;
+  while (isalnum((unsigned char)text[n]) || text[n] == '_') ++n;
+  if (text[n] == ':' && text[n + 1] == ' ') return n;
+  return context && (!text[n] || text[n] == '(' || (text[n] == ' ' && text[n + 1] == '(')) ? n : 0;
+}
+
 kd_status kd_fail_context(kd_status code, const char *fmt, ...) {
   char *old = tls_msg ? strdup(tls_msg) : strdup("");
   va_list ap;
@@ -114,7 +126,16 @@ kd_status kd_fail_context(kd_status code, const char *fmt, ...) {
   char *ctx = NULL; /* as long as it is: a JIT log can be kilobytes */
   if (vasprintf(&ctx, fmt, ap) < 0) ctx = NULL;
   va_end(ap);
-  if (old) kd_fail(code, "%s: %s", ctx ? ctx : "(no memory for the context)", old);
+  if (old) {
+    /* The message keeps the call it names first: "kd_graph_add: " +
+     * context + the rest, the call named once. A context that names
+     * another call (or none, when the message names none) goes first. */
+    const char *c = ctx ? ctx : "(no memory for the context)";
+    size_t op = call_name(old, 0), cop = call_name(c, 1);
+    if (op && !cop) kd_fail(code, "%.*s: %s: %s", (int)op, old, c, old + op + 2);
+    else if (op && op == cop && strncmp(old, c, op) == 0) kd_fail(code, "%s: %s", c, old + op + 2);
+    else kd_fail(code, "%s: %s", c, old);
+  }
   free(ctx);
   free(old);
   return code;

@@ -541,8 +541,11 @@ static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
                    "takes f32, f64, i32 or i64", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,
                    kd_dtype_name(t));
   if (op == KD_BI_SUM) {
+    /* A zero first: the other dimensions of an empty view may multiply
+     * past int64 (ctx_access bounds the count of non-empty views only). */
     int64_t n = 1;
-    for (int i = 0; i < a[0].view->rank; ++i) n *= a[0].view->shape[i];
+    for (int i = 0; i < a[0].view->rank; ++i) n = a[0].view->shape[i] ? n : 0;
+    for (int i = 0; n && i < a[0].view->rank; ++i) n *= a[0].view->shape[i];
     if (n != 1)
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (out, tensor 0x%llx) must hold one "
                      "element, it holds %lld", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,

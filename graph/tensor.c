@@ -77,6 +77,9 @@ kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
   o->elements = elements;
   o->bytes = bytes;
   o->residency = residency;
+  /* An empty tensor has no element to leave undefined: reading it is
+   * defined, and no write (every one is empty) could ever make it so. */
+  o->initialized = elements == 0;
   int on_gpu = residency == KD_RESIDENCY_DEVICE && s->has_device;
   if (on_gpu) {
     st = kd_session_note(s, kd_device_alloc(&s->dev, op, bytes, &o->dptr));

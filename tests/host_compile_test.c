@@ -183,6 +183,35 @@ Test(host_compile, ptx_signatures_parse_structs_and_arrays) {
   KDT_FAILS(kd_ptx_parse("t", "hello", &info), KD_ERR_INVALID_ARGUMENT, "not PTX");
 }
 
+/* A version whose digits overflow an int (found by tests/fuzz/fuzz_ptx.c:
+ * sscanf's %d wrapped it to a negative ISA, which passed the driver's ISA
+ * check) is no version; nor is a minor of two digits. */
+Test(host_compile, a_ptx_version_out_of_range_is_not_read) {
+  kd_ptx_info info;
+  static const char *const bad[] = {".version 8.0000000000000000000007294580610237639338\n.target sm_90\n",
+                                    ".version 99999999999.0\n", ".version 8.10\n", ".version 0.5\n", ".version 8\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i)
+    KDT_FAILS(kd_ptx_parse("t", bad[i], &info), KD_ERR_INVALID_ARGUMENT, "not PTX");
+  KDT_OK(kd_ptx_parse("t", ".version 8.0 /* first */\n.version 1.0\n", &info));
+  cr_assert_eq(info.isa, 80);
+  kd_ptx_info_free(&info);
+}
+
+/* A parameter word of dots alone, as long as the parser's word buffer: its
+ * last part is "." (found by the fuzzer: the type check read past the
+ * buffer, which the sanitized build of this test reports). */
+Test(host_compile, a_parameter_word_of_dots_is_no_type) {
+  char ptx[512];
+  int n = snprintf(ptx, sizeof ptx, ".version 8.0\n.entry t(");
+  memset(ptx + n, '.', 200);
+  snprintf(ptx + n + 200, sizeof ptx - (size_t)n - 200, " a)\n{ }\n");
+  kd_ptx_info info;
+  KDT_OK(kd_ptx_parse("t", ptx, &info));
+  cr_assert_eq(info.entry_count, 1);
+  cr_assert_eq(info.entries[0].params_known, 0, "a list of no known type is left to the driver");
+  kd_ptx_info_free(&info);
+}
+
 /* The PTX ISA's joined attribute words (".ptr.global.align 16"), a
  * comment that opens mid-line over a commented-out .entry, and signatures
  * kdag cannot size (.texref, more than KD_PTX_MAX_PARAMS parameters): the

@@ -106,3 +106,27 @@ Test(host_status, a_long_context_is_kept_whole) {
   cr_assert(strstr(m, "xy: inner: the driver said no"), "%.80s ... %s", m, m + strlen(m) - 40);
   cr_assert_eq(strncmp(m, "outer: xxx", 10), 0);
 }
+
+/* Messages start with the call that failed, and context keeps it first,
+ * named once (the graph fuzzer holds every refusal to that). */
+Test(host_status, context_keeps_the_call_first_and_names_it_once) {
+  static const struct {
+    const char *inner, *context, *want;
+  } cases[] = {
+      {"kd_graph_add: view rank -2 is outside [0, 8]", "node 'n' (#0), argument 0",
+       "kd_graph_add: node 'n' (#0), argument 0: view rank -2 is outside [0, 8]"},
+      {"kd_graph_submit: cuLaunchKernel: CUDA_ERROR_INVALID_VALUE", "kd_graph_submit: node 'k' (#3)",
+       "kd_graph_submit: node 'k' (#3): cuLaunchKernel: CUDA_ERROR_INVALID_VALUE"},
+      {"kd_tensor_info: argument session is NULL", "kd_view_whole",
+       "kd_view_whole: kd_tensor_info: argument session is NULL"},
+      {"kd_nvrtc_compile: no arch", "kd_build_cubin (key 00ff)", "kd_build_cubin (key 00ff): kd_nvrtc_compile: no arch"},
+      {"cublas: status 7", "kd_graph_submit: foreign node 'f' (#2)", "kd_graph_submit: foreign node 'f' (#2): cublas: status 7"},
+      {"the callback failed", "raw scope 'r'", "raw scope 'r': the callback failed"},
+      {"kd_graph_addx no colon", "node 'n'", "node 'n': kd_graph_addx no colon"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    kd_fail(KD_ERR_INVALID_ARGUMENT, "%s", cases[i].inner);
+    cr_assert_eq(kd_fail_context(KD_ERR_INVALID_ARGUMENT, "%s", cases[i].context), KD_ERR_INVALID_ARGUMENT);
+    cr_assert_str_eq(kd_last_error(), cases[i].want, "case %zu", i);
+  }
+}

@@ -27,6 +27,28 @@ Test(host_tensor, upload_download_roundtrip_copies_at_the_call) {
   kd_session_destroy(s);
 }
 
+/* A tensor with no element is initialised from its creation (found by the
+ * graph fuzzer: an upload of its 0 bytes wrote nothing, so a download
+ * after it was refused as reading a tensor never written). */
+Test(host_tensor, an_empty_tensor_reads_as_initialised) {
+  kd_session *s = kdt_host_session();
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 2, .shape = {3, 0}};
+  kd_tensor empty, one = vec(s, 1);
+  KDT_OK(kd_tensor_create(s, &d, &empty));
+  float host[1];
+  KDT_OK(kd_tensor_download(s, empty, host, 0));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_sum(g, "sum of nothing", kd_whole(one), kd_whole(empty), NULL));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_tensor_download(s, one, host, sizeof host));
+  cr_assert_eq(host[0], 0.0f);
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, empty));
+  KDT_OK(kd_tensor_release(s, one));
+  kd_session_destroy(s);
+}
+
 Test(host_tensor, creation_is_validated) {
   kd_session *s = kdt_host_session();
   kd_tensor t;

@@ -2,9 +2,11 @@
  *
  * Every kdag function that can fail returns a kd_status. On failure it also
  * writes a message into a per-thread buffer, read with kd_last_error(). The
- * message names the kdag operation, the offending argument and, where the
- * CUDA driver, NVRTC or nvJitLink said no, the call and its result name and
- * text. Like errno, the buffer belongs to the calling thread and is
+ * message starts with the kdag call that failed ("kd_graph_add: node 'n'
+ * (#4), argument 1, ..."; a call may name another it made for it, such as
+ * "kd_view_whole: kd_tensor_info: ..."), then names the offending argument
+ * and, where the CUDA driver, NVRTC or nvJitLink said no, the call and its
+ * result name and text. Like errno, the buffer belongs to the calling thread and is
  * overwritten by the next failing kdag call on that thread; successful calls
  * leave it alone, but for the two that succeed by falling back from a
  * failure, which leave that failure's message as the reason:
