@@ -1465,6 +1465,11 @@ Test(host_graph, transfer_transpose_and_sum_shapes_are_checked) {
   KDT_FAILS(kd_graph_sum(g, "s", kd_whole(two), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
             "argument 0 (out, tensor 0x");
   cr_assert(strstr(kd_last_error(), ") must hold one element, it holds 2"), "%s", kd_last_error());
+  /* An empty out view whose other dimensions multiply past int64 (found by
+   * the graph fuzzer: the count overflowed, undefined behaviour). */
+  kd_view huge_empty = {.tensor = two, .rank = 3, .shape = {0, 1ll << 40, 1ll << 40}, .strides = {1, 1, 1}};
+  KDT_FAILS(kd_graph_sum(g, "s", huge_empty, kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
+            "must hold one element, it holds 0");
   char *after = kdt_dot_text(g);
   cr_assert_str_eq(before, after, "a refused node changed the graph");
   free(before);
