@@ -5,7 +5,8 @@
 # their sanitizer variants included, and its tests run: -O3's inlining
 # finds -Wmaybe-uninitialized and truncation cases that -O2 does not,
 # -Werror must hold for whoever builds that way, and optimisation must not
-# change a result. Last, a Clang build with its tests.
+# change a result. Last, a Clang build with its tests, and libFuzzer's
+# short runs of the fuzz targets (tests/fuzz/; tools/fuzz.sh for long ones).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -16,7 +17,8 @@ cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DKDAG_BUILD_TESTS=ON -DK
 cmake --build build-release -j"$(nproc)"
 ctest --test-dir build-release --output-on-failure
 # And with Clang: -Wall -Wextra -Werror hold for both compilers, and the
-# tests run once more against its build (sanitizer lanes stay on GCC's).
-CC=clang cmake -S . -B build-clang -DKDAG_BUILD_TESTS=ON -DKDAG_SANITIZED_TESTS=OFF -DKDAG_TSAN_TESTS=OFF
+# tests run once more against its build (sanitizer lanes stay on GCC's),
+# with a short fuzzing run of each target (fuzz_*_smoke).
+CC=clang cmake -S . -B build-clang -DKDAG_BUILD_TESTS=ON -DKDAG_SANITIZED_TESTS=OFF -DKDAG_TSAN_TESTS=OFF -DKDAG_FUZZERS=ON
 cmake --build build-clang -j"$(nproc)"
 ctest --test-dir build-clang --output-on-failure
