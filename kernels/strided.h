@@ -52,14 +52,18 @@ typedef struct kd_kpattern {
  * two's complement and wrap modulo 2^32 / 2^64 (never undefined). */
 typedef enum kd_kdtype { KD_K_F32 = 0, KD_K_F64 = 1, KD_K_I32 = 2, KD_K_I64 = 3 } kd_kdtype;
 
-/* Number of elements: the product of shape[0..rank); 1 for rank 0. */
+/* Number of elements: the product of shape[0..rank); 1 for rank 0. In
+ * unsigned arithmetic: an empty view's other dimensions may multiply past
+ * 2^63 (kdag bounds the count of non-empty views only), and a wrapped
+ * product times its zero is still exactly 0, where a signed one would be
+ * undefined (found by tests/fuzz/fuzz_cuda.c). */
 KD_KHD long long kd_kview_numel(const kd_kview *v) {
-  long long n = 1;
+  unsigned long long n = 1;
   for (int d = 0; d < KD_KMAX_RANK; ++d) {
     if (d >= v->rank) break;
-    n *= v->shape[d];
+    n *= (unsigned long long)v->shape[d];
   }
-  return n;
+  return (long long)n;
 }
 
 /* Element offset (in elements, relative to base) of the element whose

@@ -54,3 +54,4 @@ static void replay(const char *name, int (*fn)(const uint8_t *, size_t)) {
 Test(host_fuzz, ptx_corpus) { replay("ptx", kdf_ptx); }
 Test(host_fuzz, image_corpus) { replay("image", kdf_image); }
 Test(host_fuzz, graph_corpus) { replay("graph", kdf_graph); }
+Test(host_fuzz, cuda_corpus) { replay("cuda", kdf_cuda); }

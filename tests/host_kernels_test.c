@@ -47,6 +47,12 @@ Test(host_kernels, view_numel_and_offset_are_column_major) {
   long long zero[] = {4, 0};
   kd_kview empty = kview(NULL, 2, zero, NULL);
   cr_assert_eq(kd_kview_numel(&empty), 0);
+  /* An empty view whose other dimensions multiply past 2^63 (the CUDA
+   * fuzz target's find: undefined in signed arithmetic, which the
+   * sanitized build of this test reports). */
+  long long wide[] = {1ll << 40, 1ll << 40, 0}, ones[] = {1, 1, 1};
+  kd_kview wide_empty = kview(NULL, 3, wide, ones);
+  cr_assert_eq(kd_kview_numel(&wide_empty), 0);
 }
 
 /* ---- fill ---- */

@@ -1,6 +1,7 @@
 /* Fuzz targets: kdag's parsers of untrusted bytes (PTX text, CUBIN and
- * fatbin images) and its graph declaration API (views with hostile numbers,
- * bad tensors, edges), each a function of one input.
+ * fatbin images) and programs of graph calls (views with hostile numbers,
+ * bad tensors, edges, rebinds, submissions) on a HOST session and on a
+ * CUDA session over the null driver, each a function of one input.
  *
  * Two drivers run them:
  *   - tools/fuzz.sh builds each target with clang's libFuzzer, ASan and
@@ -28,6 +29,7 @@ void kdf_violation(const char *target, const char *fmt, ...) __attribute__((form
 int kdf_ptx(const uint8_t *data, size_t size);
 int kdf_image(const uint8_t *data, size_t size);
 int kdf_graph(const uint8_t *data, size_t size);
+int kdf_cuda(const uint8_t *data, size_t size);
 
 /* The input, read a little at a time; past its end every read is 0. */
 typedef struct kdf_input {
