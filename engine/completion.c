@@ -30,6 +30,20 @@ kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op) {
   return KD_OK;
 }
 
+kd_status kd_held_reserve_warm(kd_session *s, kd_held_set *set, uint32_t extra, const char *op) {
+  if (!set->heap && set->count + extra > KD_HELD_INLINE && s->held_spare_count) {
+    struct kd_held_spare sp = s->held_spares[--s->held_spare_count];
+    memcpy(sp.items, set->small, set->count * sizeof *sp.items);
+    set->heap = sp.items;
+    set->cap = sp.cap;
+  }
+  return kd_held_reserve(set, extra, op); /* grows it if it is too small */
+}
+
+void kd_held_spares_free(kd_session *s) {
+  while (s->held_spare_count) free(s->held_spares[--s->held_spare_count].items);
+}
+
 kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op) {
   kd_status st = kd_held_reserve(set, 1, op);
   if (st) return st;
@@ -55,7 +69,10 @@ void kd_held_release_one(kd_session *s, const kd_held *h) {
 void kd_held_release_all(kd_session *s, kd_held_set *set) {
   kd_held *items = kd_held_items(set);
   for (uint32_t i = 0; i < set->count; ++i) kd_held_release_one(s, &items[i]);
-  free(set->heap);
+  if (set->heap && s->held_spare_count < KD_REAP_EVERY && set->cap <= KD_HELD_SPARE_MAX)
+    s->held_spares[s->held_spare_count++] = (struct kd_held_spare){set->heap, set->cap};
+  else
+    free(set->heap);
   set->heap = NULL;
   set->count = set->cap = 0;
 }

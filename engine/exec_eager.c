@@ -185,24 +185,22 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
   return KD_OK;
 }
 
-/* Every foreign node's workspace, per node (*out NULL when the plan has
- * none), allocated in stream order before anything is enqueued and held
- * until the submission completes. */
+/* Every foreign node's workspace, into the plan's per-node array (*out
+ * NULL when the plan has none), allocated in stream order before anything
+ * is enqueued and held until the submission completes. */
 static kd_status workspaces_take(kd_graph *g, const char *op, kd_held_set *held, CUdeviceptr **out) {
   kd_session *s = g->session;
   *out = NULL;
   if (!g->plan.workspaces) return KD_OK;
-  CUdeviceptr *ws = calloc(g->node_count, sizeof *ws);
-  if (!ws) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the submission's workspaces", op);
+  _Static_assert(sizeof *g->plan.workspace == sizeof(CUdeviceptr), "a workspace entry holds a CUdeviceptr");
+  CUdeviceptr *ws = (CUdeviceptr *)g->plan.workspace;
   for (uint32_t n = 0; n < g->node_count; ++n) {
     kd_gnode *node = &g->nodes[n];
     if (node->kind != KD_NODE_FOREIGN || !node->workspace_bytes) continue;
     kd_status st = kd_session_note(s, kd_device_alloc(&s->dev, op, node->workspace_bytes, &ws[n]));
-    if (st) {
-      free(ws); /* the ones allocated are in held: freed in stream order */
+    if (st) /* the ones allocated are in held: freed in stream order */
       return kd_fail_context(st, "%s: foreign node '%s' (#%u): its %zu-byte workspace", op, node->name, n,
                              node->workspace_bytes);
-    }
     (void)kd_held_add(held, KD_HELD_DEVPTR, (void *)(uintptr_t)ws[n], op); /* reserved: cannot fail */
   }
   *out = ws;
@@ -247,7 +245,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
    * use (a tensor per binding at most), transfers, workspaces. */
   kd_xfer *xf = NULL;
   CUdeviceptr *ws = NULL;
-  kd_status st = kd_held_reserve(held, g->binding_count + g->plan.holds, op);
+  kd_status st = kd_held_reserve_warm(s, held, g->binding_count + g->plan.holds, op);
   if (!st) st = kd_xfers_take(g, op, &xf);
   if (!st) st = workspaces_take(g, op, held, &ws);
   if (st) {
@@ -287,6 +285,5 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
    * failed): the nodes before stay enqueued and complete with what they
    * use held, but no sink takes this submission's copy. */
   kd_xfers_settle(g, xf, !st, held, op);
-  free(ws);
   return st;
 }

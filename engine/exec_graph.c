@@ -572,7 +572,7 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
    * tensors need no reference per launch: the plan and the graph hold
    * them, and let go only after the work in flight
    * (kd_release_after_inflight). */
-  if (!st) st = kd_held_reserve(held, 2 * g->plan.xfer_count, op);
+  if (!st) st = kd_held_reserve_warm(s, held, 2 * g->plan.xfer_count, op);
   if (!st) {
     CUresult r = s->dev.cu->cuGraphLaunch(x->exec, s->dev.stream);
     if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphLaunch"));

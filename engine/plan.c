@@ -11,6 +11,7 @@ void kd_plan_free(kd_plan *p) {
   free(p->succ);
   free(p->indegree);
   free(p->xfers);
+  free(p->workspace);
   kd_gexec_release(p->gexec);
   memset(p, 0, sizeof *p);
 }
@@ -50,6 +51,11 @@ kd_status kd_plan_build(kd_graph *g, const char *op) {
     }
   }
   p.holds += 2 * p.xfer_count;
+  if (p.workspaces && !(p.workspace = calloc(n, sizeof *p.workspace))) {
+    free(fill);
+    kd_plan_free(&p);
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the plan", op);
+  }
   /* CSR successors, counted then placed. */
   for (uint32_t e = 0; e < m; ++e) {
     p.succ_start[g->edges[e].from + 1]++;

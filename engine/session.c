@@ -174,6 +174,7 @@ void kd_session_destroy(kd_session *s) {
   free(s->raw.held.heap);
   free(s->orphans);
   free(s->deferred); /* empty: the drain above retired everything */
+  kd_held_spares_free(s);
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&s->lock);
   free(s);

@@ -135,6 +135,12 @@ struct kd_session {
    * (engine/completion.c). */
   struct kd_deferred { uint64_t seq; kd_held item; } *deferred;
   uint32_t deferred_head, deferred_count, deferred_cap;
+  /* Held arrays of retired completions, kept for the next submissions
+   * (kd_held_reserve_warm): a warm pipeline allocates none. As many as a
+   * reap retires at once, as a rule (one every KD_REAP_EVERY submits). */
+#define KD_HELD_SPARE_MAX 4096 /* entries (64 KiB): a larger array is freed, not kept */
+  struct kd_held_spare { kd_held *items; uint32_t cap; } held_spares[KD_REAP_EVERY];
+  uint32_t held_spare_count;
   ck_ht_t module_cache;     /* key string -> kd_module_obj * */
   int module_cache_ready;
   int destroy_requested;    /* kd_session_destroy called inside a raw callback */
@@ -171,7 +177,15 @@ kd_status kd_session_note(kd_session *s, kd_status st);
 kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op);
 /* Makes room for extra more adds, which then cannot fail. */
 kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op);
+/* The same for a submission's set: an array a retired completion left is
+ * taken before a new one is allocated. */
+kd_status kd_held_reserve_warm(kd_session *s, kd_held_set *set, uint32_t extra, const char *op);
+/* Releases every object of the set and empties it; its array is kept for
+ * later submissions (or freed: past KD_HELD_SPARE_MAX entries, or with
+ * KD_REAP_EVERY kept already). */
 void kd_held_release_all(kd_session *s, kd_held_set *set);
+/* Frees the kept arrays (session destroy). */
+void kd_held_spares_free(kd_session *s);
 kd_status kd_completion_ring_init(kd_session *s);
 void kd_completion_ring_fini(kd_session *s);
 /* Records event (taken from the pool with kd_event_acquire before the

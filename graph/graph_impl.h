@@ -150,6 +150,9 @@ typedef struct kd_plan {
                               submission's staging and events in them (engine/xfer.c) */
   uint32_t xfer_count;
   uint32_t workspaces;     /* foreign nodes with a workspace */
+  unsigned long long *workspace; /* EAGER, when workspaces: each node's workspace (CUdeviceptr) for the
+                              submission being enqueued, 0 for nodes without; the plan's, so that a
+                              submission allocates no array (submissions run one at a time) */
   uint32_t holds;          /* held entries an EAGER submission adds beyond one per binding */
   uint32_t submits;        /* submissions of this plan so far (AUTO mode) */
   int graph_refused;       /* AUTO: the driver refused this plan as a CUDA graph */
