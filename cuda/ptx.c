@@ -204,7 +204,8 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
   }
   if (!out->isa) {
     kd_ptx_info_free(out);
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument ptx is not PTX (no .version directive of the form major.minor)", op);
+    return kd_fail(KD_ERR_INVALID_ARGUMENT,
+                   "%s: argument ptx is not PTX (no .version directive of the form major.minor)", op);
   }
   return KD_OK;
 }

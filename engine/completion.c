@@ -69,7 +69,9 @@ void kd_held_release_one(kd_session *s, const kd_held *h) {
 void kd_held_release_all(kd_session *s, kd_held_set *set) {
   kd_held *items = kd_held_items(set);
   for (uint32_t i = 0; i < set->count; ++i) kd_held_release_one(s, &items[i]);
-  if (set->heap && s->held_spare_count < KD_REAP_EVERY && set->cap <= KD_HELD_SPARE_MAX)
+  /* Only CUDA submissions take spares (HOST runs allocate their task
+   * graphs anyway): a HOST session keeps none. */
+  if (set->heap && s->has_device && s->held_spare_count < KD_REAP_EVERY && set->cap <= KD_HELD_SPARE_MAX)
     s->held_spares[s->held_spare_count++] = (struct kd_held_spare){set->heap, set->cap};
   else
     free(set->heap);

@@ -159,8 +159,7 @@ void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans) {
     kd_gaccess *a = &g->accesses[node->first_access + k];
     kd_tensor_obj *o = g->bindings[a->binding].obj;
     size_t esize = kd_dtype_size(o->dtype);
-    int64_t n = 1;
-    for (int d = 0; d < a->rank; ++d) n *= kd_access_shape(a)[d];
+    int64_t n = kd_access_elements(a);
     memset(&spans[k], 0, sizeof spans[k]);
     spans[k].device_ptr = o->dptr + (CUdeviceptr)((size_t)kd_access_offset(a) * esize);
     spans[k].elements = n;

@@ -51,16 +51,16 @@ kd_session *kd_raw_session(kd_raw *raw) { return raw_owned(raw, "kd_raw_session"
 kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   static const char *me = "kd_with_raw";
   if (!op || !*op) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument op is NULL or empty", me);
-  if (!fn) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s(%s): argument fn is NULL", me, op);
+  if (!fn) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: scope '%s': argument fn is NULL", me, op);
   kd_status st = kd_session_enter(s, me);
   if (st) return st;
   if (s->backend != KD_BACKEND_CUDA) {
     kd_session_leave(s);
-    return kd_fail(KD_ERR_WRONG_BACKEND, "%s(%s): backend session is not CUDA (%s)", me, op, s->reason);
+    return kd_fail(KD_ERR_WRONG_BACKEND, "%s: scope '%s': backend session is not CUDA (%s)", me, op, s->reason);
   }
   if (s->raw.active) {
     kd_session_leave(s);
-    return kd_fail(KD_ERR_BUSY, "%s(%s): raw scope '%s' is already open on this session; "
+    return kd_fail(KD_ERR_BUSY, "%s: scope '%s': raw scope '%s' is already open on this session; "
                    "scopes do not nest", me, op, s->raw.op);
   }
   /* The event closing the scope, taken first: creating one cannot then
@@ -69,7 +69,7 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   st = kd_session_note(s, kd_event_acquire(&s->dev, me, &done));
   if (st) {
     kd_session_leave(s);
-    return kd_fail_context(st, "%s(%s)", me, op);
+    return kd_fail_context(st, "%s: scope '%s'", me, op);
   }
   kd_raw *raw = &s->raw;
   raw->session = s;
@@ -94,8 +94,9 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   if (!raw->held.count) {
     kd_event_release_to_pool(&s->dev, done);
   } else {
-    st = kd_completion_submit(s, op, &raw->held, done, "a raw scope");
+    st = kd_completion_submit(s, me, &raw->held, done, "a raw scope");
     if (st) {
+      st = kd_fail_context(st, "%s: scope '%s'", me, op);
       /* Could not record the event: make the work complete before the
        * objects it uses can go. */
       s->counters.stream_syncs++;
@@ -117,8 +118,10 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
 
 /* ---- loading ---------------------------------------------------------- */
 
-static kd_status with_op(kd_raw *raw, kd_status st) {
-  return st ? kd_fail_context(st, "raw scope '%s'", raw->op) : st;
+/* The scope's name after the call's (op), which stays first even when the
+ * failure came from a call it made (kd_raw_compile_nvrtc's compile). */
+static kd_status with_op(kd_raw *raw, const char *op, kd_status st) {
+  return st ? kd_fail_context(st, "%s: raw scope '%s'", op, raw->op) : st;
 }
 
 kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len, kd_module *out) {
@@ -130,7 +133,7 @@ kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len, kd_module *o
   kd_cu_module cu;
   st = kd_session_note(s, kd_cu_module_load_ptx(&s->dev, op, ptx, len, &cu));
   if (!st) st = kd_module_adopt(s, op, &cu, out);
-  return with_op(raw, st);
+  return with_op(raw, op, st);
 }
 
 kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size, kd_module *out) {
@@ -142,7 +145,7 @@ kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size, kd_modu
   kd_cu_module cu;
   st = kd_session_note(s, kd_cu_module_load_image(&s->dev, op, image, size, &cu));
   if (!st) st = kd_module_adopt(s, op, &cu, out);
-  return with_op(raw, st);
+  return with_op(raw, op, st);
 }
 
 kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *b, kd_module *out) {
@@ -182,7 +185,7 @@ kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source, const kd_nvrtc_o
   st = kd_nvrtc_compile(source, &o, &b);
   if (!st) st = kd_raw_load_binary(raw, b, out);
   kd_binary_free(b);
-  return with_op(raw, st);
+  return with_op(raw, op, st);
 }
 
 kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn build, void *user,
@@ -243,30 +246,30 @@ static kd_status borrow(kd_raw *raw, const char *op, const kd_view *view, kd_ten
   kd_session *s = raw->session;
   kd_tensor_obj *o;
   st = kd_tensor_lookup(s, view ? view->tensor : t, &o, op, view ? "view->tensor" : "tensor");
-  if (st) return with_op(raw, st);
+  if (st) return with_op(raw, op, st);
   if (o->residency != KD_RESIDENCY_DEVICE)
-    return with_op(raw, kd_fail(KD_ERR_NOT_RESIDENT,
+    return with_op(raw, op, kd_fail(KD_ERR_NOT_RESIDENT,
                                 "%s: the tensor lives in host memory, not on the device; upload "
                                 "it into a device tensor first", op));
   int64_t offset = 0, elements = o->elements;
   if (view) {
     kd_extent e;
     st = kd_view_extent(op, view, o->elements, &e);
-    if (st) return with_op(raw, st);
+    if (st) return with_op(raw, op, st);
     elements = e.elements;
     if (!e.compact)
-      return with_op(raw, kd_fail(KD_ERR_NOT_COMPACT,
+      return with_op(raw, op, kd_fail(KD_ERR_NOT_COMPACT,
                                   "%s: the view is strided; raw kernels take compact column-major "
                                   "views only: canonicalize it on the device first", op));
     offset = view->offset;
   }
   if (!mut && !o->initialized)
-    return with_op(raw, kd_fail(KD_ERR_UNINITIALIZED,
+    return with_op(raw, op, kd_fail(KD_ERR_UNINITIALIZED,
                                 "%s: the tensor was never written (no upload, no launch writing "
                                 "it); reading it would read garbage", op));
   st = mut ? kd_borrow_exclusive(&o->borrow, raw->scope, op, "the tensor")
            : kd_borrow_shared(&o->borrow, raw->scope, op, "the tensor");
-  if (st) return with_op(raw, st);
+  if (st) return with_op(raw, op, st);
   size_t esize = kd_dtype_size(o->dtype);
   out->device_ptr = o->dptr + (CUdeviceptr)((size_t)offset * esize);
   out->bytes = (size_t)elements * esize;
@@ -302,7 +305,7 @@ kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank, const int64
   kd_status st = raw_check(raw, op);
   if (st) return st;
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
-  return with_op(raw, kd_tensor_new(raw->session, op, dtype, rank, shape, KD_RESIDENCY_DEVICE, out));
+  return with_op(raw, op, kd_tensor_new(raw->session, op, dtype, rank, shape, KD_RESIDENCY_DEVICE, out));
 }
 
 /* ---- launch ----------------------------------------------------------- */
@@ -441,7 +444,7 @@ kd_status kd_raw_launch(kd_raw *raw, kd_function fn, const kd_launch_config *con
   for (size_t i = 0; !st && i < n; ++i)
     if (tensors[i]) st = kd_held_tensor_once(&raw->held, tensors[i], raw->scope, op);
   if (!st) st = kd_session_note(s, kd_cu_launch(&s->dev, op, f, config, n ? params : NULL));
-  if (st) return with_op(raw, st);
+  if (st) return with_op(raw, op, st);
   for (size_t i = 0; i < n; ++i)
     if (tensors[i] && args[i].kind == KD_ARG_TENSOR_MUT) tensors[i]->initialized = 1;
   raw->launches++;
@@ -456,7 +459,7 @@ kd_status kd_raw_synchronize(kd_raw *raw) {
   kd_session *s = raw->session;
   s->counters.stream_syncs++;
   CUresult r = s->dev.cu->cuStreamSynchronize(s->dev.stream);
-  if (r != CUDA_SUCCESS) return with_op(raw, kd_session_note(s, kd_fail_cu(r, op, "cuStreamSynchronize")));
+  if (r != CUDA_SUCCESS) return with_op(raw, op, kd_session_note(s, kd_fail_cu(r, op, "cuStreamSynchronize")));
   /* The whole stream is idle: every earlier completion has fired. */
   kd_completion_retire_before(s, s->next_seq);
   return KD_OK;

@@ -29,7 +29,8 @@ typedef struct kd_tensor_obj {
   kd_residency residency;
   CUdeviceptr dptr;         /* CUDA session, device residency */
   void *host;               /* host residency, or any tensor of a HOST session */
-  int initialized;          /* written by an upload or a mutable launch argument */
+  int initialized;          /* written by an upload, a submission or a mutable launch argument;
+                               an empty tensor is from its creation */
   int counted_retained;     /* bytes are in counters.bytes_retained */
   kd_borrow borrow;
   uint64_t held_by_scope;   /* raw scope that already retains it */
@@ -180,9 +181,9 @@ kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op);
 /* The same for a submission's set: an array a retired completion left is
  * taken before a new one is allocated. */
 kd_status kd_held_reserve_warm(kd_session *s, kd_held_set *set, uint32_t extra, const char *op);
-/* Releases every object of the set and empties it; its array is kept for
- * later submissions (or freed: past KD_HELD_SPARE_MAX entries, or with
- * KD_REAP_EVERY kept already). */
+/* Releases every object of the set and empties it; on a CUDA session its
+ * array is kept for later submissions (or freed: past KD_HELD_SPARE_MAX
+ * entries, or with KD_REAP_EVERY kept already). */
 void kd_held_release_all(kd_session *s, kd_held_set *set);
 /* Frees the kept arrays (session destroy). */
 void kd_held_spares_free(kd_session *s);

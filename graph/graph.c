@@ -953,12 +953,6 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
   return st;
 }
 
-static int64_t access_elements(const kd_gaccess *a) {
-  int64_t n = 1;
-  for (int d = 0; d < a->rank; ++d) n *= kd_access_shape(a)[d];
-  return n;
-}
-
 kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
   static const char *op = "kd_graph_rebind";
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
@@ -995,7 +989,7 @@ kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
       if (acc->mode & KD_IN)
         st = kd_fail(KD_ERR_UNINITIALIZED, "%s: node '%s' (#%u) reads old before any node writes it, and "
                      "replacement was never written", op, g->nodes[acc->node].name, acc->node);
-      if ((acc->mode & KD_OUT) && access_elements(acc)) in_node = 1; /* an empty view writes nothing */
+      if ((acc->mode & KD_OUT) && kd_access_elements(acc)) in_node = 1; /* an empty view writes nothing */
     }
   }
   if (!st) st = kd_deferred_reserve(g->session, 1, op);

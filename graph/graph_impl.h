@@ -43,6 +43,15 @@ typedef struct kd_gaccess {
 static inline int64_t kd_access_offset(const kd_gaccess *a) { return a->dims[0]; }
 static inline const int64_t *kd_access_shape(const kd_gaccess *a) { return a->dims + 1; }
 static inline const int64_t *kd_access_strides(const kd_gaccess *a) { return a->dims + 1 + a->rank; }
+/* Elements the access names. Multiplied unsigned: an empty view's other
+ * dimensions may multiply past 2^63 (only non-empty views have their count
+ * bounded when added), and the wrapped product times its zero is exactly
+ * 0, where a signed one would be undefined. */
+static inline int64_t kd_access_elements(const kd_gaccess *a) {
+  uint64_t n = 1;
+  for (int d = 0; d < a->rank; ++d) n *= (uint64_t)kd_access_shape(a)[d];
+  return (int64_t)n;
+}
 /* The access's view over the tensor its binding holds now. */
 kd_view kd_access_view(const kd_graph *g, const kd_gaccess *a);
 

@@ -843,6 +843,28 @@ Test(host_graph, rebinding_to_a_never_written_tensor_follows_the_declaration_rul
   kd_session_destroy(s);
 }
 
+/* An empty write does not count as writing its tensor for the rule either,
+ * whatever its other dimensions (which multiply past 2^63 here: counting
+ * its elements was undefined, which the sanitized build reports). */
+Test(host_graph, an_empty_write_does_not_let_a_rebinding_read_a_never_written_tensor) {
+  kd_session *s = kdt_host_session();
+  float v[8] = {0}, one = 1.0f;
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {8}};
+  kd_tensor x, fresh;
+  KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &x));
+  KDT_OK(kd_tensor_create(s, &d, &fresh));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_view empty = {.tensor = x, .rank = 3, .shape = {1ll << 40, 1ll << 40, 0}, .strides = {1, 1, 1}};
+  KDT_OK(kd_graph_fill(g, "nothing", empty, &one, NULL));
+  KDT_OK(kd_graph_scale(g, "x*=2", kd_whole(x), 2.0, NULL));
+  KDT_FAILS(kd_graph_rebind(g, x, fresh), KD_ERR_UNINITIALIZED, "node 'x*=2' (#1) reads old");
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, x));
+  KDT_OK(kd_tensor_release(s, fresh));
+  kd_session_destroy(s);
+}
+
 /* A tensor rebound into a binding the graph writes is initialized by the
  * next submission, not by the rebinding; swapping back to one already
  * written keeps it so. */
@@ -1467,7 +1489,7 @@ Test(host_graph, transfer_transpose_and_sum_shapes_are_checked) {
   cr_assert(strstr(kd_last_error(), ") must hold one element, it holds 2"), "%s", kd_last_error());
   /* An empty out view whose other dimensions multiply past int64 (found by
    * the graph fuzzer: the count overflowed, undefined behaviour). */
-  kd_view huge_empty = {.tensor = two, .rank = 3, .shape = {0, 1ll << 40, 1ll << 40}, .strides = {1, 1, 1}};
+  kd_view huge_empty = {.tensor = two, .rank = 3, .shape = {1ll << 40, 1ll << 40, 0}, .strides = {1, 1, 1}};
   KDT_FAILS(kd_graph_sum(g, "s", huge_empty, kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
             "must hold one element, it holds 0");
   char *after = kdt_dot_text(g);

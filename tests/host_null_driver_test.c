@@ -1246,6 +1246,37 @@ Test(host_null_driver, a_foreign_node_takes_compact_views_only) {
   assert_all_returned();
 }
 
+static kd_status span_sizes(const kd_foreign_call *call, void *user) {
+  int64_t *seen = user;
+  seen[0] = call->spans[0].elements;
+  seen[1] = (int64_t)call->spans[0].bytes;
+  return KD_OK;
+}
+
+/* An empty view is compact, so a foreign node may take one whose other
+ * dimensions multiply past 2^63 (found by review after the fuzzers' finds
+ * of the same overflow: counting its span's elements was undefined, which
+ * the sanitized build of this test reports): its span is empty. */
+Test(host_null_driver, a_foreign_node_gets_an_empty_span_for_an_empty_view) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {8}};
+  kd_tensor t;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_view empty = {.tensor = t, .rank = 3, .shape = {1ll << 40, 1ll << 40, 0}, .strides = {1, 1, 1}};
+  kd_garg out = kd_g_out(empty);
+  int64_t seen[2] = {-1, -1};
+  KDT_OK(kd_graph_foreign(g, "empty", span_sizes, seen, &out, 1, 0, NULL, NULL, NULL));
+  KDT_OK(kd_graph_submit(g, NULL));
+  cr_assert_eq(seen[0], 0);
+  cr_assert_eq(seen[1], 0);
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, t));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
 /* A callback that fails without a message of its own (it made no failing
  * kdag call) gets one naming it and its code, not whatever older, unrelated
  * message the thread had. */

@@ -172,7 +172,8 @@ KD_API kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor tensor, kd_span_mut *o
 KD_API kd_status kd_raw_view(kd_raw *raw, const kd_view *view, kd_span *out);
 KD_API kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *out);
 
-/* A fresh uninitialised device tensor (poisoned when the session asks).
+/* A fresh uninitialised device tensor (poisoned when the session asks;
+ * one with no element counts as initialised, as for kd_tensor_create).
  * shape (rank entries) is read during the call only. *out is owned by the
  * caller, like kd_tensor_create's. */
 KD_API kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank,

@@ -4,15 +4,16 @@
  * writes a message into a per-thread buffer, read with kd_last_error(). The
  * message starts with the kdag call that failed ("kd_graph_add: node 'n'
  * (#4), argument 1, ..."; a call may name another it made for it, such as
- * "kd_view_whole: kd_tensor_info: ..."), then names the offending argument
- * and, where the CUDA driver, NVRTC or nvJitLink said no, the call and its
- * result name and text. Like errno, the buffer belongs to the calling thread and is
- * overwritten by the next failing kdag call on that thread; successful calls
- * leave it alone, but for the two that succeed by falling back from a
- * failure, which leave that failure's message as the reason:
+ * "kd_view_whole: kd_tensor_info: ...", and kd_with_raw returns its
+ * callback's failure as the call in the callback made it), then names the
+ * offending argument and, where the CUDA driver, NVRTC or nvJitLink said
+ * no, the call and its result name and text. Like errno, the buffer belongs to the calling
+ * thread and is overwritten by the next failing kdag call on that thread;
+ * successful calls leave it alone, but for the two that succeed by falling
+ * back from a failure, which leave that failure's message as the reason:
  * kd_session_create with KD_BACKEND_AUTO choosing HOST, and kd_graph_submit
- * in KD_EXEC_AUTO running a graph eagerly that it could not launch as a CUDA
- * graph.
+ * in KD_EXEC_AUTO running a graph eagerly that it could not launch as a
+ * CUDA graph.
  *
  * Besides the errors listed at each declaration, two hold for every call:
  * one made from inside a callback that must not call kdag (a foreign

@@ -69,7 +69,8 @@ typedef struct kd_tensor_desc {
 /* Allocates an uninitialised tensor (dtype, rank, shape[0..rank), residency
  * of *desc; strides and bytes are ignored). Zero-sized dimensions are
  * allowed; a tensor with no element counts as initialised (there is nothing
- * to read before a write, and no write would change that). Device memory comes from the session's stream-ordered pool.
+ * to read before a write, and no write would change that). Device memory
+ * comes from the session's stream-ordered pool.
  * *out is owned: release it with kd_tensor_release; it is zeroed before
  * anything is checked (but for a NULL out), so a failure leaves the zero
  * handle. desc is read during the call only.

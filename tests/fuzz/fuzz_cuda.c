@@ -12,9 +12,12 @@
  * using it completed, pinned staging reused while a copy of it was
  * pending): there must be none. The backend's own calls: switch the
  * graph's execution mode, hold events pending (work stays in flight while
- * the program releases and rebinds) or let them finish, reap, and arm a
+ * the program releases and rebinds) or let them finish, reap, arm a
  * one-time refusal of a driver call (after which a call may fail, with a
- * clear error, and the reference forgets what it knew). */
+ * clear error, and the reference forgets what it knew), and user kernel
+ * nodes against a kernel whose signature the input draws, with launch
+ * configurations and arguments that may not fit it, kd_graph_set_arg and
+ * the module's release (tests/fuzz/program.c). */
 #include <stdlib.h>
 
 #include "tests/fuzz/program.h"
@@ -44,10 +47,10 @@ static void backend_op(kdf_program *f, uint8_t code) {
                                         "cuMemHostAlloc",  "cuLaunchKernel",  "cuGraphInstantiateWithParams",
                                         "cuGraphLaunch",   "cuGraphExecKernelNodeSetParams",
                                         "cuGraphExecMemcpyNodeSetParams"};
-  switch (code % 8) {
+  switch (code % 16) {
   case 0: case 1: case 2: {
-    kd_status st = kd_graph_set_exec_mode(f->g, (kd_exec_mode)(code % 8));
-    if (st) kdf_violation(target, "kd_graph_set_exec_mode(%d): %s", code % 8, kd_last_error());
+    kd_status st = kd_graph_set_exec_mode(f->g, (kd_exec_mode)(code % 16));
+    if (st) kdf_violation(target, "kd_graph_set_exec_mode(%d): %s", code % 16, kd_last_error());
     break;
   }
   case 3: nd.hold(1); break;
@@ -66,9 +69,14 @@ static void backend_op(kdf_program *f, uint8_t code) {
     if (f->trace) fprintf(stderr, "refuse %s after %u more with %d\n", entry, after, cu);
     break;
   }
-  default: /* a submission, left in flight */
+  case 7: /* a submission, left in flight */
     kdf_program_submit(f);
     break;
+  case 8: case 9: case 10: case 11: case 12:
+    if (f->node_count < MAX_NODES) kdf_program_kernel(f);
+    break;
+  case 13: case 14: kdf_program_set_arg(f); break;
+  default: kdf_program_release_module(f); break;
   }
 }
 

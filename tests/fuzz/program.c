@@ -139,23 +139,39 @@ static snapshot take(kdf_program *f) {
   return s;
 }
 
-/* The codes a graph call may refuse with (graph.h); anything else, such as
- * KD_ERR_OUT_OF_MEMORY on these small graphs, is a fault. */
-static int documented(const kdf_program *f, kd_status st) {
+/* The codes a call may refuse with (graph.h, tensor.h); anything else,
+ * such as KD_ERR_OUT_OF_MEMORY on these small graphs, is a fault, unless
+ * the backend injected a driver refusal. */
+static int documented(const kdf_program *f, const char *op, kd_status st) {
   if (f->injected && (st == KD_ERR_OUT_OF_MEMORY || st == KD_ERR_DRIVER)) return 1;
+  int edge = strcmp(op, "kd_graph_edge") == 0, rebind = strcmp(op, "kd_graph_rebind") == 0;
+  int set_arg = strcmp(op, "kd_graph_set_arg") == 0, kernel = strcmp(op, "kd_graph_kernel") == 0;
+  int node = strncmp(op, "kd_graph_", 9) == 0 && !edge && !rebind && !set_arg; /* graph.h: every node-adding call */
   switch (st) {
-  case KD_ERR_INVALID_ARGUMENT: case KD_ERR_RELEASED: case KD_ERR_WRONG_SESSION: case KD_ERR_NOT_RESIDENT:
-  case KD_ERR_OUT_OF_BOUNDS: case KD_ERR_ALIASING: case KD_ERR_UNINITIALIZED: case KD_ERR_CYCLE:
-    return 1;
-  default:
-    return 0;
+  case KD_ERR_INVALID_ARGUMENT: return 1;
+  case KD_ERR_RELEASED: case KD_ERR_WRONG_SESSION: case KD_ERR_UNINITIALIZED: return node || rebind;
+  case KD_ERR_NOT_RESIDENT: case KD_ERR_OUT_OF_BOUNDS: case KD_ERR_ALIASING: return node;
+  case KD_ERR_CYCLE: return edge;
+  case KD_ERR_NOT_COMPACT: case KD_ERR_LAUNCH_CONFIG: return kernel;
+  case KD_ERR_ARGUMENT_MISMATCH: return kernel || set_arg;
+  default: return 0;
   }
 }
 
+/* The call's name ends where its message's first ": " starts. */
+static size_t call_length(const char *msg) {
+  size_t n = 0;
+  while (msg[n] == '_' || (msg[n] >= 'a' && msg[n] <= 'z') || (msg[n] >= '0' && msg[n] <= '9')) ++n;
+  return strncmp(msg, "kd_", 3) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? n : 0;
+}
+
 static void check_refusal(const kdf_program *f, const char *op, kd_status st) {
-  if (!documented(f, st)) kdf_violation(target, "%s: undocumented %s: %s", op, kd_status_name(st), kd_last_error());
-  size_t n = strlen(op);
-  if (strncmp(kd_last_error(), op, n) != 0 || kd_last_error()[n] != ':')
+  if (!documented(f, op, st)) kdf_violation(target, "%s: undocumented %s: %s", op, kd_status_name(st), kd_last_error());
+  /* kd_with_raw passes on its callback's failure as the call in the
+   * callback that made it ("kd_raw_load_ptx: raw scope 'x': ..."). */
+  size_t n = strlen(op), named = call_length(kd_last_error());
+  int ok = strcmp(op, "kd_with_raw") == 0 ? named > 0 : named == n && strncmp(kd_last_error(), op, n) == 0;
+  if (!ok)
     kdf_violation(target, "%s: %s, and the message does not name the call: %s", op, kd_status_name(st),
                   kd_last_error());
 }
@@ -416,6 +432,153 @@ static void release(kdf_program *f) {
   if (ours) f->t[idx].live = 0;
 }
 
+/* ---- user kernels (CUDA backends) ---------------------------------------- */
+
+/* Loads "k" with the drawn signature, in a raw scope. */
+static kd_status load_kernel(kd_raw *raw, void *user) {
+  kdf_program *f = user;
+  char ptx[2048];
+  int at = snprintf(ptx, sizeof ptx, ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(");
+  for (int i = 0; i < f->param_count; ++i) {
+    uint32_t sz = f->param_sizes[i];
+    const char *type = sz == 8 ? ".u64" : sz == 4 ? ".u32" : NULL;
+    if (type) at += snprintf(ptx + at, sizeof ptx - (size_t)at, "%s.param %s p%d", i ? ", " : "", type, i);
+    else at += snprintf(ptx + at, sizeof ptx - (size_t)at, "%s.param .align 4 .b8 p%d[%u]", i ? ", " : "", i, sz);
+  }
+  snprintf(ptx + at, sizeof ptx - (size_t)at, ")\n{\n\tret;\n}\n");
+  kd_status st = kd_raw_load_ptx(raw, ptx, strlen(ptx) + 1, &f->module);
+  if (st) return st;
+  f->module_live = 1;
+  return kd_module_function(kd_raw_session(raw), f->module, "k", &f->fn);
+}
+
+static void need_kernel(kdf_program *f) {
+  if (f->kernel_state) return;
+  f->param_count = kdf_u8(&f->in) % (MAX_KERNEL_ARGS + 1);
+  for (int i = 0; i < f->param_count; ++i) {
+    uint8_t b = kdf_u8(&f->in);
+    f->param_sizes[i] = b % 3 == 0 ? 8u : b % 3 == 1 ? 4u : 1u + b % 40u;
+  }
+  kd_status st = kd_with_raw(f->s, "kdf_load_kernel", load_kernel, f);
+  f->kernel_state = kdf_program_worked(f, "kd_with_raw", st) ? 1 : -1;
+  if (f->trace) fprintf(stderr, "kernel k: %d parameters -> %s\n", f->param_count, kd_status_name(st));
+}
+
+static uint32_t launch_number(kdf_input *in) {
+  static const uint32_t odd[] = {0, 1025, 2048, 65535, 65536, 1u << 31, UINT32_MAX, 49152, 49153, 1u << 20};
+  uint8_t b = kdf_u8(in);
+  return b < 200 ? 1u + b % 4u : odd[b % (sizeof odd / sizeof *odd)];
+}
+
+/* A value argument: any kind, some not a value kind or not one at all. */
+static kd_arg pick_value(kdf_input *in) {
+  static const unsigned char bytes[64];
+  uint8_t b = kdf_u8(in);
+  switch (b % 11) {
+  case 0: return kd_arg_i32((int32_t)kdf_u8(in));
+  case 1: return kd_arg_i64((int64_t)kdf_u64(in));
+  case 2: return kd_arg_u32(kdf_u8(in));
+  case 3: return kd_arg_u64(kdf_u64(in));
+  case 4: return kd_arg_f32(1.5f);
+  case 5: return kd_arg_f64(2.5);
+  case 6: case 7: {
+    size_t n = kdf_u8(in) % 41;
+    return kd_arg_bytes(n || b % 2 ? bytes : NULL, n);
+  }
+  case 8: {
+    kd_arg a = kd_arg_i32(0);
+    a.kind = KD_ARG_TENSOR; /* a tensor kind passed as a value */
+    return a;
+  }
+  default: {
+    kd_arg a = kd_arg_i32(0);
+    a.kind = (kd_arg_kind)(b % 2 ? -1 : 9); /* no kind */
+    return a;
+  }
+  }
+}
+
+static size_t value_size(const kd_arg *a) {
+  switch (a->kind) {
+  case KD_ARG_I32: case KD_ARG_U32: case KD_ARG_F32: return 4;
+  case KD_ARG_BYTES: return a->v.bytes.size;
+  default: return 8;
+  }
+}
+
+void kdf_program_kernel(kdf_program *f) {
+  need_kernel(f);
+  kdf_input *in = &f->in;
+  const char *name = pick_name(f);
+  kd_launch_config cfg;
+  for (int i = 0; i < 3; ++i) {
+    cfg.grid[i] = launch_number(in);
+    cfg.block[i] = launch_number(in);
+  }
+  cfg.shared_bytes = kdf_u8(in) < 230 ? 0 : launch_number(in);
+  size_t n = kdf_u8(in) % (MAX_KERNEL_ARGS + 2); /* one more than fits: refused */
+  kd_garg args[MAX_KERNEL_ARGS + 1];
+  int idx[MAX_KERNEL_ARGS + 1];
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t b = kdf_u8(in);
+    idx[i] = -1;
+    if (b % 3 == 0) {
+      uint8_t m = kdf_u8(in);
+      args[i] = kd_g_access(m < 250 ? (kd_access)(1 + m % 3) : (kd_access)(m - 250), pick_view(f, &idx[i]));
+    } else {
+      args[i] = kd_g_value(pick_value(in));
+    }
+  }
+  kd_function fn = f->fn;
+  if (kdf_u8(in) == 255) fn.module.bits = kdf_u64(in); /* made up */
+  snapshot before = take(f);
+  kd_node node = 0;
+  kd_status st = kd_graph_kernel(f->g, name, fn, &cfg, n ? args : NULL, n, &node);
+  check_call(f, "kd_graph_kernel", st, &before, 1);
+  if (st) return;
+  if (f->kernel_state != 1 || fn.module.bits != f->fn.module.bits || !f->module_live)
+    kdf_violation(target, "kd_graph_kernel accepted a function the program never loaded, or released");
+  if ((int)n != f->param_count)
+    kdf_violation(target, "kd_graph_kernel accepted %zu arguments for a kernel of %d parameters", n, f->param_count);
+  fnode *nd = &f->n[f->node_count++];
+  memset(nd, 0, sizeof *nd);
+  nd->kind = N_KERNEL;
+  nd->arg_count = (int)n;
+  for (size_t i = 0; i < n && i < MAX_KERNEL_ARGS; ++i) {
+    size_t size = args[i].is_tensor ? 8 : value_size(&args[i].value);
+    if ((int)i < f->param_count && size != f->param_sizes[i])
+      kdf_violation(target, "kd_graph_kernel accepted argument %zu of %zu bytes for a parameter of %u", i, size,
+                    f->param_sizes[i]);
+    nd->arg_value[i] = !args[i].is_tensor;
+    nd->arg_kind[i] = args[i].value.kind;
+    nd->arg_size[i] = size;
+    if (args[i].is_tensor) owner(f, "kd_graph_kernel", idx[i], args[i].view.tensor);
+  }
+}
+
+void kdf_program_set_arg(kdf_program *f) {
+  kd_node node = kdf_u8(&f->in);
+  if (node < 224 && f->node_count) node %= (kd_node)f->node_count;
+  uint32_t index = kdf_u8(&f->in) % (MAX_KERNEL_ARGS + 1);
+  kd_arg value = pick_value(&f->in);
+  snapshot before = take(f);
+  kd_status st = kd_graph_set_arg(f->g, node, index, value);
+  check_call(f, "kd_graph_set_arg", st, &before, 0);
+  if (st) return;
+  const fnode *n = node < (kd_node)f->node_count ? &f->n[node] : NULL;
+  if (!n || n->kind != N_KERNEL || (int)index >= n->arg_count || !n->arg_value[index] ||
+      n->arg_kind[index] != value.kind || n->arg_size[index] != value_size(&value))
+    kdf_violation(target, "kd_graph_set_arg accepted node %u argument %u, kind %d of %zu bytes", node, index,
+                  (int)value.kind, value_size(&value));
+}
+
+void kdf_program_release_module(kdf_program *f) {
+  if (!f->module_live) return;
+  kd_status st = kd_module_release(f->s, f->module);
+  if (st) kdf_violation(target, "kd_module_release: %s", kd_last_error());
+  f->module_live = 0;
+}
+
 /* ---- the reference and the comparison ----------------------------------- */
 
 static kd_kview kview(kdf_program *f, const fnode *n, int k) {
@@ -458,7 +621,7 @@ static void run_reference(kdf_program *f) {
       if (s->known) memcpy(s->expect, out->ref, s->bytes);
       break;
     }
-    case N_HOST: break;
+    case N_HOST: case N_KERNEL: break;
     }
     if (out && n->kind != N_SINK) out->unknown = unknown;
   }
@@ -571,6 +734,7 @@ void kdf_program_run(const kdf_backend *b, const uint8_t *data, size_t size) {
   if (kd_session_reap(f->s, &pending) || pending)
     kdf_violation(target, "kd_session_reap after a wait for everything: %u pending: %s", pending, kd_last_error());
   kd_graph_destroy(f->g);
+  kdf_program_release_module(f);
   if (kd_tensor_release(f->s, f->witness)) kdf_violation(target, "kd_tensor_release of the witness: %s", kd_last_error());
   for (int i = 0; i < f->tensor_count; ++i) {
     if (f->t[i].live && kd_tensor_release(f->s, f->t[i].h))

@@ -45,7 +45,9 @@ typedef struct ften {
   unsigned char *ref;
 } ften;
 
-typedef enum nkind { N_FILL, N_COPY, N_ADD, N_AXPY, N_SCALE, N_SUM, N_UPLOAD, N_SINK, N_HOST } nkind;
+typedef enum nkind { N_FILL, N_COPY, N_ADD, N_AXPY, N_SCALE, N_SUM, N_UPLOAD, N_SINK, N_HOST, N_KERNEL } nkind;
+
+#define MAX_KERNEL_ARGS 8
 
 /* An accepted node as the reference runs it. */
 typedef struct fnode {
@@ -56,6 +58,12 @@ typedef struct fnode {
   kd_kpattern fill;
   double alpha;
   int slot;      /* N_UPLOAD: uploads[slot]; N_SINK: sinks[slot] */
+  /* N_KERNEL (a user kernel: the reference runs nothing, as the null
+   * driver does): its arguments, for kd_graph_set_arg's checks. */
+  int arg_count;
+  int arg_value[MAX_KERNEL_ARGS]; /* a value, not a tensor */
+  kd_arg_kind arg_kind[MAX_KERNEL_ARGS];
+  size_t arg_size[MAX_KERNEL_ARGS];
 } fnode;
 
 typedef struct fsink {
@@ -79,6 +87,13 @@ struct kdf_program {
   unsigned char *uploads[MAX_UPLOADS];
   int upload_count;
   const kdf_backend *b;
+  /* The user kernel "k" (CUDA backends), its signature drawn from the
+   * input when first needed: kernel_state 1 loaded, -1 refused. */
+  int kernel_state, module_live;
+  kd_module module;
+  kd_function fn;
+  int param_count;
+  uint32_t param_sizes[MAX_KERNEL_ARGS];
   int heavy;     /* some view is past MAX_RUN_ELEMENTS: do not run kernels */
   int injected;  /* the backend armed a driver refusal: calls may fail, contents are then unknown */
   kd_tensor witness; /* no node uses it: downloading it waits for every submission (HOST) */
@@ -94,6 +109,17 @@ int kdf_program_worked(kdf_program *p, const char *op, kd_status st);
 /* Submits the graph and runs the reference for it, checking nothing yet
  * (the work may stay in flight). 1: submitted. */
 int kdf_program_submit(kdf_program *p);
+
+/* A user kernel node (kd_graph_kernel) with a launch configuration and
+ * arguments drawn from the input, against the kernel "k" whose signature
+ * the input drew: accepted only when the arguments match it. CUDA only. */
+void kdf_program_kernel(kdf_program *p);
+/* kd_graph_set_arg on a node and index drawn from the input: accepted only
+ * for a value argument of a kernel node, of the same kind and size. */
+void kdf_program_set_arg(kdf_program *p);
+/* Releases the caller's reference to the kernel's module (the graph keeps
+ * its own): later kernel nodes naming it are refused. */
+void kdf_program_release_module(kdf_program *p);
 
 /* Runs one input's program on b. */
 void kdf_program_run(const kdf_backend *b, const uint8_t *data, size_t size);
