@@ -180,7 +180,8 @@ Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_w
  * with the right data, and at the end the driver has every object back.
  * With relaunch, the submission after it, a tensor rebound in between
  * (which patches a CUDA graph): warm, it makes no allocation at all. */
-static void submit_oom(kd_exec_mode mode, int relaunch) {
+/* A CUDA session of mode on the null driver. */
+static kd_session *null_session(kd_exec_mode mode) {
   setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
   kd_session_options o;
   kd_session_options_init(&o);
@@ -188,6 +189,11 @@ static void submit_oom(kd_exec_mode mode, int relaunch) {
   o.exec_mode = mode;
   kd_session *s;
   KDT_OK(kd_session_create(&o, &s));
+  return s;
+}
+
+static void submit_oom(kd_exec_mode mode, int relaunch) {
+  kd_session *s = null_session(mode);
   enum { N = 256 };
   float in[N], out[N], y_out[N];
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {N}};
@@ -297,13 +303,7 @@ static kd_status no_work(const kd_foreign_call *call, void *user) {
  * waiting on the sink, calls none of malloc, calloc and realloc (the
  * per-node workspace array is the plan's; it was a calloc per submission). */
 Test(host_graph_oom, an_eager_resubmission_allocates_nothing_on_the_host) {
-  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.exec_mode = KD_EXEC_EAGER;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
+  kd_session *s = null_session(KD_EXEC_EAGER);
   float in[LEN] = {1, 2, 3}, out[LEN];
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
   kd_tensor a;
