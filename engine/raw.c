@@ -249,8 +249,8 @@ static kd_status borrow(kd_raw *raw, const char *op, const kd_view *view, kd_ten
   if (st) return with_op(raw, op, st);
   if (o->residency != KD_RESIDENCY_DEVICE)
     return with_op(raw, op, kd_fail(KD_ERR_NOT_RESIDENT,
-                                "%s: the tensor lives in host memory, not on the device; upload "
-                                "it into a device tensor first", op));
+                                    "%s: the tensor lives in host memory, not on the device; upload "
+                                    "it into a device tensor first", op));
   int64_t offset = 0, elements = o->elements;
   if (view) {
     kd_extent e;
@@ -259,14 +259,14 @@ static kd_status borrow(kd_raw *raw, const char *op, const kd_view *view, kd_ten
     elements = e.elements;
     if (!e.compact)
       return with_op(raw, op, kd_fail(KD_ERR_NOT_COMPACT,
-                                  "%s: the view is strided; raw kernels take compact column-major "
-                                  "views only: canonicalize it on the device first", op));
+                                      "%s: the view is strided; raw kernels take compact column-major "
+                                      "views only: canonicalize it on the device first", op));
     offset = view->offset;
   }
   if (!mut && !o->initialized)
     return with_op(raw, op, kd_fail(KD_ERR_UNINITIALIZED,
-                                "%s: the tensor was never written (no upload, no launch writing "
-                                "it); reading it would read garbage", op));
+                                    "%s: the tensor was never written (no upload, no launch writing "
+                                    "it); reading it would read garbage", op));
   st = mut ? kd_borrow_exclusive(&o->borrow, raw->scope, op, "the tensor")
            : kd_borrow_shared(&o->borrow, raw->scope, op, "the tensor");
   if (st) return with_op(raw, op, st);

@@ -63,3 +63,4 @@ Test(host_fuzz, ptx_corpus) { replay("ptx", kdf_ptx); }
 Test(host_fuzz, image_corpus) { replay("image", kdf_image); }
 Test(host_fuzz, graph_corpus) { replay("graph", kdf_graph); }
 Test(host_fuzz, cuda_corpus) { replay("cuda", kdf_cuda); }
+Test(host_fuzz, raw_corpus) { replay("raw", kdf_raw); }

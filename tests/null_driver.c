@@ -279,10 +279,12 @@ static CUresult nd_cuDeviceGetPCIBusId(char *id, int len, CUdevice d) {
   snprintf(id, (size_t)len, "0000:00:00.0");
   return CUDA_SUCCESS;
 }
+/* The device's memory: 16 GiB, and no allocation larger (as on a GPU). */
+#define ND_TOTAL_MEM ((size_t)1 << 34)
 static CUresult nd_cuDeviceTotalMem(size_t *bytes, CUdevice d) {
   COUNT(calls);
   if (!bytes || d != 0) return CUDA_ERROR_INVALID_VALUE;
-  *bytes = (size_t)1 << 34;
+  *bytes = ND_TOTAL_MEM;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
@@ -419,6 +421,7 @@ static CUresult nd_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute a, 
 }
 static CUresult alloc(CUdeviceptr *out, size_t bytes) {
   if (!out || !bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > ND_TOTAL_MEM) return CUDA_ERROR_OUT_OF_MEMORY;
   void *p = calloc(1, bytes);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *out = (CUdeviceptr)(uintptr_t)p;

@@ -3,7 +3,7 @@
 # merges what found new coverage into the committed corpus, which
 # host_fuzz_test replays in every build.
 #
-#   tools/fuzz.sh [SECONDS [TARGET...]]    default: 120 s each, targets ptx image graph cuda
+#   tools/fuzz.sh [SECONDS [TARGET...]]    default: 120 s each, targets ptx image graph cuda raw
 #
 # Needs clang (its libFuzzer). Builds in build-fuzz/. New inputs go to
 # build-fuzz/fuzz-new/<target>/, crashes to build-fuzz/fuzz-crashes/<target>/
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/cuda/bin"
 seconds="${1:-120}"
 shift || true
-if [ $# -gt 0 ]; then targets=("$@"); else targets=(ptx image graph cuda); fi
+if [ $# -gt 0 ]; then targets=("$@"); else targets=(ptx image graph cuda raw); fi
 CC=clang cmake -S . -B build-fuzz -DKDAG_FUZZERS=ON -DKDAG_SANITIZED_TESTS=OFF -DKDAG_TSAN_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}"
 failed=0

@@ -1,7 +1,8 @@
 /* Fuzz targets: kdag's parsers of untrusted bytes (PTX text, CUBIN and
- * fatbin images) and programs of graph calls (views with hostile numbers,
+ * fatbin images), programs of graph calls (views with hostile numbers,
  * bad tensors, edges, rebinds, submissions) on a HOST session and on a
- * CUDA session over the null driver, each a function of one input.
+ * CUDA session over the null driver, and raw scopes on the null driver,
+ * each a function of one input.
  *
  * Two drivers run them:
  *   - tools/fuzz.sh builds each target with clang's libFuzzer, ASan and
@@ -30,6 +31,7 @@ int kdf_ptx(const uint8_t *data, size_t size);
 int kdf_image(const uint8_t *data, size_t size);
 int kdf_graph(const uint8_t *data, size_t size);
 int kdf_cuda(const uint8_t *data, size_t size);
+int kdf_raw(const uint8_t *data, size_t size);
 
 /* The input, read a little at a time; past its end every read is 0. */
 typedef struct kdf_input {

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/fuzz/draw.h"
 #include "tests/fuzz/program.h"
 
 static const char *target; /* the running target's name, for kdf_violation */
@@ -47,18 +48,6 @@ static kd_tensor foreign_tensor(void) {
 }
 
 /* ---- drawing arguments from the input ---------------------------------- */
-
-/* Mostly small numbers; sometimes ones that overflow what they multiply. */
-static int64_t number(kdf_input *in) {
-  static const int64_t odd[] = {-1,          -2,           INT64_MIN,          INT64_MAX,     INT64_MAX / 2,
-                                1ll << 31,   (1ll << 31) - 1, 1ll << 32,      1ll << 62,     (1ll << 62) - 1,
-                                3037000499ll, 3037000500ll, 65536,              1ll << 40,     -(1ll << 62),
-                                4096};
-  uint8_t b = kdf_u8(in);
-  if (b < 200) return b % 10;
-  if (b < 200 + 16) return odd[b - 200];
-  return (int64_t)kdf_u64(in);
-}
 
 /* A handle: one of ours (maybe released), a foreign one, zero or made up.
  * *idx is ours, or -1. */
@@ -100,10 +89,10 @@ static kd_view pick_view(kdf_program *f, int *idx) {
     }
   } else { /* anything, a rank outside the struct's arrays too */
     v.rank = (int)(kdf_u8(in) % 12) - 2;
-    v.offset = number(in);
+    v.offset = kdf_number(in);
     for (int i = 0; i < KD_MAX_RANK; ++i) {
-      v.shape[i] = number(in);
-      v.strides[i] = number(in);
+      v.shape[i] = kdf_number(in);
+      v.strides[i] = kdf_number(in);
     }
   }
   return v;
@@ -158,18 +147,11 @@ static int documented(const kdf_program *f, const char *op, kd_status st) {
   }
 }
 
-/* The call's name ends where its message's first ": " starts. */
-static size_t call_length(const char *msg) {
-  size_t n = 0;
-  while (msg[n] == '_' || (msg[n] >= 'a' && msg[n] <= 'z') || (msg[n] >= '0' && msg[n] <= '9')) ++n;
-  return strncmp(msg, "kd_", 3) == 0 && msg[n] == ':' && msg[n + 1] == ' ' ? n : 0;
-}
-
 static void check_refusal(const kdf_program *f, const char *op, kd_status st) {
   if (!documented(f, op, st)) kdf_violation(target, "%s: undocumented %s: %s", op, kd_status_name(st), kd_last_error());
   /* kd_with_raw passes on its callback's failure as the call in the
    * callback that made it ("kd_raw_load_ptx: raw scope 'x': ..."). */
-  size_t n = strlen(op), named = call_length(kd_last_error());
+  size_t n = strlen(op), named = kdf_call_length(kd_last_error());
   int ok = strcmp(op, "kd_with_raw") == 0 ? named > 0 : named == n && strncmp(kd_last_error(), op, n) == 0;
   if (!ok)
     kdf_violation(target, "%s: %s, and the message does not name the call: %s", op, kd_status_name(st),
@@ -438,14 +420,7 @@ static void release(kdf_program *f) {
 static kd_status load_kernel(kd_raw *raw, void *user) {
   kdf_program *f = user;
   char ptx[2048];
-  int at = snprintf(ptx, sizeof ptx, ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(");
-  for (int i = 0; i < f->param_count; ++i) {
-    uint32_t sz = f->param_sizes[i];
-    const char *type = sz == 8 ? ".u64" : sz == 4 ? ".u32" : NULL;
-    if (type) at += snprintf(ptx + at, sizeof ptx - (size_t)at, "%s.param %s p%d", i ? ", " : "", type, i);
-    else at += snprintf(ptx + at, sizeof ptx - (size_t)at, "%s.param .align 4 .b8 p%d[%u]", i ? ", " : "", i, sz);
-  }
-  snprintf(ptx + at, sizeof ptx - (size_t)at, ")\n{\n\tret;\n}\n");
+  kdf_kernel_ptx(ptx, sizeof ptx, f->param_count, f->param_sizes);
   kd_status st = kd_raw_load_ptx(raw, ptx, strlen(ptx) + 1, &f->module);
   if (st) return st;
   f->module_live = 1;
@@ -454,68 +429,17 @@ static kd_status load_kernel(kd_raw *raw, void *user) {
 
 static void need_kernel(kdf_program *f) {
   if (f->kernel_state) return;
-  f->param_count = kdf_u8(&f->in) % (MAX_KERNEL_ARGS + 1);
-  for (int i = 0; i < f->param_count; ++i) {
-    uint8_t b = kdf_u8(&f->in);
-    f->param_sizes[i] = b % 3 == 0 ? 8u : b % 3 == 1 ? 4u : 1u + b % 40u;
-  }
+  f->param_count = kdf_signature(&f->in, f->param_sizes, MAX_KERNEL_ARGS);
   kd_status st = kd_with_raw(f->s, "kdf_load_kernel", load_kernel, f);
   f->kernel_state = kdf_program_worked(f, "kd_with_raw", st) ? 1 : -1;
   if (f->trace) fprintf(stderr, "kernel k: %d parameters -> %s\n", f->param_count, kd_status_name(st));
-}
-
-static uint32_t launch_number(kdf_input *in) {
-  static const uint32_t odd[] = {0, 1025, 2048, 65535, 65536, 1u << 31, UINT32_MAX, 49152, 49153, 1u << 20};
-  uint8_t b = kdf_u8(in);
-  return b < 200 ? 1u + b % 4u : odd[b % (sizeof odd / sizeof *odd)];
-}
-
-/* A value argument: any kind, some not a value kind or not one at all. */
-static kd_arg pick_value(kdf_input *in) {
-  static const unsigned char bytes[64];
-  uint8_t b = kdf_u8(in);
-  switch (b % 11) {
-  case 0: return kd_arg_i32((int32_t)kdf_u8(in));
-  case 1: return kd_arg_i64((int64_t)kdf_u64(in));
-  case 2: return kd_arg_u32(kdf_u8(in));
-  case 3: return kd_arg_u64(kdf_u64(in));
-  case 4: return kd_arg_f32(1.5f);
-  case 5: return kd_arg_f64(2.5);
-  case 6: case 7: {
-    size_t n = kdf_u8(in) % 41;
-    return kd_arg_bytes(n || b % 2 ? bytes : NULL, n);
-  }
-  case 8: {
-    kd_arg a = kd_arg_i32(0);
-    a.kind = KD_ARG_TENSOR; /* a tensor kind passed as a value */
-    return a;
-  }
-  default: {
-    kd_arg a = kd_arg_i32(0);
-    a.kind = (kd_arg_kind)(b % 2 ? -1 : 9); /* no kind */
-    return a;
-  }
-  }
-}
-
-static size_t value_size(const kd_arg *a) {
-  switch (a->kind) {
-  case KD_ARG_I32: case KD_ARG_U32: case KD_ARG_F32: return 4;
-  case KD_ARG_BYTES: return a->v.bytes.size;
-  default: return 8;
-  }
 }
 
 void kdf_program_kernel(kdf_program *f) {
   need_kernel(f);
   kdf_input *in = &f->in;
   const char *name = pick_name(f);
-  kd_launch_config cfg;
-  for (int i = 0; i < 3; ++i) {
-    cfg.grid[i] = launch_number(in);
-    cfg.block[i] = launch_number(in);
-  }
-  cfg.shared_bytes = kdf_u8(in) < 230 ? 0 : launch_number(in);
+  kd_launch_config cfg = kdf_launch_config(in);
   size_t n = kdf_u8(in) % (MAX_KERNEL_ARGS + 2); /* one more than fits: refused */
   kd_garg args[MAX_KERNEL_ARGS + 1];
   int idx[MAX_KERNEL_ARGS + 1];
@@ -526,7 +450,7 @@ void kdf_program_kernel(kdf_program *f) {
       uint8_t m = kdf_u8(in);
       args[i] = kd_g_access(m < 250 ? (kd_access)(1 + m % 3) : (kd_access)(m - 250), pick_view(f, &idx[i]));
     } else {
-      args[i] = kd_g_value(pick_value(in));
+      args[i] = kd_g_value(kdf_value(in));
     }
   }
   kd_function fn = f->fn;
@@ -545,7 +469,7 @@ void kdf_program_kernel(kdf_program *f) {
   nd->kind = N_KERNEL;
   nd->arg_count = (int)n;
   for (size_t i = 0; i < n && i < MAX_KERNEL_ARGS; ++i) {
-    size_t size = args[i].is_tensor ? 8 : value_size(&args[i].value);
+    size_t size = args[i].is_tensor ? 8 : kdf_value_size(&args[i].value);
     if ((int)i < f->param_count && size != f->param_sizes[i])
       kdf_violation(target, "kd_graph_kernel accepted argument %zu of %zu bytes for a parameter of %u", i, size,
                     f->param_sizes[i]);
@@ -560,16 +484,16 @@ void kdf_program_set_arg(kdf_program *f) {
   kd_node node = kdf_u8(&f->in);
   if (node < 224 && f->node_count) node %= (kd_node)f->node_count;
   uint32_t index = kdf_u8(&f->in) % (MAX_KERNEL_ARGS + 1);
-  kd_arg value = pick_value(&f->in);
+  kd_arg value = kdf_value(&f->in);
   snapshot before = take(f);
   kd_status st = kd_graph_set_arg(f->g, node, index, value);
   check_call(f, "kd_graph_set_arg", st, &before, 0);
   if (st) return;
   const fnode *n = node < (kd_node)f->node_count ? &f->n[node] : NULL;
   if (!n || n->kind != N_KERNEL || (int)index >= n->arg_count || !n->arg_value[index] ||
-      n->arg_kind[index] != value.kind || n->arg_size[index] != value_size(&value))
+      n->arg_kind[index] != value.kind || n->arg_size[index] != kdf_value_size(&value))
     kdf_violation(target, "kd_graph_set_arg accepted node %u argument %u, kind %d of %zu bytes", node, index,
-                  (int)value.kind, value_size(&value));
+                  (int)value.kind, kdf_value_size(&value));
 }
 
 void kdf_program_release_module(kdf_program *f) {
