@@ -21,24 +21,14 @@
 #include <stdlib.h>
 
 #include "tests/fuzz/program.h"
+#include "tests/fuzz/shared.h"
 #include "tests/null_driver.h"
 
 static const char *const target = "kdf_cuda";
 static kdag_null_api nd;
 
-static kd_session *null_session(void) {
-  static kd_session *s;
-  if (!s) {
-    setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
-    kd_session_options o;
-    kd_session_options_init(&o);
-    o.backend = KD_BACKEND_CUDA;
-    o.completion_ring_capacity = 8; /* full-ring waits too */
-    if (kd_session_create(&o, &s)) kdf_violation(target, "kd_session_create: %s", kd_last_error());
-    else if (!kdag_null_api_get(KDAG_NULL_DRIVER, &nd)) kdf_violation(target, "the null driver is not loaded");
-  }
-  return s;
-}
+/* Full-ring waits too: a ring of 8. */
+static kd_session *null_session(void) { return kdf_null_session(target, 8, &nd); }
 
 static void backend_op(kdf_program *f, uint8_t code) {
   /* The driver calls a test may refuse (null_driver.h), with a code that

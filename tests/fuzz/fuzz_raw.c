@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fuzz/draw.h"
+#include "tests/fuzz/shared.h"
 #include "tests/null_driver.h"
 
 static const char *const target = "kdf_raw";
@@ -58,19 +58,6 @@ typedef struct rstate {
 } rstate;
 
 static kdag_null_api nd;
-
-static kd_session *null_session(void) {
-  static kd_session *s;
-  if (!s) {
-    setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
-    kd_session_options o;
-    kd_session_options_init(&o);
-    o.backend = KD_BACKEND_CUDA;
-    if (kd_session_create(&o, &s)) kdf_violation(target, "kd_session_create: %s", kd_last_error());
-    else if (!kdag_null_api_get(KDAG_NULL_DRIVER, &nd)) kdf_violation(target, "the null driver is not loaded");
-  }
-  return s;
-}
 
 /* raw.h's codes for the raw calls. */
 static int documented(kd_status st) {
@@ -141,15 +128,8 @@ static void borrow_whole(rstate *r, kd_raw *raw, int mut) {
 static void borrow_view(rstate *r, kd_raw *raw, int mut) {
   kdf_input *in = &r->in;
   int idx;
-  kd_view v;
-  memset(&v, 0, sizeof v);
-  v.tensor = pick_tensor(r, &idx);
-  v.rank = (int)(kdf_u8(in) % 6) - 1;
-  v.offset = kdf_number(in);
-  for (int i = 0; i < KD_MAX_RANK; ++i) {
-    v.shape[i] = kdf_number(in);
-    v.strides[i] = kdf_number(in);
-  }
+  kd_tensor h = pick_tensor(r, &idx);
+  kd_view v = kdf_wild_view(in, h, (int)(kdf_u8(in) % 6) - 1);
   kd_span_mut span;
   const char *op = mut ? "kd_raw_view_mut" : "kd_raw_view";
   kd_status st = mut ? kd_raw_view_mut(raw, &v, &span) : kd_raw_view(raw, &v, &span.span);
@@ -284,7 +264,7 @@ int kdf_raw(const uint8_t *data, size_t size) {
   if (!r) return 0;
   r->in = (kdf_input){data, size, 0};
   r->trace = getenv("KDF_TRACE") != NULL;
-  r->s = null_session();
+  r->s = kdf_null_session(target, 0, &nd);
   if (!r->s) {
     free(r);
     return 0;

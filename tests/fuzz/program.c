@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fuzz/draw.h"
+#include "tests/fuzz/shared.h"
 #include "tests/fuzz/program.h"
 
 static const char *target; /* the running target's name, for kdf_violation */
@@ -88,12 +88,7 @@ static kd_view pick_view(kdf_program *f, int *idx) {
       v.strides[i] = kdf_u8(in) % 10;
     }
   } else { /* anything, a rank outside the struct's arrays too */
-    v.rank = (int)(kdf_u8(in) % 12) - 2;
-    v.offset = kdf_number(in);
-    for (int i = 0; i < KD_MAX_RANK; ++i) {
-      v.shape[i] = kdf_number(in);
-      v.strides[i] = kdf_number(in);
-    }
+    v = kdf_wild_view(in, h, (int)(kdf_u8(in) % 12) - 2);
   }
   return v;
 }

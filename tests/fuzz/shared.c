@@ -1,7 +1,10 @@
-/* Arguments the fuzz targets draw from their input (draw.h). */
+/* What the fuzz targets share (shared.h). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "tests/fuzz/draw.h"
+#include "tests/fuzz/shared.h"
+#include "tests/null_driver.h"
 
 int64_t kdf_number(kdf_input *in) {
   static const int64_t odd[] = {-1,           -2,           INT64_MIN, INT64_MAX,  INT64_MAX / 2, 1ll << 31,
@@ -11,6 +14,36 @@ int64_t kdf_number(kdf_input *in) {
   if (b < 200) return b % 10;
   if (b < 200 + 16) return odd[b - 200];
   return (int64_t)kdf_u64(in);
+}
+
+kd_view kdf_wild_view(kdf_input *in, kd_tensor tensor, int rank) {
+  kd_view v;
+  memset(&v, 0, sizeof v);
+  v.tensor = tensor;
+  v.rank = rank;
+  v.offset = kdf_number(in);
+  for (int i = 0; i < KD_MAX_RANK; ++i) {
+    v.shape[i] = kdf_number(in);
+    v.strides[i] = kdf_number(in);
+  }
+  return v;
+}
+
+kd_session *kdf_null_session(const char *target, uint32_t ring, kdag_null_api *api) {
+  static kd_session *s;
+  if (!s) {
+    setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+    kd_session_options o;
+    kd_session_options_init(&o);
+    o.backend = KD_BACKEND_CUDA;
+    if (ring) o.completion_ring_capacity = ring;
+    if (kd_session_create(&o, &s)) {
+      kdf_violation(target, "kd_session_create: %s", kd_last_error());
+      s = NULL;
+    }
+  }
+  if (s && !kdag_null_api_get(KDAG_NULL_DRIVER, api)) kdf_violation(target, "the null driver is not loaded");
+  return s;
 }
 
 static uint32_t launch_number(kdf_input *in) {
