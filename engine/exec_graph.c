@@ -236,10 +236,10 @@ static kd_status capture_foreign(kd_graph *g, kd_gexec *x, uint32_t n, const kd_
     if (child) s->dev.cu->cuGraphDestroy(child);
     return kd_fail_context(st, "%s: foreign node '%s' (#%u), captured for a CUDA graph", op, node->name, n);
   }
-  if (r != CUDA_SUCCESS) {
-    st = node_fail(g, n, r, op, "cuStreamEndCapture");
-    return kd_fail_context(st, "the callback must enqueue its work on call->stream only, without waiting "
-                           "(it is captured into the CUDA graph)");
+  if (r != CUDA_SUCCESS) { /* the node first, then the advice, then the driver's words */
+    st = kd_session_note(s, kd_fail_cu(r, op, "cuStreamEndCapture"));
+    return kd_fail_context(st, "%s: foreign node '%s' (#%u), captured for a CUDA graph: the callback must "
+                           "enqueue its work on call->stream only, without waiting", op, node->name, n);
   }
   *out = child;
   return KD_OK;

@@ -956,6 +956,33 @@ Test(host_null_driver, a_failed_recapture_is_tried_again_by_the_next_submission)
   assert_all_returned();
 }
 
+/* A capture the callback broke (the driver refuses cuStreamEndCapture: it
+ * waited, or used another stream) is an error naming the node and saying
+ * what the callback must do, then the driver's words; nothing is left
+ * capturing, and the next submission captures again and works. */
+Test(host_null_driver, a_broken_capture_names_the_node_and_the_rule) {
+  copier c;
+  pipeline p;
+  kd_tensor y, y2;
+  kd_session *s = with_copier(KD_EXEC_GRAPH, &p, &c, &y, &y2);
+  nd.fail("cuStreamEndCapture", 0, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 0);
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_DRIVER, "kd_graph_submit: foreign node 'copy y=a' (#");
+  cr_assert(strstr(kd_last_error(), "captured for a CUDA graph: the callback must enqueue its work on "
+                                    "call->stream only, without waiting: "),
+            "%s", kd_last_error());
+  cr_assert(strstr(kd_last_error(), "cuStreamEndCapture"), "%s", kd_last_error());
+  KDT_OK(kd_graph_submit(p.g, NULL));
+  cr_assert_eq(c.calls, 2, "captured again");
+  pipeline_check(&p, 0);
+  kd_graph_destroy(p.g);
+  KDT_OK(kd_tensor_release(s, p.a));
+  KDT_OK(kd_tensor_release(s, p.b));
+  KDT_OK(kd_tensor_release(s, y));
+  KDT_OK(kd_tensor_release(s, y2));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
 /* Staging, events and foreign workspaces are taken before anything is
  * enqueued, in both modes: a submission that runs short of one (pinned
  * memory, an event, device memory, at each of its first calls) is refused

@@ -905,8 +905,15 @@ static CUresult nd_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
 static CUresult nd_cuStreamEndCapture(CUstream s, CUgraph *out) {
   COUNT(calls);
   if (!s || !out || !s->capture) return CUDA_ERROR_INVALID_VALUE;
-  *out = s->capture;
-  s->capture = NULL;
+  CUgraph captured = s->capture;
+  s->capture = NULL; /* refused or not, the capture has ended (as on a GPU: it was invalidated) */
+  CUresult r = injected("cuStreamEndCapture");
+  if (r != CUDA_SUCCESS) {
+    graph_free(captured);
+    *out = NULL;
+    return r;
+  }
+  *out = captured;
   return CUDA_SUCCESS;
 }
 

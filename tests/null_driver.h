@@ -40,7 +40,8 @@ typedef struct kdag_null_calls {
 void kdag_null_hold(int on);
 void kdag_null_calls_get(kdag_null_calls *out);
 /* The call of entry after `after` more (one of cuEventCreate, cuEventRecord,
- * cuMemAllocFromPoolAsync, cuMemHostAlloc, cuLaunchKernel,
+ * cuMemAllocFromPoolAsync, cuMemHostAlloc, cuLaunchKernel, cuStreamEndCapture
+ * (a capture the callback broke: the capture ends, its graph is dropped),
  * cuGraphInstantiateWithParams, which then names the graph's node number
  * node as the culprit, cuGraphLaunch, cuGraphExecKernelNodeSetParams,
  * cuGraphExecMemcpyNodeSetParams)
