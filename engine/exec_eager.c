@@ -184,12 +184,11 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
   return KD_OK;
 }
 
-/* Every foreign node's workspace, into the plan's per-node array (*out
- * NULL when the plan has none), allocated in stream order before anything
- * is enqueued and held until the submission completes. */
-static kd_status workspaces_take(kd_graph *g, const char *op, kd_held_set *held, CUdeviceptr **out) {
+/* Every foreign node's workspace, into the plan's per-node array
+ * (kd_plan.workspace), allocated in stream order before anything is
+ * enqueued and held until the submission completes. */
+static kd_status workspaces_take(kd_graph *g, const char *op, kd_held_set *held) {
   kd_session *s = g->session;
-  *out = NULL;
   if (!g->plan.workspaces) return KD_OK;
   _Static_assert(sizeof *g->plan.workspace == sizeof(CUdeviceptr), "a workspace entry holds a CUdeviceptr");
   CUdeviceptr *ws = (CUdeviceptr *)g->plan.workspace;
@@ -202,7 +201,6 @@ static kd_status workspaces_take(kd_graph *g, const char *op, kd_held_set *held,
                              node->workspace_bytes);
     (void)kd_held_add(held, KD_HELD_DEVPTR, (void *)(uintptr_t)ws[n], op); /* reserved: cannot fail */
   }
-  *out = ws;
   return KD_OK;
 }
 
@@ -243,10 +241,9 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
    * memory or events enqueues nothing: room in held for what the nodes
    * use (a tensor per binding at most), transfers, workspaces. */
   kd_xfer *xf = NULL;
-  CUdeviceptr *ws = NULL;
   kd_status st = kd_held_reserve_warm(s, held, g->binding_count + g->plan.holds, op);
   if (!st) st = kd_xfers_take(g, op, &xf);
-  if (!st) st = workspaces_take(g, op, held, &ws);
+  if (!st) st = workspaces_take(g, op, held);
   if (st) {
     kd_xfers_settle(g, xf, 0, held, op);
     return st;
@@ -275,7 +272,9 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
         if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuLaunchHostFunc"));
         break;
       }
-      case KD_NODE_FOREIGN: st = foreign_call(s, op, g, node, ws ? ws[v] : 0, held); break;
+      case KD_NODE_FOREIGN: /* the plan has a workspace array when a foreign node has a workspace */
+        st = foreign_call(s, op, g, node, g->plan.workspace ? (CUdeviceptr)g->plan.workspace[v] : 0, held);
+        break;
     }
     if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) st = debug_wait(s, op);
     if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, v);

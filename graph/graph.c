@@ -119,6 +119,7 @@ typedef struct pending {
                           caller may pass a kd_whole of its own frame) */
   kd_view whole_view; /* kd_whole resolved; set only for such accesses */
   kd_footprint fp;
+  int64_t elements;  /* the view's element count (kd_extent) */
   uint32_t slot;     /* obj's handle slot */
   size_t arg;        /* argument position, for messages */
   int64_t binding;   /* existing binding of obj, -1 if new to the graph */
@@ -212,6 +213,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
     return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; kernel and foreign nodes take "
                    "compact views only: canonicalize it with kd_graph_copy first", KD_AT_ARGS,
                    (unsigned long long)view->tensor.bits);
+  p->elements = e.elements;
   p->slot = kd_handle_index(view->tensor.bits);
   p->binding = binding_of(c->g, o, p->slot);
   if ((mode & KD_IN) && !o->initialized && !(p->binding >= 0 && c->g->bindings[p->binding].written))
@@ -540,17 +542,10 @@ static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (tensor 0x%llx) is %s; this built-in "
                    "takes f32, f64, i32 or i64", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,
                    kd_dtype_name(t));
-  if (op == KD_BI_SUM) {
-    /* A zero first: the other dimensions of an empty view may multiply
-     * past int64 (ctx_access bounds the count of non-empty views only). */
-    int64_t n = 1;
-    for (int i = 0; i < a[0].view->rank; ++i) n = a[0].view->shape[i] ? n : 0;
-    for (int i = 0; n && i < a[0].view->rank; ++i) n *= a[0].view->shape[i];
-    if (n != 1)
-      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (out, tensor 0x%llx) must hold one "
-                     "element, it holds %lld", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,
-                     (long long)n);
-  }
+  if (op == KD_BI_SUM && a[0].elements != 1) /* counted by ctx_access (an empty view: 0, whatever its shape) */
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (out, tensor 0x%llx) must hold one "
+                   "element, it holds %lld", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,
+                   (long long)a[0].elements);
   *dtype = t;
   return KD_OK;
 }
