@@ -532,37 +532,25 @@ static kd_status repoint(kd_graph *g, kd_gexec *x, const kd_xfer *xf, const char
   return KD_OK;
 }
 
-/* A failure after which a fresh executable graph may work: the driver
- * refused to update this one in place. Out of memory and a fault would
- * fail again. */
-static int rebuild_after(kd_status st) { return st != KD_ERR_DEVICE_FAULT && st != KD_ERR_OUT_OF_MEMORY; }
-
-/* The plan lets go of its executable graph (it goes once the launches in
- * flight have completed). */
-static void drop_exec(kd_graph *g) {
+/* After an in-place change of the executable graph *x: when the driver
+ * refused it (st, but for out of memory and a fault, which would fail
+ * again), the plan lets go of *x (it goes once the launches in flight
+ * have completed) and a fresh one is instantiated instead: KD_OK, *x
+ * NULL. Otherwise st. */
+static kd_status rebuild_if_refused(kd_graph *g, kd_gexec **x, kd_status st) {
+  if (!st || st == KD_ERR_DEVICE_FAULT || st == KD_ERR_OUT_OF_MEMORY) return st;
   kd_gexec_release(g->plan.gexec);
-  g->plan.gexec = NULL;
+  g->plan.gexec = *x = NULL;
+  return KD_OK;
 }
 
 kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
   kd_session *s = g->session;
   kd_gexec *x = g->plan.gexec;
-  kd_status st = x ? patch(g, x, op) : KD_OK;
-  if (st && rebuild_after(st)) {
-    drop_exec(g);
-    x = NULL;
-    st = KD_OK;
-  }
+  kd_status st = x ? rebuild_if_refused(g, &x, patch(g, x, op)) : KD_OK;
   kd_xfer *xf = NULL;
   if (!st) st = kd_xfers_take(g, op, &xf);
-  if (!st && x) {
-    st = repoint(g, x, xf, op);
-    if (st && rebuild_after(st)) {
-      drop_exec(g);
-      x = NULL;
-      st = KD_OK;
-    }
-  }
+  if (!st && x) st = rebuild_if_refused(g, &x, repoint(g, x, xf, op));
   if (!st && !x) {
     st = build(g, op, xf, &x);
     if (!st) g->plan.gexec = x;
