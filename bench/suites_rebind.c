@@ -19,6 +19,13 @@
  *               driver's other way to take them)
  *   rebind_only the kd_graph_rebind calls of rebind_one with no
  *               submission: kdag's part before the patch (diagnostic)
+ *   rebind_undone  rebind_one's kd_graph_rebind, then one back to the
+ *               tensor the executable graph holds, then kd_graph_submit:
+ *               every step of kdag's rebinding path (the patch walk
+ *               resolves the node and finds its parameters unchanged) but
+ *               the driver's patch, on the real driver (diagnostic:
+ *               rebind_one - rebind_undone + rebind_only is the patch call
+ *               as kdag makes it, next to hand_rebind_one - hand_graph)
  * The host time per submission includes the kd_graph_rebind calls. The
  * header promises that GRAPH mode patches the executable graph in place
  * when only bindings change: the setup warns (stderr) when a rebinding
@@ -35,7 +42,7 @@
 
 #define REBIND_ELEMS 256
 
-typedef enum rebind_kind { RELAUNCH, REBIND_ONE, REBIND_ALL, REBIND_ONLY } rebind_kind;
+typedef enum rebind_kind { RELAUNCH, REBIND_ONE, REBIND_ALL, REBIND_ONLY, REBIND_UNDONE } rebind_kind;
 
 /* What a hand case does: rebind node 0 before each launch; instantiate
  * with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does. */
@@ -212,14 +219,17 @@ static void kdag_teardown(kb_run *run, void *state) {
   free(c);
 }
 
-/* Rebinds what this case rebinds, each to its alternate. */
+/* Rebinds what this case rebinds, each to its alternate (REBIND_UNDONE:
+ * and back). */
 static kd_status rebind_step(kdag_chain *c) {
   int64_t count = c->kind == REBIND_ALL ? c->n + 1 : c->kind == RELAUNCH ? 0 : 1;
   for (int64_t i = 0; i < count; ++i) {
-    unsigned b = c->bound[i];
-    kd_status st = kd_graph_rebind(c->graph, c->t[b][i], c->t[!b][i]);
-    if (st) return st;
-    c->bound[i] = (unsigned char)!b;
+    for (int k = 0; k < (c->kind == REBIND_UNDONE ? 2 : 1); ++k) {
+      unsigned b = c->bound[i];
+      kd_status st = kd_graph_rebind(c->graph, c->t[b][i], c->t[!b][i]);
+      if (st) return st;
+      c->bound[i] = (unsigned char)!b;
+    }
   }
   return KD_OK;
 }
@@ -307,7 +317,8 @@ int kb_register_rebind_suite(kb_harness *h) {
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t n[] = {100};
-  static const rebind_kind relaunch = RELAUNCH, one = REBIND_ONE, all = REBIND_ALL, only = REBIND_ONLY;
+  static const rebind_kind relaunch = RELAUNCH, one = REBIND_ONE, all = REBIND_ALL, only = REBIND_ONLY,
+                           undone = REBIND_UNDONE;
   static const hand_kind hand_one = {.rebind = 1}, hand_one_upload = {.rebind = 1, .upload = 1},
                          hand_one_extra = {.rebind = 1, .upload = 1, .extra = 1};
   kb_case_desc cases[] = {
@@ -338,7 +349,11 @@ int kb_register_rebind_suite(kb_harness *h) {
       {.name = "rebind_only",
        .description = "kd_graph_rebind of the input alone, no submission: kdag's own part of rebind_one before "
                       "the patch (diagnostic)",
-       .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)&only}};
+       .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)&only},
+      {.name = "rebind_undone",
+       .description = "kd_graph_rebind of the input and back, then kd_graph_submit: kdag's rebinding path with "
+                      "the parameters found unchanged, so no driver patch (diagnostic)",
+       .setup = kdag_setup, .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)&undone}};
   if (kb_suite_axis(s, "N", n, 1)) return -1;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
     if (kb_case_add(s, &cases[i])) return -1;
