@@ -37,11 +37,32 @@
 #include "cuda/status_internal.h"
 #include "engine/exec.h"
 
+/* Parameter bytes that hold a tensor's address: the bound tensor's plus a
+ * fixed byte offset (a rebinding keeps dtype and shape, so the offset of
+ * the view into its tensor never changes). */
+typedef struct kd_gexec_ptr {
+  uint32_t at;      /* where in the parameter bytes */
+  uint32_t binding;
+  uint64_t offset;  /* bytes past the tensor's address */
+} kd_gexec_ptr;
+
+/* A kernel node's launch as the executable graph has it (in kd_gexec's
+ * params arena). kp goes to the driver as it is, its kernelParams
+ * pointing into blob, so a patch after a rebinding rewrites the address
+ * bytes in ptrs and nothing else: no walk over the node's arguments,
+ * accesses and function. */
+typedef struct kd_gexec_kernel {
+  CUDA_KERNEL_NODE_PARAMS kp;
+  unsigned char *blob; /* the parameter bytes the node was last given */
+  uint32_t blob_len;
+  uint32_t ptr_count;
+  kd_gexec_ptr ptrs[]; /* then kp.kernelParams' array, then blob */
+} kd_gexec_kernel;
+
 typedef struct kd_gexec_node {
   CUgraphNode cu;          /* the node its successors depend on (NULL before it is added) */
   CUgraphNode event;       /* sinks: the event record node after the copy */
-  unsigned char *blob;     /* kernels: the parameter bytes the node was last given (in params) */
-  uint32_t blob_len;
+  kd_gexec_kernel *kernel; /* kernels and built-ins that run (an empty one is an empty node) */
   CUdeviceptr *spans;      /* foreign: the span addresses of its capture */
   /* Transfers: what the executable graph's copy and event nodes point at
    * now, so a launch given the same staging block, tensor and event as
@@ -66,7 +87,7 @@ struct kd_gexec {
   int updated;             /* patched in place since its last launch (counters.graph_updates) */
   uint64_t stamp;          /* kd_held_module_once's, while building */
   kd_held_set keep;        /* modules (once each), foreign resources and workspaces */
-  kd_arena params;         /* the kernel nodes' blobs: one allocation for many nodes */
+  kd_arena params;         /* the kernel nodes' records: one allocation for many nodes */
   CUdeviceptr *workspaces; /* per node: foreign workspace (0 if none) */
 };
 
@@ -120,23 +141,6 @@ static kd_status node_fail(kd_graph *g, uint32_t n, CUresult r, const char *op, 
   return kd_fail_context(st, "%s: node '%s' (#%u)", op, g->nodes[n].name, n);
 }
 
-static kd_status blob_set(kd_gexec *x, kd_gexec_node *xn, const kd_node_launch *L, const char *op) {
-  uint32_t len = 0;
-  for (uint32_t i = 0; i < L->count; ++i) len += L->sizes[i];
-  /* Never NULL once set, even for no parameters: blob marks a kernel node.
-   * A kernel's parameter sizes never change, so a patch writes in place. */
-  unsigned char *b = xn->blob;
-  if (!b || xn->blob_len != len) {
-    if (!kd_arena_reserve(&x->params, kd_arena_size(len ? len : 1)))
-      return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for kernel parameters", op);
-    b = kd_arena_take(&x->params, len ? len : 1);
-  }
-  xn->blob = b;
-  xn->blob_len = len;
-  for (uint32_t i = 0, at = 0; i < L->count; at += L->sizes[i], ++i) memcpy(b + at, L->params[i], L->sizes[i]);
-  return KD_OK;
-}
-
 /* Parameters are a few bytes each (pointers, scalars, 72-byte views):
  * compared inline, eight bytes at a time, rather than by a memcmp call
  * per parameter. */
@@ -154,11 +158,18 @@ static int bytes_equal(const unsigned char *a, const unsigned char *b, uint32_t 
   return diff == 0;
 }
 
-static int blob_same(const kd_gexec_node *xn, const kd_node_launch *L) {
+static int blob_same(const kd_gexec_kernel *k, const kd_node_launch *L) {
   uint32_t at = 0;
   for (uint32_t i = 0; i < L->count; at += L->sizes[i], ++i)
-    if (at + L->sizes[i] > xn->blob_len || !bytes_equal(xn->blob + at, L->params[i], L->sizes[i])) return 0;
-  return at == xn->blob_len;
+    if (at + L->sizes[i] > k->blob_len || !bytes_equal(k->blob + at, L->params[i], L->sizes[i])) return 0;
+  return at == k->blob_len;
+}
+
+/* A node's parameter sizes are its kernel's, fixed when it is added: the
+ * bytes always fit (bounded all the same). */
+static void blob_write(kd_gexec_kernel *k, const kd_node_launch *L) {
+  for (uint32_t i = 0, at = 0; i < L->count && at + L->sizes[i] <= k->blob_len; at += L->sizes[i], ++i)
+    memcpy(k->blob + at, L->params[i], L->sizes[i]);
 }
 
 /* The driver's descriptions of a node are written in place, field by
@@ -177,6 +188,51 @@ static void kernel_params(const kd_node_launch *L, CUDA_KERNEL_NODE_PARAMS *p) {
   p->blockDimZ = L->cfg.block[2];
   p->sharedMemBytes = L->cfg.shared_bytes;
   p->kernelParams = L->count ? (void **)L->params : NULL;
+}
+
+/* The node's kernel record, from its resolved launch: the parameter bytes,
+ * the driver's description of the node pointing at them, and which bytes
+ * hold a tensor's address (a kernel's pointer arguments, a built-in's view
+ * bases), with the offset read back from the bytes themselves, so the
+ * address arithmetic stays kd_node_launch_resolve's alone. */
+static kd_status kernel_record(kd_graph *g, kd_gexec *x, kd_gexec_node *xn, const kd_gnode *node,
+                               const kd_node_launch *L, const char *op) {
+  uint32_t at[KD_PTX_MAX_PARAMS], len = 0, np = 0;
+  for (uint32_t i = 0; i < L->count; ++i) {
+    at[i] = len;
+    len += L->sizes[i];
+  }
+  kd_gexec_ptr ptrs[KD_PTX_MAX_PARAMS];
+  for (uint32_t i = 0; i < L->count; ++i) {
+    const kd_gaccess *acc = NULL;
+    uint32_t where = at[i];
+    if (node->kind == KD_NODE_KERNEL && i < node->arg_count && node->args[i].access >= 0) {
+      acc = &g->accesses[node->first_access + (uint32_t)node->args[i].access];
+    } else if (node->kind == KD_NODE_BUILTIN && i < node->access_count && i < 3) { /* params[i] is view i */
+      acc = &g->accesses[node->first_access + i];
+      where += (uint32_t)offsetof(kd_kview, base);
+    }
+    if (!acc) continue;
+    uint64_t address;
+    memcpy(&address, (const unsigned char *)L->params[i] + (where - at[i]), sizeof address);
+    ptrs[np++] = (kd_gexec_ptr){where, acc->binding, address - g->bindings[acc->binding].obj->dptr};
+  }
+  size_t head = kd_arena_size(sizeof(kd_gexec_kernel) + np * sizeof(kd_gexec_ptr));
+  size_t array = kd_arena_size((L->count ? L->count : 1) * sizeof(void *)), bytes = kd_arena_size(len ? len : 1);
+  if (!kd_arena_reserve(&x->params, head + array + bytes))
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for kernel parameters", op);
+  kd_gexec_kernel *k = kd_arena_take(&x->params, head);
+  void **params = kd_arena_take(&x->params, array);
+  k->blob = kd_arena_take(&x->params, bytes);
+  k->blob_len = len;
+  k->ptr_count = np;
+  memcpy(k->ptrs, ptrs, np * sizeof *ptrs);
+  blob_write(k, L);
+  for (uint32_t i = 0; i < L->count; ++i) params[i] = k->blob + at[i];
+  kernel_params(L, &k->kp);
+  k->kp.kernelParams = L->count ? params : NULL;
+  xn->kernel = k;
+  return KD_OK;
 }
 
 static void copy_params(const kd_gnode *node, CUdeviceptr dev, void *host, CUDA_MEMCPY3D *c) {
@@ -271,11 +327,9 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
         r = cu->cuGraphAddEmptyNode(&xn->cu, x->graph, deps, ndeps);
         return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddEmptyNode");
       }
-      st = blob_set(x, xn, &L, op);
+      st = kernel_record(g, x, xn, node, &L, op);
       if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
-      CUDA_KERNEL_NODE_PARAMS p;
-      kernel_params(&L, &p);
-      r = cu->cuGraphAddKernelNode(&xn->cu, x->graph, deps, ndeps, &p);
+      r = cu->cuGraphAddKernelNode(&xn->cu, x->graph, deps, ndeps, &xn->kernel->kp);
       if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddKernelNode");
       x->kernels++;
       return KD_OK;
@@ -437,11 +491,29 @@ done:
   return st;
 }
 
-/* Patches kernel parameters and foreign captures that changed since the
- * executable graph last saw them. *patched tells whether anything did. A
- * failure leaves the executable graph unusable for this plan: the caller
- * rebuilds it. */
-static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op) {
+/* A kernel node's tensor addresses, from the current bindings: whether any
+ * moved. was receives the bytes they replace. */
+static int addresses_refresh(kd_graph *g, kd_gexec_kernel *k, uint64_t *was) {
+  int moved = 0;
+  for (uint32_t i = 0; i < k->ptr_count; ++i) {
+    const kd_gexec_ptr *p = &k->ptrs[i];
+    uint64_t now = g->bindings[p->binding].obj->dptr + p->offset;
+    memcpy(&was[i], k->blob + p->at, sizeof now);
+    if (now != was[i]) {
+      memcpy(k->blob + p->at, &now, sizeof now);
+      moved = 1;
+    }
+  }
+  return moved;
+}
+
+/* Patches node n where the executable graph's copy is out of date: a
+ * kernel's parameters, a foreign node's capture. scalars: the node's
+ * values may have been set (kd_graph_set_arg), so every parameter is
+ * resolved and compared; otherwise only tensors were rebound, and only
+ * the address bytes are. A failure leaves the executable graph as it was
+ * (the caller rebuilds it, or tries again). */
+static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, int scalars, const char *op) {
   const kd_cu_table *cu = g->session->dev.cu;
   kd_gnode *node = &g->nodes[n];
   kd_gexec_node *xn = &x->nodes[n];
@@ -461,44 +533,57 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, const char *op
     x->updated = 1;
     return KD_OK;
   }
-  if (!xn->blob) return KD_OK; /* an empty built-in stays empty: shapes never change */
-  kd_node_launch L;
-  kd_status st = kd_node_launch_resolve(g, op, node, &L);
-  if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
-  if (L.empty || blob_same(xn, &L)) return KD_OK;
-  CUDA_KERNEL_NODE_PARAMS p;
-  kernel_params(&L, &p);
-  CUresult r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &p);
-  if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
-  st = blob_set(x, xn, &L, op);
-  if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
+  kd_gexec_kernel *k = xn->kernel;
+  if (!k) return KD_OK; /* an empty built-in stays empty: shapes never change */
+  CUresult r;
+  if (!scalars) {
+    uint64_t was[KD_PTX_MAX_PARAMS];
+    if (!addresses_refresh(g, k, was)) return KD_OK;
+    r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &k->kp);
+    if (r != CUDA_SUCCESS) { /* the bytes say what the executable graph has */
+      for (uint32_t i = 0; i < k->ptr_count; ++i) memcpy(k->blob + k->ptrs[i].at, &was[i], sizeof was[i]);
+      return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
+    }
+  } else {
+    kd_node_launch L;
+    kd_status st = kd_node_launch_resolve(g, op, node, &L);
+    if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
+    if (blob_same(k, &L)) return KD_OK;
+    CUDA_KERNEL_NODE_PARAMS p;
+    kernel_params(&L, &p);
+    r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &p);
+    if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
+    blob_write(k, &L);
+  }
   x->updated = 1;
   return KD_OK;
 }
 
 /* Patches kernel parameters and foreign captures that changed since the
  * executable graph last saw them: only nodes using a rebound tensor, or
- * whose scalars were set. *patched tells whether anything changed. A
- * failure leaves the executable graph unusable for this plan: the caller
- * rebuilds it. */
+ * whose scalars were set. After a failure the lists stay, so the next try
+ * patches them all again, on this executable graph or (when the driver
+ * refused the change, rebuild_if_refused) a fresh one. */
 static kd_status patch(kd_graph *g, kd_gexec *x, const char *op) {
   if (!g->rebound_count && !g->reargs_count) return KD_OK; /* the common relaunch: O(1) */
   uint32_t round = ++x->round;
   kd_status st = KD_OK;
+  /* Nodes with values set first, whole: a node also using a rebound
+   * tensor is then done. */
+  for (uint32_t i = 0; !st && i < g->reargs_count; ++i) {
+    uint32_t n = g->reargs[i];
+    if (x->dirty[n] == round) continue;
+    x->dirty[n] = round;
+    st = patch_node(g, x, n, 1, op);
+  }
   for (uint32_t i = 0; !st && i < g->rebound_count; ++i) {
     uint32_t b = g->rebound[i];
     for (uint32_t u = x->users_start[b]; !st && u < x->users_start[b + 1]; ++u) {
       uint32_t n = x->users[u];
       if (x->dirty[n] == round) continue;
       x->dirty[n] = round;
-      st = patch_node(g, x, n, op);
+      st = patch_node(g, x, n, 0, op);
     }
-  }
-  for (uint32_t i = 0; !st && i < g->reargs_count; ++i) {
-    uint32_t n = g->reargs[i];
-    if (x->dirty[n] == round) continue;
-    x->dirty[n] = round;
-    st = patch_node(g, x, n, op);
   }
   if (st) return st; /* the lists stay: the next try patches them all again */
   kd_graph_changes_clear(g);

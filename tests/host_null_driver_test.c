@@ -538,6 +538,30 @@ Test(host_null_driver, a_refused_update_instantiates_afresh) {
   finish(s, &p);
 }
 
+/* Out of memory in a patch is no verdict on the executable graph: the
+ * submission is refused, the graph is kept, and the next submission makes
+ * the patch again (what kdag records of the node's parameters is what the
+ * executable graph has, not what the refused patch would have set). */
+Test(host_null_driver, a_patch_refused_for_memory_is_made_again_on_the_same_graph) {
+  pipeline p;
+  kd_session *s = started(KD_EXEC_GRAPH, &p);
+  kd_tensor old = rebind_b(s, &p); /* b's one user: the built-in copy b=a */
+  uint64_t patches = calls().kernel_node_patches;
+  nd.fail("cuGraphExecKernelNodeSetParams", 0, CUDA_ERROR_OUT_OF_MEMORY, 0);
+  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "node 'b=a' (#2)");
+  cr_assert_eq(calls().kernel_node_patches, patches + 1);
+  submit_and_check(&p, 1);
+  cr_assert_eq(calls().kernel_node_patches, patches + 2, "the refused patch is made again");
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_instantiations, 1, "the same executable graph");
+  cr_assert_eq(k.graph_updates, 1);
+  cr_assert_eq(calls().graph_instantiations, 1);
+  submit_and_check(&p, 2);
+  cr_assert_eq(calls().kernel_node_patches, patches + 2, "nothing left to patch");
+  KDT_OK(kd_tensor_release(s, old));
+  finish(s, &p);
+}
+
 Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_works) {
   pipeline p;
   kd_session *s = started(KD_EXEC_GRAPH, &p);
