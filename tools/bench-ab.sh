@@ -20,6 +20,12 @@
 # tools/bench-ab.sh OLD NEW 3 --suite launch,rebind (both sides load the same
 # driver, built from this checkout). Both
 # revisions need kdag-bench's --json and --compare (from 69f1449 on).
+#
+# The two halves run apart for the GPU lane: KDAG_AB_BUILD_ONLY=1 builds
+# and stops (tools/gpu-lane.sh bundle carries the two kdag-bench binaries),
+# KDAG_AB_PREBUILT=1 runs binaries already at
+# $KDAG_AB_DIR/{old,new}/build/bench/kdag-bench (OLD_REV and NEW_REV then
+# only label them).
 set -euo pipefail
 usage="usage: $0 OLD_REV NEW_REV [ROUNDS] [kdag-bench selection...]"
 old=${1:?$usage}
@@ -41,10 +47,19 @@ build() { # REV NAME: a detached worktree of REV at $dir/NAME, kdag-bench built 
   if [ -d "$here/third_party/mathdx" ]; then mkdir -p "$src/third_party" && ln -s "$here/third_party/mathdx" "$src/third_party/mathdx"; fi
   cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DKDAG_BUILD_TESTS=OFF >/dev/null
   cmake --build "$src/build" -j"$(nproc)" --target kdag-bench >/dev/null
-  echo "$2: $(git -C "$src" log --oneline -1)"
+  git -C "$src" log --oneline -1 > "$src/build/REV"
+  echo "$2: $(cat "$src/build/REV")"
 }
-build "$old" old
-build "$new" new
+if [ "${KDAG_AB_PREBUILT:-0}" = 1 ]; then
+  for side in old new; do
+    [ -x "$dir/$side/build/bench/kdag-bench" ] || { echo "$0: no $dir/$side/build/bench/kdag-bench" >&2; exit 2; }
+    echo "$side: $(cat "$dir/$side/build/REV" 2>/dev/null || echo "(unlabelled)")"
+  done
+else
+  build "$old" old
+  build "$new" new
+fi
+[ "${KDAG_AB_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 run() { # SIDE ROUND
   if ! "$dir/$1/build/bench/kdag-bench" --json "$dir/$1-$2.json" "${selection[@]}" >"$dir/$1-$2.md" 2>"$dir/$1-$2.log"; then

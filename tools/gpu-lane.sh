@@ -15,6 +15,14 @@
 #
 # The device call, made from this checkout:
 #   run(command="bash tools/gpu-lane.sh run", carry=["build-gpu"])
+#
+# An interleaved A/B of two commits on the GPU (tools/bench-ab.sh, whose
+# Release builds both sides): KDAG_LANE_AB="OLD_REV NEW_REV" at bundle
+# carries the two kdag-bench binaries (2.4 MB), and run then alternates
+# them KDAG_LANE_AB_ROUNDS times (default 4) over KDAG_LANE_AB_ARGS
+# (default "--suite rebind"), after the tests and before the benchmarks;
+# the rounds' tables come back as ab.tar, the per-round comparison in the
+# output.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=build-gpu
@@ -57,6 +65,17 @@ bundle() {
     tar -C "$mdx" -cJf "$build/mathdx.tar.xz" --exclude='nvidia/mathdx/include/cufftdx*' \
       --exclude='nvidia/mathdx/include/curanddx*' --exclude='nvidia/mathdx/include/nvcompdx*' \
       nvidia $(cd "$mdx" && ls -d nvidia_mathdx-*.dist-info nvidia_libmathdx_cu13-*.dist-info)
+  fi
+  rm -rf "$build/ab"
+  if [ -n "${KDAG_LANE_AB:-}" ]; then
+    local ab=/tmp/kdag-lane-ab
+    # shellcheck disable=SC2086
+    KDAG_AB_BUILD_ONLY=1 KDAG_AB_DIR=$ab bash tools/bench-ab.sh $KDAG_LANE_AB
+    for side in old new; do
+      mkdir -p "$build/ab/$side/build/bench"
+      cp "$ab/$side/build/REV" "$build/ab/$side/build/"
+      strip --strip-debug -o "$build/ab/$side/build/bench/kdag-bench" "$ab/$side/build/bench/kdag-bench"
+    done
   fi
   # The build tree records its absolute path; the run step recreates it.
   echo "$here" > "$build/source-dir"
@@ -125,6 +144,13 @@ run() {
     [ $mc -eq 0 ] || rc=1
   fi
   fi
+  if [ -d "$build/ab" ] && [ "${KDAG_LANE_AB_ROUNDS:-4}" != 0 ]; then
+    rm -rf /tmp/kdag-lane-ab && cp -r "$build/ab" /tmp/kdag-lane-ab
+    # shellcheck disable=SC2086
+    KDAG_AB_PREBUILT=1 KDAG_AB_DIR=/tmp/kdag-lane-ab bash tools/bench-ab.sh old new "${KDAG_LANE_AB_ROUNDS:-4}" \
+      ${KDAG_LANE_AB_ARGS:---suite rebind} 2>&1 | tee "$out/ab.log"
+    (cd /tmp/kdag-lane-ab && tar -cf "$out/ab.tar" ./*.md ./*.json ./*.log) || echo "gpu-lane: could not archive the A/B"
+  fi
   # KDAG_LANE_BENCH=0: tests only. KDAG_LANE_BENCH_ARGS: extra arguments
   # for the batch-mode pass (for example "--suite dx"). KDAG_LANE_COLD=0
   # leaves out the cold-mode pass (launch and pipeline, L2 flushed).
@@ -152,7 +178,7 @@ run() {
   fi
   # The device tool returns at most 8 files: the bench tables stay as they
   # are (6), the logs travel as one archive.
-  (cd "$out" && tar -cf logs.tar --remove-files $(ls ctest.log memcheck.log fault-probe.log pipeline.dot ./*.stderr 2>/dev/null)) || echo "gpu-lane: could not archive the logs"
+  (cd "$out" && tar -cf logs.tar --remove-files $(ls ctest.log memcheck.log fault-probe.log pipeline.dot ab.log ./*.stderr 2>/dev/null)) || echo "gpu-lane: could not archive the logs"
   echo "gpu-lane: ctest exit $rc"
   return $rc
 }
