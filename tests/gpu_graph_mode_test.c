@@ -260,6 +260,58 @@ Test(gpu_graph_mode, rebinding_several_times_between_launches_patches_once_and_s
   kd_session_destroy(s);
 }
 
+/* A rebound tensor read through views that start inside it: a user
+ * kernel's compact view of its last four columns and a built-in copy's
+ * strided view of its odd columns. The patch keeps each view's offset
+ * into the tensor, back and forth between two tensors, in place. */
+Test(gpu_graph_mode, rebinding_keeps_each_views_offset_into_the_new_tensor) {
+  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  enum { ROWS = 64, COLS = 8 };
+  float m[2][ROWS * COLS], y[ROWS * 4], z[ROWS * 4], w[ROWS * 4];
+  kdt_fill_random(m[0], ROWS * COLS, 31);
+  kdt_fill_random(m[1], ROWS * COLS, 32);
+  kdt_fill_random(y, ROWS * 4, 33);
+  kd_tensor_desc dm = {.dtype = KD_F32, .rank = 2, .shape = {ROWS, COLS}};
+  kd_tensor_desc dv = {.dtype = KD_F32, .rank = 1, .shape = {ROWS * 4}};
+  kd_tensor_desc dw = {.dtype = KD_F32, .rank = 2, .shape = {ROWS, 4}};
+  kd_tensor tm[2], ty, tz, tw;
+  KDT_OK(kd_tensor_from_host(s, &dm, m[0], sizeof m[0], &tm[0]));
+  KDT_OK(kd_tensor_from_host(s, &dm, m[1], sizeof m[1], &tm[1]));
+  KDT_OK(kd_tensor_from_host(s, &dv, y, sizeof y, &ty));
+  KDT_OK(kd_tensor_create(s, &dv, &tz));
+  KDT_OK(kd_tensor_create(s, &dw, &tw));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_view last = {.tensor = tm[0], .rank = 1, .offset = ROWS * 4, .shape = {ROWS * 4}, .strides = {1}};
+  kd_view odd = {.tensor = tm[0], .rank = 2, .offset = ROWS, .shape = {ROWS, 4}, .strides = {1, 2 * ROWS}};
+  kd_launch_config cfg;
+  KDT_OK(kd_launch_config_flat(ROWS * 4, 128, 0, &cfg));
+  kd_garg args[] = {kd_g_out(kd_whole(tz)), kd_g_in(last), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(ROWS * 4))};
+  KDT_OK(kd_graph_kernel(g, "z=m[:,4:]+y", l.add, &cfg, args, 4, NULL));
+  KDT_OK(kd_graph_copy(g, "w=m[:,1::2]", kd_whole(tw), odd, NULL));
+  kd_sink *sz, *sw;
+  KDT_OK(kd_graph_sink(g, "z", tz, z, sizeof z, &sz));
+  KDT_OK(kd_graph_sink(g, "w", tw, w, sizeof w, &sw));
+  for (int round = 0; round < 4; ++round) {
+    int b = round % 2; /* which tensor the graph reads */
+    if (round) KDT_OK(kd_graph_rebind(g, tm[!b], tm[b]));
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_sink_wait(sz));
+    KDT_OK(kd_sink_wait(sw));
+    for (int i = 0; i < ROWS * 4; ++i) cr_assert_eq(z[i], m[b][ROWS * 4 + i] + y[i], "round %d: z[%d]", round, i);
+    for (int c = 0; c < 4; ++c)
+      for (int r = 0; r < ROWS; ++r)
+        cr_assert_eq(w[c * ROWS + r], m[b][(2 * c + 1) * ROWS + r], "round %d: w[%d,%d]", round, r, c);
+  }
+  kd_counters k = counters(s);
+  cr_assert_eq(k.graph_instantiations, 1, "every rebinding patched in place");
+  cr_assert_eq(k.graph_updates, 3);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
 /* New values queue up like rebindings (once per node): one set before the
  * build is in what the executable graph is built from, several of one node
  * patch that node once, and a value equal to what the node holds patches
