@@ -12,7 +12,9 @@
  * Every later submission launches the same executable graph. What changes
  * between submissions is patched in place first: kernel parameters when a
  * tensor was rebound or a scalar changed (compared against the bytes each
- * node was last given), a foreign node's child graph when its spans moved,
+ * node was last given; after a rebinding only the bytes that hold a
+ * tensor's address, kd_gexec_kernel), a foreign node's child graph when
+ * its spans moved,
  * and each upload's and sink's staging block and each sink's event, which
  * are per launch so that launches in flight never share them (re-pointed
  * only when they differ from the last launch's: a sink's are the same in a
