@@ -14,9 +14,9 @@
  * tensor was rebound or a scalar changed (compared against the bytes each
  * node was last given; after a rebinding only the bytes that hold a
  * tensor's address, kd_gexec_kernel), a foreign node's child graph when
- * its spans moved,
- * and each upload's and sink's staging block and each sink's event, which
- * are per launch so that launches in flight never share them (re-pointed
+ * its spans moved, and each upload's and sink's staging block and each
+ * sink's event, which are per launch so that launches in flight never
+ * share them (re-pointed
  * only when they differ from the last launch's: a sink's are the same in a
  * submit-and-wait loop, see kd_sink_take). Patching an executable graph
  * affects only later launches.
