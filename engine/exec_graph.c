@@ -16,10 +16,9 @@
  * tensor's address, kd_gexec_kernel), a foreign node's child graph when
  * its spans moved, and each upload's and sink's staging block and each
  * sink's event, which are per launch so that launches in flight never
- * share them (re-pointed
- * only when they differ from the last launch's: a sink's are the same in a
- * submit-and-wait loop, see kd_sink_take). Patching an executable graph
- * affects only later launches.
+ * share them (re-pointed only when they differ from the last launch's: a
+ * sink's are the same in a submit-and-wait loop, see kd_sink_take).
+ * Patching an executable graph affects only later launches.
  *
  * Lifetimes: the plan owns the executable graph, and the executable graph
  * holds the modules its kernels use, foreign resources and workspaces. A
