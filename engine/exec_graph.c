@@ -142,7 +142,7 @@ static kd_status node_fail(kd_graph *g, uint32_t n, CUresult r, const char *op, 
   return kd_fail_context(st, "%s: node '%s' (#%u)", op, g->nodes[n].name, n);
 }
 
-/* Parameters are a few bytes each (pointers, scalars, 72-byte views):
+/* Parameters are a few bytes each (pointers, scalars, 144-byte views):
  * compared inline, eight bytes at a time, rather than by a memcmp call
  * per parameter. */
 static int bytes_equal(const unsigned char *a, const unsigned char *b, uint32_t n) {
@@ -568,6 +568,10 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, int scalars, c
 static kd_status patch(kd_graph *g, kd_gexec *x, const char *op) {
   if (!g->rebound_count && !g->reargs_count) return KD_OK; /* the common relaunch: O(1) */
   uint32_t round = ++x->round;
+  if (round == 0) { /* wrapped (2^32 patching submissions): no mark may look current */
+    memset(x->dirty, 0, (size_t)x->node_count * sizeof *x->dirty);
+    round = x->round = 1;
+  }
   kd_status st = KD_OK;
   /* Nodes with values set first, whole: a node also using a rebound
    * tensor is then done. */

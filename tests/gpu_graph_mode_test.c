@@ -262,8 +262,10 @@ Test(gpu_graph_mode, rebinding_several_times_between_launches_patches_once_and_s
 
 /* A rebound tensor read through views that start inside it: a user
  * kernel's compact view of its last four columns and a built-in copy's
- * strided view of its odd columns. The patch keeps each view's offset
- * into the tensor, back and forth between two tensors, in place. */
+ * strided view of its odd columns; and a rebound tensor written through a
+ * one-element view by a kernel whose pointer follows a value argument.
+ * The patch keeps each view's offset into the tensor and each pointer in
+ * its own parameter, back and forth between two tensors, in place. */
 Test(gpu_graph_mode, rebinding_keeps_each_views_offset_into_the_new_tensor) {
   kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
@@ -291,19 +293,40 @@ Test(gpu_graph_mode, rebinding_keeps_each_views_offset_into_the_new_tensor) {
   kd_garg args[] = {kd_g_out(kd_whole(tz)), kd_g_in(last), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(ROWS * 4))};
   KDT_OK(kd_graph_kernel(g, "z=m[:,4:]+y", l.add, &cfg, args, 4, NULL));
   KDT_OK(kd_graph_copy(g, "w=m[:,1::2]", kd_whole(tw), odd, NULL));
-  kd_sink *sz, *sw;
+  int32_t zeros[4] = {0}, f[4], other[4];
+  kd_tensor_desc df = {.dtype = KD_I32, .rank = 1, .shape = {4}};
+  kd_tensor tf[2];
+  KDT_OK(kd_tensor_from_host(s, &df, zeros, sizeof zeros, &tf[0]));
+  KDT_OK(kd_tensor_from_host(s, &df, zeros, sizeof zeros, &tf[1]));
+  kd_view third = {.tensor = tf[0], .rank = 1, .offset = 2, .shape = {1}, .strides = {1}};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_garg spin[] = {kd_g_value(kd_arg_u64(0)), kd_g_out(third)}; /* spins 0 ns, then writes 1 */
+  KDT_OK(kd_graph_kernel(g, "f[2]=1", l.spin, &one, spin, 2, NULL));
+  kd_sink *sz, *sw, *sf;
   KDT_OK(kd_graph_sink(g, "z", tz, z, sizeof z, &sz));
   KDT_OK(kd_graph_sink(g, "w", tw, w, sizeof w, &sw));
+  KDT_OK(kd_graph_sink(g, "f", tf[0], f, sizeof f, &sf));
   for (int round = 0; round < 4; ++round) {
-    int b = round % 2; /* which tensor the graph reads */
-    if (round) KDT_OK(kd_graph_rebind(g, tm[!b], tm[b]));
+    int b = round % 2; /* which of each pair the graph uses */
+    if (round) {
+      KDT_OK(kd_graph_rebind(g, tm[!b], tm[b]));
+      KDT_OK(kd_graph_rebind(g, tf[!b], tf[b]));
+    }
+    KDT_OK(kd_tensor_upload(s, tf[0], zeros, sizeof zeros));
+    KDT_OK(kd_tensor_upload(s, tf[1], zeros, sizeof zeros));
     KDT_OK(kd_graph_submit(g, NULL));
     KDT_OK(kd_sink_wait(sz));
     KDT_OK(kd_sink_wait(sw));
+    KDT_OK(kd_sink_wait(sf));
     for (int i = 0; i < ROWS * 4; ++i) cr_assert_eq(z[i], m[b][ROWS * 4 + i] + y[i], "round %d: z[%d]", round, i);
     for (int c = 0; c < 4; ++c)
       for (int r = 0; r < ROWS; ++r)
         cr_assert_eq(w[c * ROWS + r], m[b][(2 * c + 1) * ROWS + r], "round %d: w[%d,%d]", round, r, c);
+    KDT_OK(kd_tensor_download(s, tf[!b], other, sizeof other));
+    for (int i = 0; i < 4; ++i) {
+      cr_assert_eq(f[i], i == 2, "round %d: f[%d] of the bound tensor", round, i);
+      cr_assert_eq(other[i], 0, "round %d: f[%d] of the unbound tensor", round, i);
+    }
   }
   kd_counters k = counters(s);
   cr_assert_eq(k.graph_instantiations, 1, "every rebinding patched in place");
