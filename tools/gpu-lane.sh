@@ -120,14 +120,20 @@ run() {
   cat "$out/fault-probe.log"
   # KDAG_LANE_TESTS=0: benchmarks only (a diagnostic run).
   if [ "${KDAG_LANE_TESTS:-1}" = 1 ]; then
-  (cd "$src" && ctest --test-dir "$build" -V --timeout 300 -E '^host_.*_test_asan$') > "$out/ctest.log" 2>&1
+  # KDAG_LANE_TESTS_REGEX: only the ctest tests it matches (ctest -R), and
+  # no examples (a rerun of one suite after a change to it).
+  local only=()
+  [ -n "${KDAG_LANE_TESTS_REGEX:-}" ] && only=(-R "$KDAG_LANE_TESTS_REGEX")
+  (cd "$src" && ctest --test-dir "$build" -V --timeout 300 -E '^host_.*_test_asan$' "${only[@]}") > "$out/ctest.log" 2>&1
   rc=$?
   grep -E "tests passed|Test +#" "$out/ctest.log"
   grep -E "Synthesis|SKIP|witness|pipeline|submissions" "$out/ctest.log" | head -80
-  "$build/examples/add"
-  "$build/examples/dx_gemm"
-  "$build/examples/dx_cholesky"
-  (cd "$out" && "$here/$build/examples/pipeline")
+  if [ -z "${KDAG_LANE_TESTS_REGEX:-}" ]; then
+    "$build/examples/add"
+    "$build/examples/dx_gemm"
+    "$build/examples/dx_cholesky"
+    (cd "$out" && "$here/$build/examples/pipeline")
+  fi
   # KDAG_LANE_MEMCHECK=0 leaves memcheck out (a rerun of code it passed).
   if [ "${KDAG_LANE_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     # The deliberate trap tests are left out: memcheck reports the trap.
