@@ -562,6 +562,135 @@ Test(host_null_driver, a_patch_refused_for_memory_is_made_again_on_the_same_grap
   finish(s, &p);
 }
 
+/* Host stand-ins of add_kernel (float *out, const float *x, const float *y,
+ * int n) and spin_kernel (unsigned long long ns, int *done), which the null
+ * driver runs on its host memory: what the kernel nodes compute shows
+ * which addresses and values they were given. */
+static void add_on_host(void *const *p) {
+  float *out;
+  const float *x, *y;
+  int n;
+  memcpy(&out, p[0], sizeof out);
+  memcpy(&x, p[1], sizeof x);
+  memcpy(&y, p[2], sizeof y);
+  memcpy(&n, p[3], sizeof n);
+  for (int i = 0; i < n; ++i) out[i] = x[i] + y[i];
+}
+
+static void spin_on_host(void *const *p) {
+  int *done;
+  memcpy(&done, p[1], sizeof done);
+  *done = 1;
+}
+
+typedef struct two_kernels {
+  kd_module add_m, test_m;
+  kd_function add, spin;
+} two_kernels;
+
+static kd_status load_two(kd_raw *raw, void *user) {
+  two_kernels *k = user;
+  kd_session *s = kd_raw_session(raw);
+  kd_status st = kd_raw_load_ptx(raw, (const char *)kd_kernel_add_ptx, kd_kernel_add_ptx_size, &k->add_m);
+  if (!st) st = kd_module_function(s, k->add_m, "add_kernel", &k->add);
+  if (!st) st = kd_raw_load_ptx(raw, (const char *)kd_kernel_test_ptx, kd_kernel_test_ptx_size, &k->test_m);
+  if (!st) st = kd_module_function(s, k->test_m, "spin_kernel", &k->spin);
+  return st;
+}
+
+/* What each kernel node is given, submission after submission, in EAGER and
+ * GRAPH mode: a compact view that starts inside a rebound tensor, a pointer
+ * after a value argument into another rebound tensor, and a value set on
+ * the node that also reads a rebound tensor. GRAPH patches them in place;
+ * both modes compute the same, on the null driver's host stand-ins. */
+static void kernel_nodes_given_current_tensors_and_values(kd_exec_mode mode) {
+  kd_session *s = null_session(mode, 0);
+  static const uint32_t add_sizes[] = {8, 8, 8, 4}, spin_sizes[] = {8, 8};
+  cr_assert(nd.emulate("add_kernel", 4, add_sizes, add_on_host));
+  cr_assert(nd.emulate("spin_kernel", 2, spin_sizes, spin_on_host));
+  two_kernels k;
+  KDT_OK(kd_with_raw(s, "test.load", load_two, &k));
+  enum { ROWS = 64, COLS = 8, N = ROWS * 4 };
+  float m[2][ROWS * COLS], y[N], z[N], want[N];
+  for (int i = 0; i < ROWS * COLS; ++i) {
+    m[0][i] = (float)i;
+    m[1][i] = (float)(1000 + 3 * i);
+  }
+  for (int i = 0; i < N; ++i) y[i] = 0.5f * (float)i;
+  int32_t zeros[4] = {0}, f[4];
+  kd_tensor_desc dm = {.dtype = KD_F32, .rank = 2, .shape = {ROWS, COLS}};
+  kd_tensor_desc dv = {.dtype = KD_F32, .rank = 1, .shape = {N}};
+  kd_tensor_desc df = {.dtype = KD_I32, .rank = 1, .shape = {4}};
+  kd_tensor tm[2], tf[2], ty, tz;
+  for (int b = 0; b < 2; ++b) {
+    KDT_OK(kd_tensor_from_host(s, &dm, m[b], sizeof m[b], &tm[b]));
+    KDT_OK(kd_tensor_from_host(s, &df, zeros, sizeof zeros, &tf[b]));
+  }
+  KDT_OK(kd_tensor_from_host(s, &dv, y, sizeof y, &ty));
+  KDT_OK(kd_tensor_from_host(s, &dv, y, sizeof y, &tz));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_view last = {.tensor = tm[0], .rank = 1, .offset = ROWS * 4, .shape = {N}, .strides = {1}};
+  kd_view third = {.tensor = tf[0], .rank = 1, .offset = 2, .shape = {1}, .strides = {1}};
+  kd_launch_config cfg = {{1, 1, 1}, {128, 1, 1}, 0};
+  kd_garg add[] = {kd_g_out(kd_whole(tz)), kd_g_in(last), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(N))};
+  kd_garg spin[] = {kd_g_value(kd_arg_u64(0)), kd_g_out(third)};
+  kd_node add_node;
+  KDT_OK(kd_graph_kernel(g, "z=m[:,4:]+y", k.add, &cfg, add, 4, &add_node));
+  KDT_OK(kd_graph_kernel(g, "f[2]=1", k.spin, &cfg, spin, 2, NULL));
+  kd_sink *sz, *sf;
+  KDT_OK(kd_graph_sink(g, "z", tz, z, sizeof z, &sz));
+  KDT_OK(kd_graph_sink(g, "f", tf[0], f, sizeof f, &sf));
+  for (int i = 0; i < N; ++i) want[i] = y[i];
+  int n = N;
+  for (int round = 0; round < 6; ++round) {
+    int b = round % 2; /* which of each pair the graph uses */
+    if (round) {
+      KDT_OK(kd_graph_rebind(g, tm[!b], tm[b]));
+      KDT_OK(kd_graph_rebind(g, tf[!b], tf[b]));
+    }
+    if (round == 3 || round == 4) { /* a value with a rebinding, on the same node */
+      n = round == 3 ? N / 2 : N / 4;
+      KDT_OK(kd_graph_set_arg(g, add_node, 3, kd_arg_i32(n)));
+    }
+    KDT_OK(kd_tensor_upload(s, tf[0], zeros, sizeof zeros));
+    KDT_OK(kd_tensor_upload(s, tf[1], zeros, sizeof zeros));
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_sink_wait(sz));
+    KDT_OK(kd_sink_wait(sf));
+    for (int i = 0; i < n; ++i) want[i] = m[b][ROWS * 4 + i] + y[i];
+    for (int i = 0; i < N; ++i) cr_assert_eq(z[i], want[i], "round %d: z[%d] = %g, not %g", round, i, z[i], want[i]);
+    int32_t other[4];
+    KDT_OK(kd_tensor_download(s, tf[!b], other, sizeof other));
+    for (int i = 0; i < 4; ++i) {
+      cr_assert_eq(f[i], i == 2, "round %d: f[%d] of the bound tensor", round, i);
+      cr_assert_eq(other[i], 0, "round %d: f[%d] of the unbound tensor", round, i);
+    }
+  }
+  kd_counters c = counters(s);
+  cr_assert_eq(c.graph_instantiations, mode == KD_EXEC_GRAPH, "patched in place, never built again");
+  cr_assert_eq(c.graph_updates, mode == KD_EXEC_GRAPH ? 5u : 0u);
+  kd_graph_destroy(g);
+  for (int b = 0; b < 2; ++b) {
+    KDT_OK(kd_tensor_release(s, tm[b]));
+    KDT_OK(kd_tensor_release(s, tf[b]));
+  }
+  KDT_OK(kd_tensor_release(s, ty));
+  KDT_OK(kd_tensor_release(s, tz));
+  KDT_OK(kd_module_release(s, k.add_m));
+  KDT_OK(kd_module_release(s, k.test_m));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+Test(host_null_driver, eager_kernel_nodes_are_given_current_tensors_and_values) {
+  kernel_nodes_given_current_tensors_and_values(KD_EXEC_EAGER);
+}
+
+Test(host_null_driver, graph_patches_give_kernel_nodes_current_tensors_and_values) {
+  kernel_nodes_given_current_tensors_and_values(KD_EXEC_GRAPH);
+}
+
 Test(host_null_driver, a_refused_graph_launch_enqueues_nothing_and_the_next_works) {
   pipeline p;
   kd_session *s = started(KD_EXEC_GRAPH, &p);

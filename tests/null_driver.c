@@ -73,9 +73,22 @@ struct CUmod_st {
   struct CUfunc_st *funcs;
   uint64_t busy_until; /* complete once the timeline has finished this serial */
 };
+/* A kernel's host stand-in (kdag_null_emulate). */
+#define ND_EMUL_MAX 8
+#define ND_EMUL_PARAMS 8
+#define ND_EMUL_BYTES 256
+typedef struct nd_emul {
+  char name[64];
+  uint32_t count, sizes[ND_EMUL_PARAMS], at[ND_EMUL_PARAMS], bytes;
+  kdag_null_kernel_fn *fn;
+} nd_emul;
+static nd_emul g_emul[ND_EMUL_MAX];
+static uint32_t g_emul_count;
+
 struct CUfunc_st {
   struct CUfunc_st *next; /* the module's functions, freed with it */
   CUmodule module;
+  const nd_emul *emul;    /* a registered stand-in of that name, or NULL */
 };
 
 enum nd_kind { ND_KERNEL, ND_COPY, ND_HOST, ND_EMPTY, ND_CHILD, ND_EVENT };
@@ -84,6 +97,8 @@ enum nd_kind { ND_KERNEL, ND_COPY, ND_HOST, ND_EMPTY, ND_CHILD, ND_EVENT };
 typedef struct nd_work {
   enum nd_kind kind;
   CUmodule module; /* kernels: the function's */
+  const nd_emul *emul;                /* kernels with a stand-in: it runs on args */
+  unsigned char args[ND_EMUL_BYTES];  /* the parameter bytes, as the node was last given them */
   CUDA_MEMCPY3D copy;
   CUhostFn fn;
   void *data;
@@ -117,6 +132,42 @@ static _Atomic int g_hold;
 static _Atomic int g_fault;
 
 ND_EXPORT void kdag_null_fault(int code) { atomic_store(&g_fault, code); }
+
+ND_EXPORT int kdag_null_emulate(const char *name, uint32_t count, const uint32_t *sizes, kdag_null_kernel_fn *fn) {
+  if (!name || strlen(name) >= sizeof g_emul[0].name || count > ND_EMUL_PARAMS || (count && !sizes) || !fn) return 0;
+  uint32_t k = 0;
+  while (k < g_emul_count && strcmp(g_emul[k].name, name)) ++k; /* a name registered again is replaced */
+  if (k == ND_EMUL_MAX) return 0;
+  nd_emul *e = &g_emul[k];
+  memset(e, 0, sizeof *e);
+  snprintf(e->name, sizeof e->name, "%s", name);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!sizes[i] || e->bytes + sizes[i] > ND_EMUL_BYTES) {
+      e->fn = NULL; /* nothing half-registered */
+      return 0;
+    }
+    e->at[i] = e->bytes;
+    e->sizes[i] = sizes[i];
+    e->bytes += sizes[i];
+  }
+  e->count = count;
+  e->fn = fn;
+  if (k == g_emul_count) g_emul_count++;
+  return 1;
+}
+
+/* Copies a launch's parameters into out, as the driver does when it takes them. */
+static CUresult emul_take(const nd_emul *e, void **params, unsigned char *out) {
+  if (!e) return CUDA_SUCCESS;
+  if (e->count && !params) return CUDA_ERROR_INVALID_VALUE;
+  for (uint32_t i = 0; i < e->count; ++i) memcpy(out + e->at[i], params[i], e->sizes[i]);
+  return CUDA_SUCCESS;
+}
+static void emul_run(const nd_emul *e, const unsigned char *args) {
+  void *params[ND_EMUL_PARAMS];
+  for (uint32_t i = 0; i < e->count; ++i) params[i] = (void *)(args + e->at[i]);
+  e->fn(params);
+}
 
 #define FAULTED() \
   do { \
@@ -600,6 +651,8 @@ static CUresult nd_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *na
   if (!fn) return CUDA_ERROR_OUT_OF_MEMORY;
   fn->next = m->funcs;
   fn->module = m;
+  for (uint32_t k = 0; k < g_emul_count; ++k)
+    if (g_emul[k].fn && !strcmp(g_emul[k].name, name)) fn->emul = &g_emul[k];
   m->funcs = fn;
   *f = fn;
   return CUDA_SUCCESS;
@@ -632,8 +685,14 @@ static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
   if (!f || !s) return CUDA_ERROR_INVALID_HANDLE;
   if (bad_shape(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
   FAIL_POINT("cuLaunchKernel");
+  if (f->emul && f->emul->count && !params) return CUDA_ERROR_INVALID_VALUE;
   COUNT(kernel_launches);
   f->module->busy_until = enqueue_serial();
+  if (f->emul && !s->capture) { /* in stream order: copies run at their enqueue too */
+    unsigned char args[ND_EMUL_BYTES];
+    emul_take(f->emul, params, args);
+    emul_run(f->emul, args);
+  }
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
@@ -723,7 +782,9 @@ static CUresult nd_cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgra
   COUNT(calls);
   if (!p || !p->func || bad_shape(p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ))
     return CUDA_ERROR_INVALID_VALUE;
-  return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_KERNEL, .module = p->func->module});
+  nd_work w = {.kind = ND_KERNEL, .module = p->func->module, .emul = p->func->emul};
+  if (emul_take(w.emul, p->kernelParams, w.args) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  return add_node(out, g, deps, ndeps, w);
 }
 static CUresult nd_cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                                         const CUDA_MEMCPY3D *c, CUcontext ctx) {
@@ -820,7 +881,11 @@ static CUresult nd_cuGraphExecKernelNodeSetParams(CUgraphExec x, CUgraphNode n, 
   FAIL_POINT("cuGraphExecKernelNodeSetParams");
   nd_work *w = exec_node(x, n, ND_KERNEL);
   if (!w || !p || !p->func) return CUDA_ERROR_INVALID_VALUE;
+  unsigned char args[ND_EMUL_BYTES];
+  if (emul_take(p->func->emul, p->kernelParams, args) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
   w->module = p->func->module;
+  w->emul = p->func->emul;
+  if (w->emul) memcpy(w->args, args, w->emul->bytes);
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode n, const CUDA_MEMCPY3D *c,
@@ -871,6 +936,8 @@ static void run_work(const nd_work *w, uint32_t count) {
       case ND_EVENT: record(w[i].event); break;
       case ND_CHILD: run_work(w[i].child->work, w[i].child->count); break;
       case ND_KERNEL:
+        if (w[i].emul) emul_run(w[i].emul, w[i].args);
+        break;
       case ND_EMPTY: break;
     }
   }

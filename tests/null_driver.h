@@ -51,7 +51,20 @@ void kdag_null_fail(const char *entry, uint32_t after, int code, uint32_t node);
  * for or enqueues work, or makes an object, fails with the CUresult code
  * (a sticky one, such as CUDA_ERROR_ILLEGAL_ADDRESS), for the process. */
 void kdag_null_fault(int code);
+/* A host stand-in for the kernel called name, for tests that check what a
+ * kernel node is given (the null driver's device memory is host memory, so
+ * fn can do the kernel's work): a function of that name looked up from
+ * then on runs fn wherever it is launched, on a stream when enqueued
+ * (not inside a capture), in a graph at each launch, with the parameter
+ * bytes the node was last given (taken at cuGraphAddKernelNode and at
+ * cuGraphExecKernelNodeSetParams, as the driver takes them). sizes: the
+ * bytes of each of the count parameters (at most 8, 256 bytes in all). fn
+ * does the whole launch; grid and block are not passed. At most 8 names;
+ * a name registered again is replaced. 1, or 0 for arguments out of range. */
+typedef void kdag_null_kernel_fn(void *const *params);
+int kdag_null_emulate(const char *name, uint32_t count, const uint32_t *sizes, kdag_null_kernel_fn *fn);
 /* Their types, for dlsym: kdag loads the driver privately (RTLD_LOCAL). */
+typedef int kdag_null_emulate_fn(const char *name, uint32_t count, const uint32_t *sizes, kdag_null_kernel_fn *fn);
 typedef void kdag_null_hold_fn(int on);
 typedef void kdag_null_calls_get_fn(kdag_null_calls *out);
 typedef void kdag_null_fail_fn(const char *entry, uint32_t after, int code, uint32_t node);
@@ -65,6 +78,7 @@ typedef struct kdag_null_api {
   kdag_null_calls_get_fn *calls_get;
   kdag_null_fail_fn *fail;
   kdag_null_fault_fn *fault;
+  kdag_null_emulate_fn *emulate;
   void *get_proc; /* cuGetProcAddress_v2 */
 } kdag_null_api;
 
@@ -77,9 +91,10 @@ static inline int kdag_null_api_get(const char *path, kdag_null_api *api) {
   api->calls_get = (kdag_null_calls_get_fn *)dlsym(lib, "kdag_null_calls_get");
   api->fail = (kdag_null_fail_fn *)dlsym(lib, "kdag_null_fail");
   api->fault = (kdag_null_fault_fn *)dlsym(lib, "kdag_null_fault");
+  api->emulate = (kdag_null_emulate_fn *)dlsym(lib, "kdag_null_emulate");
   api->get_proc = dlsym(lib, "cuGetProcAddress_v2");
   dlclose(lib); /* kdag keeps its own handle: the pointers stay valid */
-  return api->hold && api->calls_get && api->fail && api->fault && api->get_proc;
+  return api->hold && api->calls_get && api->fail && api->fault && api->emulate && api->get_proc;
 }
 
 #endif
