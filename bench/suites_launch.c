@@ -71,16 +71,23 @@ typedef struct hand_variant {
   int own_pool;   /* own_stream, with a memory pool created first (1), and used on the stream (2), as a
                      kdag session does */
   int beside;     /* own_stream, created while a kdag session (unused) is open */
+  int ctx_query;  /* cuCtxGetCurrent before each launch, as every kdag entry point asks */
+  int reap;       /* events, polled as kdag's completion ring reaps: every 64th launch the oldest
+                     pending event, and if it has fired the newest, then between them by halves */
 } hand_variant;
 
 #define HAND_EVENTS 64
+#define HAND_RING 1024 /* reap: kdag's default completion_ring_capacity */
+
+static uint32_t hand_ring(const hand_variant *v) { return v->reap ? HAND_RING : HAND_EVENTS; }
 
 typedef struct hand_graph {
   CUgraph graph;
   CUgraphExec exec;
   hand_variant v;
-  CUevent events[HAND_EVENTS];
+  CUevent events[HAND_RING];
   uint32_t next_event;
+  uint32_t retired; /* reap only: launches whose event is known to have fired */
   kb_kdag k;          /* on_session only */
   kb_gpu on_own;      /* own_stream only: the suite's GPU with the case's stream */
   CUmemoryPool pool;  /* own_pool only */
@@ -100,7 +107,7 @@ static void graph_teardown(kb_run *run, void *state) {
   if (hg->pool) cu->cuMemPoolDestroy(hg->pool);
   if (hg->exec) cu->cuGraphExecDestroy(hg->exec);
   if (hg->graph) cu->cuGraphDestroy(hg->graph);
-  for (int i = 0; i < HAND_EVENTS; ++i)
+  for (int i = 0; i < HAND_RING; ++i)
     if (hg->events[i]) cu->cuEventDestroy(hg->events[i]);
   free(hg);
 }
@@ -153,7 +160,7 @@ static kb_status graph_setup(kb_run *run, void **state) {
         goto fail;
     }
   }
-  for (int i = 0; v->events && i < HAND_EVENTS; ++i)
+  for (uint32_t i = 0; v->events && i < hand_ring(v); ++i)
     if ((st = kb_gpu_check(run, cu->cuEventCreate(&hg->events[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate")))
       goto fail;
   if ((st = kb_gpu_instantiate(s->g, run, hg->graph, v->upload, &hg->exec))) goto fail;
@@ -171,16 +178,43 @@ typedef struct hand_launches {
   kb_status st;
 } hand_launches;
 
+/* The event queries kdag's ring makes on its every 64th submission (see
+ * kd_completion_reap): the oldest pending launch, and if that has fired
+ * the newest, then between the two by halves. At most HAND_RING launches
+ * are pending, so each pending launch's event is still its own. */
+static void reap(const kd_cu_table *cu, hand_graph *hg) {
+  uint32_t done = hg->retired, pending = hg->next_event;
+  if (done == pending || cu->cuEventQuery(hg->events[done % HAND_RING]) != CUDA_SUCCESS) return;
+  for (uint32_t probe = pending - 1; probe > done; probe = done + (pending - done) / 2) {
+    if (cu->cuEventQuery(hg->events[probe % HAND_RING]) == CUDA_SUCCESS) done = probe;
+    else pending = probe;
+  }
+  hg->retired = done + 1;
+}
+
 /* The batch's launches on stream, each followed by a completion event. */
 static kb_status launch_all(kb_run *run, hand_graph *hg, CUstream stream, uint64_t iterations) {
   kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   for (uint64_t it = 0; it < iterations; ++it) {
+    if (hg->v.ctx_query) {
+      CUcontext cur = NULL;
+      CUresult r = cu->cuCtxGetCurrent(&cur);
+      if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuCtxGetCurrent");
+    }
+    if (hg->v.reap && hg->next_event - hg->retired == HAND_RING) { /* as kdag's full ring: wait */
+      CUresult r = cu->cuEventSynchronize(hg->events[hg->retired % HAND_RING]);
+      if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuEventSynchronize");
+      hg->retired++;
+    }
     CUresult r = cu->cuGraphLaunch(hg->exec, stream);
     if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuGraphLaunch");
-    CUevent done = hg->v.events ? hg->events[hg->next_event++ % HAND_EVENTS] : s->done;
+    CUevent done = hg->v.events ? hg->events[hg->next_event++ % hand_ring(&hg->v)] : s->done;
     r = cu->cuEventRecord(done, stream);
     if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuEventRecord(done)");
+    /* kdag's seq 0, 64, ..., or every one once the ring is half full */
+    if (hg->v.reap && (hg->next_event % HAND_EVENTS == 1 || 2 * (hg->next_event - hg->retired) >= HAND_RING))
+      reap(cu, hg);
   }
   return KB_OK;
 }
@@ -323,7 +357,8 @@ int kb_register_launch_suite(kb_harness *h) {
                             own_stream = {.own_stream = 1}, own_pool = {.own_stream = 1, .own_pool = 1},
                             own_pool_used = {.own_stream = 1, .own_pool = 2},
                             beside = {.own_stream = 1, .beside = 1}, again = {0}, stream_again = {.own_stream = 1},
-                            stream_first = {.own_stream = 1};
+                            stream_first = {.own_stream = 1}, ctx_query = {.ctx_query = 1},
+                            kdag_calls = {.events = 1, .ctx_query = 1, .reap = 1};
   static const struct { const char *name, *description; const hand_variant *v; } diag[] = {
       {"hand_graph_upload", "hand_graph instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, as kdag does (diagnostic)", &upload},
       {"hand_graph_events", "hand_graph recording one of 64 events per launch, as kdag's completion ring does (diagnostic)",
@@ -337,6 +372,10 @@ int kb_register_launch_suite(kb_harness *h) {
       {"hand_graph_stream_pool_used", "hand_graph_stream_pool after one allocation from the pool on the stream (diagnostic)",
        &own_pool_used},
       {"hand_graph_stream_beside", "hand_graph_stream created while an idle kdag session is open (diagnostic)", &beside},
+      {"hand_graph_ctx", "hand_graph asking cuCtxGetCurrent before each launch, as kdag's entry points do (diagnostic)",
+       &ctx_query},
+      {"hand_graph_kdag_calls", "hand_graph making every driver call a kdag_graph relaunch makes: cuCtxGetCurrent, "
+       "one of 64 events, and every 64th launch the reap's event queries (diagnostic)", &kdag_calls},
       /* Copies: how far two instances of one case (another executable
        * graph; another stream, made later) differ, the floor under any
        * difference above. */
