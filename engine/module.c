@@ -18,6 +18,7 @@ void kd_module_unref(kd_session *s, kd_module_obj *o) {
   ck_pr_dec_32_zero(&o->refs, &zero);
   if (!zero) return;
   if (o->handle) kd_handle_free(&s->handles, o->handle);
+  kd_session_device(s, "releasing a module"); /* reached from a host-only call too */
   kd_cu_module_unload(&s->dev, &o->cu);
   free(o);
 }
@@ -70,7 +71,7 @@ kd_status kd_function_lookup(kd_session *s, kd_function f, kd_module_obj **mod,
 kd_status kd_function_params(kd_session *s, kd_function f, size_t *count, size_t *sizes, size_t cap) {
   static const char *op = "kd_function_params";
   if (!count) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument count is NULL", op);
-  kd_status st = kd_session_enter(s, op);
+  kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   kd_module_obj *mod = NULL;
   kd_cu_function *fn = NULL; /* set by kd_function_lookup on KD_OK */

@@ -150,7 +150,7 @@ void kd_session_destroy(kd_session *s) {
     pthread_mutex_unlock(&s->lock);
     return;
   }
-  if (s->has_device) kd_device_make_current(&s->dev, "kd_session_destroy");
+  if (s->has_device) s->ctx_current = !kd_device_make_current(&s->dev, "kd_session_destroy");
   if (s->ring) kd_completion_drain(s);
   /* Sink copies of destroyed graphs left after the drain belong to a
    * submission that issued no completion (its record failed, and the
@@ -202,11 +202,12 @@ kd_status kd_callback_check(const char *op) {
 /* refuse_fault 0: the release calls, which stay possible after a device
  * fault and then succeed without a word (kd_last_error keeps the message of
  * the last call that failed). */
-static kd_status enter(kd_session *s, const char *op, int refuse_fault) {
+static kd_status enter(kd_session *s, const char *op, int refuse_fault, int device) {
   kd_status st = kd_callback_check(op);
   if (st) return st;
   if (!s) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument session is NULL", op);
   pthread_mutex_lock(&s->lock);
+  s->ctx_current = 0;
   if (!s->fault && s->has_device && kd_device_fault_get(&s->dev, s->fault_msg, sizeof s->fault_msg))
     s->fault = KD_ERR_DEVICE_FAULT; /* another session of this device faulted */
   if (s->fault && !refuse_fault) return KD_OK; /* locked; the context is past use */
@@ -216,19 +217,27 @@ static kd_status enter(kd_session *s, const char *op, int refuse_fault) {
     pthread_mutex_unlock(&s->lock);
     return st;
   }
-  if (s->has_device) {
+  if (s->has_device && device) {
     st = kd_device_make_current(&s->dev, op);
     if (st) {
       pthread_mutex_unlock(&s->lock);
       return st;
     }
+    s->ctx_current = 1;
   }
   return KD_OK;
 }
 
-kd_status kd_session_enter(kd_session *s, const char *op) { return enter(s, op, 1); }
+kd_status kd_session_enter(kd_session *s, const char *op) { return enter(s, op, 1, 1); }
 
-kd_status kd_session_enter_release(kd_session *s, const char *op) { return enter(s, op, 0); }
+kd_status kd_session_enter_release(kd_session *s, const char *op) { return enter(s, op, 0, 1); }
+
+kd_status kd_session_enter_host(kd_session *s, const char *op) { return enter(s, op, 1, 0); }
+
+void kd_session_device(kd_session *s, const char *op) {
+  if (!s->has_device || s->ctx_current || s->fault) return; /* after a fault: no new message */
+  if (!kd_device_make_current(&s->dev, op)) s->ctx_current = 1;
+}
 
 void kd_session_leave(kd_session *s) { pthread_mutex_unlock(&s->lock); }
 

@@ -10,7 +10,7 @@
 kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_arg value) {
   static const char *op = "kd_graph_set_arg";
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
-  kd_status st = kd_session_enter(g->session, op);
+  kd_status st = kd_session_enter_host(g->session, op);
   if (st) return st;
   kd_gnode *n = node < g->node_count ? &g->nodes[node] : NULL;
   kd_gvalue *a = n && n->kind == KD_NODE_KERNEL && index < n->arg_count ? &n->args[index] : NULL;

@@ -13,7 +13,7 @@ kd_status kd_graph_create(kd_session *s, kd_graph **out) {
   static const char *op = "kd_graph_create";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   *out = NULL;
-  kd_status st = kd_session_enter(s, op);
+  kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   kd_graph *g = calloc(1, sizeof *g);
   if (!g) {
@@ -47,7 +47,7 @@ void kd_graph_destroy(kd_graph *g) {
   /* Unloading a module or freeing a tensor the graph held last needs the
    * session's context current on this thread, whatever the caller's is
    * (a fault here only means the work faulted: destroying goes on). */
-  if (s->has_device) (void)kd_device_make_current(&s->dev, "kd_graph_destroy");
+  if (s->has_device) s->ctx_current = !kd_device_make_current(&s->dev, "kd_graph_destroy");
   /* What the work in flight may still use goes once it has completed:
    * host functions' records (the driver may yet call them back), the
    * bound tensors (GRAPH-mode launches hold none of their own) and the
@@ -473,7 +473,7 @@ kd_view kd_access_view(const kd_graph *g, const kd_gaccess *a) {
 static kd_status node_begin(kd_graph *g, const char *op, const char *name, node_ctx *c) {
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
   if (!name || !*name) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument name is NULL or empty", op);
-  kd_status st = kd_session_enter(g->session, op);
+  kd_status st = kd_session_enter_host(g->session, op);
   if (st) return st;
   /* Not memset: acc[] is 64 entries and only count of them are used. */
   c->count = 0;
@@ -912,7 +912,7 @@ static int reachable(kd_graph *g, uint32_t from, uint32_t to) {
 kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
   static const char *op = "kd_graph_edge";
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
-  kd_status st = kd_session_enter(g->session, op);
+  kd_status st = kd_session_enter_host(g->session, op);
   if (st) return st;
   if (before >= g->node_count || after >= g->node_count || before == after)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: nodes %u -> %u: %s", op, before, after,
@@ -951,7 +951,7 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
 kd_status kd_graph_rebind(kd_graph *g, kd_tensor old, kd_tensor replacement) {
   static const char *op = "kd_graph_rebind";
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
-  kd_status st = kd_session_enter(g->session, op);
+  kd_status st = kd_session_enter_host(g->session, op);
   if (st) return st;
   kd_tensor_obj *a = NULL, *b = NULL;
   st = kd_tensor_lookup(g->session, old, &a, op, "old");
@@ -1028,7 +1028,7 @@ static const char *kind_name(const kd_gnode *n) {
 kd_status kd_graph_write_dot(kd_graph *g, FILE *f) {
   static const char *op = "kd_graph_write_dot";
   if (!g || !f) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, g ? "out" : "graph");
-  kd_status st = kd_session_enter(g->session, op);
+  kd_status st = kd_session_enter_host(g->session, op);
   if (st) return st;
   static const char *hz[] = {"", "RAW", "WAR", "WAW", "explicit"};
   fprintf(f, "digraph kdag {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
@@ -1052,7 +1052,7 @@ kd_status kd_graph_write_dot(kd_graph *g, FILE *f) {
 
 kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out) {
   if (!g || !out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_stats_get: argument %s is NULL", g ? "out" : "graph");
-  kd_status st = kd_session_enter(g->session, "kd_graph_stats_get");
+  kd_status st = kd_session_enter_host(g->session, "kd_graph_stats_get");
   if (st) return st;
   out->nodes = g->node_count;
   out->edges = g->edge_count;

@@ -29,6 +29,7 @@ void kd_tensor_unref(kd_session *s, kd_tensor_obj *o) {
   if (!zero) return;
   if (o->counted_retained) s->counters.bytes_retained -= o->bytes;
   if (o->residency == KD_RESIDENCY_DEVICE && s->has_device) {
+    kd_session_device(s, "releasing a tensor"); /* reached from a host-only call too */
     kd_device_free(&s->dev, o->dptr);
     s->counters.bytes_device -= o->bytes;
   } else {
@@ -306,7 +307,7 @@ out:
 
 kd_status kd_tensor_retain(kd_session *s, kd_tensor t) {
   static const char *op = "kd_tensor_retain";
-  kd_status st = kd_session_enter(s, op);
+  kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   kd_tensor_obj *o;
   st = kd_tensor_lookup(s, t, &o, op, "tensor");
@@ -341,7 +342,7 @@ kd_status kd_tensor_release(kd_session *s, kd_tensor t) {
 kd_status kd_tensor_info(kd_session *s, kd_tensor t, kd_tensor_desc *out) {
   static const char *op = "kd_tensor_info";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
-  kd_status st = kd_session_enter(s, op);
+  kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   kd_tensor_obj *o;
   st = kd_tensor_lookup(s, t, &o, op, "tensor");
@@ -453,7 +454,7 @@ kd_status kd_view_extent_checked(const char *op, const kd_view *v, int64_t tenso
 kd_status kd_view_check(kd_session *s, const kd_view *v) {
   static const char *op = "kd_view_check";
   if (!v) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument view is NULL", op);
-  kd_status st = kd_session_enter(s, op);
+  kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   kd_tensor_obj *o;
   kd_extent e;

@@ -1662,6 +1662,107 @@ Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
   assert_all_returned();
 }
 
+/* What the calls of host_only_calls_run returned, and the driver's counts
+ * around them. */
+typedef struct host_only_calls {
+  kd_session *s;
+  kd_graph *g;
+  raw_add k;
+  kd_tensor spare;
+  kd_status st[11];
+  float in[LEN], out[LEN];
+  kd_sink *sink;
+  kdag_null_calls start, loaded, before, declared, submitted;
+} host_only_calls;
+
+/* On a thread of its own: the graph's first built-in node, which loads
+ * kdag's built-in kernels, a driver call. */
+static void *first_builtin_run(void *p) {
+  host_only_calls *h = p;
+  static const float zero = 0;
+  h->start = calls();
+  h->st[0] = kd_graph_fill(h->g, "out=0", kd_whole(h->k.out), &zero, NULL);
+  h->loaded = calls();
+  return NULL;
+}
+
+/* Runs on a thread of its own, where no context is current: Criterion's
+ * asserts belong to the test's thread, which checks what this records. */
+static void *host_only_calls_run(void *p) {
+  host_only_calls *h = p;
+  kd_launch_config cfg;
+  kd_status *st = h->st;
+  st[1] = kd_launch_config_flat(LEN, 128, 0, &cfg);
+  kd_garg args[] = {kd_g_out(kd_whole(h->k.out)), kd_g_in(kd_whole(h->k.lhs)), kd_g_in(kd_whole(h->k.rhs)),
+                    kd_g_value(kd_arg_i32(1))};
+  kd_node kn = 0, scaled = 0;
+  kd_graph_stats stats;
+  kd_tensor_desc info;
+  size_t params = 0;
+  kd_view v;
+  h->before = calls();
+  if (!st[1]) st[1] = kd_graph_kernel(h->g, "out=l+r", h->k.fn, &cfg, args, 4, &kn);
+  st[2] = kd_graph_scale(h->g, "out*=2", kd_whole(h->k.out), 2.0, &scaled);
+  st[3] = kd_graph_edge(h->g, kn, scaled);
+  st[4] = kd_graph_set_arg(h->g, kn, 3, kd_arg_i32(LEN));
+  st[5] = kd_graph_rebind(h->g, h->k.lhs, h->spare); /* nothing in flight: old's graph hold goes at once */
+  st[6] = kd_graph_stats_get(h->g, &stats);
+  st[7] = kd_tensor_info(h->s, h->spare, &info);
+  if (!st[7]) st[7] = kd_view_whole(h->s, h->spare, &v);
+  if (!st[7]) st[7] = kd_view_check(h->s, &v);
+  st[8] = kd_function_params(h->s, h->k.fn, &params, NULL, 0);
+  if (!st[8]) st[8] = kd_graph_set_exec_mode(h->g, KD_EXEC_GRAPH);
+  st[9] = kd_graph_upload(h->g, "up", h->k.rhs, h->in, sizeof h->in, NULL);
+  if (!st[9]) st[9] = kd_graph_sink(h->g, "down", h->k.out, h->out, sizeof h->out, &h->sink);
+  h->declared = calls();
+  st[10] = kd_graph_submit(h->g, NULL);
+  if (!st[10]) st[10] = kd_sink_wait(h->sink);
+  h->submitted = calls();
+  return NULL;
+}
+
+/* Declaring nodes and edges, setting values, rebinding and asking about a
+ * graph touch host structures alone: they call no driver function, not
+ * even cuCtxGetCurrent (50-75 ns a call on the GPU lane's hosts), so they
+ * work on a thread where no context is current, and the submission that
+ * follows there makes the session's context current itself. The one
+ * declaration that does call the driver, the first built-in node (it loads
+ * the built-in kernels), makes the context current first, on a thread
+ * where none was. */
+Test(host_null_driver, declaring_and_rebinding_call_no_driver_function) {
+  host_only_calls h = {.s = null_session(KD_EXEC_EAGER, 0)};
+  static const float zeros[LEN];
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  KDT_OK(kd_tensor_from_host(h.s, &d, zeros, sizeof zeros, &h.k.lhs));
+  KDT_OK(kd_tensor_from_host(h.s, &d, zeros, sizeof zeros, &h.k.rhs));
+  KDT_OK(kd_tensor_from_host(h.s, &d, zeros, sizeof zeros, &h.spare));
+  KDT_OK(kd_with_raw(h.s, "test.add", raw_add_fn, &h.k)); /* loads add_kernel, makes out */
+  KDT_OK(kd_graph_create(h.s, &h.g));
+  KDT_OK(kd_session_reap(h.s, NULL));
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, first_builtin_run, &h), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(pthread_create(&t, NULL, host_only_calls_run, &h), 0);
+  pthread_join(t, NULL);
+  for (int i = 0; i < 11; ++i) cr_assert_eq(h.st[i], KD_OK, "call %d on the bare thread: %d", i, h.st[i]);
+  cr_assert_eq(h.loaded.module_loads, h.start.module_loads + 1, "the built-in kernels were loaded there");
+  cr_assert_eq(h.loaded.ctx_set_current, h.start.ctx_set_current + 1);
+  cr_assert_eq(h.declared.calls, h.before.calls, "%llu driver calls while declaring, %llu cuCtxGetCurrent",
+               (unsigned long long)(h.declared.calls - h.before.calls),
+               (unsigned long long)(h.declared.ctx_get_current - h.before.ctx_get_current));
+  cr_assert_eq(h.submitted.ctx_set_current, h.declared.ctx_set_current + 1,
+               "the submission made the context current on its thread");
+  cr_assert_eq(h.submitted.graph_launches, h.declared.graph_launches + 1);
+  kd_graph_destroy(h.g);
+  KDT_OK(kd_tensor_release(h.s, h.k.lhs));
+  KDT_OK(kd_tensor_release(h.s, h.k.rhs));
+  KDT_OK(kd_tensor_release(h.s, h.k.out));
+  KDT_OK(kd_tensor_release(h.s, h.spare));
+  KDT_OK(kd_module_release(h.s, h.k.m));
+  kd_session_destroy(h.s);
+  assert_all_returned();
+}
+
 static kd_status compile_to_null(kd_raw *raw, void *user) {
   (void)user;
   return kd_raw_compile_nvrtc(raw, "extern \"C\" __global__ void k() {}", NULL, NULL);

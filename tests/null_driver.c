@@ -357,13 +357,15 @@ static CUresult nd_cuCtxSetCurrent(CUcontext c) {
 }
 static CUresult nd_cuCtxGetCurrent(CUcontext *c) {
   COUNT(calls);
+  COUNT(ctx_get_current);
   if (!c) return CUDA_ERROR_INVALID_VALUE;
   *c = g_current;
   return CUDA_SUCCESS;
 }
 
 /* Entry points that need a current context refuse without one, as the
- * driver does: kdag makes its context current at every entry. */
+ * driver does (frees and unloads too, stricter than the driver may be):
+ * kdag makes its context current before it calls any of them. */
 #define NEED_CTX() \
   do { \
     if (g_current != &g_ctx) return CUDA_ERROR_INVALID_CONTEXT; \
@@ -495,6 +497,7 @@ static CUresult nd_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmem
 }
 static CUresult nd_cuMemFreeAsync(CUdeviceptr p, CUstream s) {
   COUNT(calls);
+  NEED_CTX();
   return s ? dealloc(p) : CUDA_ERROR_INVALID_VALUE;
 }
 static CUresult nd_cuMemAlloc(CUdeviceptr *out, size_t bytes) {
@@ -505,6 +508,7 @@ static CUresult nd_cuMemAlloc(CUdeviceptr *out, size_t bytes) {
 }
 static CUresult nd_cuMemFree(CUdeviceptr p) {
   COUNT(calls);
+  NEED_CTX();
   COUNT(sync_frees);
   return dealloc(p);
 }
@@ -633,6 +637,7 @@ static CUresult nd_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned i
 }
 static CUresult nd_cuModuleUnload(CUmodule m) {
   COUNT(calls);
+  NEED_CTX();
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
   check_idle(m->busy_until);
   for (struct CUfunc_st *f = m->funcs, *next; f; f = next) {

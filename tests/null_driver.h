@@ -15,6 +15,7 @@
 typedef struct kdag_null_calls {
   uint64_t calls;               /* every entry point */
   uint64_t ctx_set_current;
+  uint64_t ctx_get_current;
   uint64_t stream_syncs;        /* cuStreamSynchronize */
   uint64_t event_syncs;         /* cuEventSynchronize */
   uint64_t event_queries;

@@ -6,8 +6,11 @@
  * the caller did not release.
  *
  * Threads: every function taking a kd_session may be called from any thread;
- * calls on one session are serialised by an internal lock, and each makes the
- * session's context current on the calling thread first. A raw scope
+ * calls on one session are serialised by an internal lock. Each call that
+ * reaches the driver makes the session's context current on the calling
+ * thread first, and leaves it current; calls that only declare or ask
+ * (nodes, edges, kd_graph_set_arg, kd_graph_rebind, kd_tensor_info, ...)
+ * neither read nor change the thread's context. A raw scope
  * (kd_with_raw) holds the lock for the whole callback: other threads calling
  * into the same session wait until the callback returns, while the
  * callback's own thread may call session functions (release, download).
