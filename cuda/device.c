@@ -144,11 +144,17 @@ void kd_device_close(kd_device *d) {
   d->cu = NULL;
 }
 
-kd_status kd_device_make_current(kd_device *d, const char *op) {
+static CUresult make_current(kd_device *d) {
   CUcontext cur = NULL;
-  if (d->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx) return KD_OK;
-  KD_CU(d, op, cuCtxSetCurrent, (d->ctx));
-  return KD_OK;
+  if (d->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx) return CUDA_SUCCESS;
+  return d->cu->cuCtxSetCurrent(d->ctx);
+}
+
+int kd_device_try_current(kd_device *d) { return make_current(d) == CUDA_SUCCESS; }
+
+kd_status kd_device_make_current(kd_device *d, const char *op) {
+  CUresult r = make_current(d);
+  return r == CUDA_SUCCESS ? KD_OK : kd_fail_cu(r, op, "cuCtxSetCurrent");
 }
 
 kd_status kd_device_alloc(kd_device *d, const char *op, size_t bytes, CUdeviceptr *out) {

@@ -71,6 +71,8 @@ int kd_device_fault_get(const kd_device *d, char *message, size_t cap);
 /* Makes the primary context current on the calling thread (cheap when it
  * already is). */
 kd_status kd_device_make_current(kd_device *d, const char *op);
+/* The same without a message: 1 when the context is current. */
+int kd_device_try_current(kd_device *d);
 
 kd_status kd_device_alloc(kd_device *d, const char *op, size_t bytes, CUdeviceptr *out);
 void kd_device_free(kd_device *d, CUdeviceptr p); /* stream-ordered */

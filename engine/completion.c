@@ -54,12 +54,14 @@ kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char
 }
 
 void kd_held_release_one(kd_session *s, const kd_held *h) {
-  /* What may reach the driver, or a foreign release callback, after a
-   * host-only call (kd_session_enter_host); tensors and modules see to it
-   * where their last reference goes. */
+  /* What may reach the driver, or a foreign release callback, should a
+   * host-only call (kd_session_enter_host) release it; tensors and modules
+   * see to it where their last reference goes. None does today: what
+   * host-only calls release (kd_graph_rebind's old tensor, a refused
+   * kernel node's module) their caller still holds a handle to. */
   if (h->kind == KD_HELD_STAGING || h->kind == KD_HELD_EVENT || h->kind == KD_HELD_DEVPTR ||
       h->kind == KD_HELD_FOREIGN)
-    kd_session_device(s, "a release");
+    kd_session_device(s);
   switch (h->kind) {
     case KD_HELD_TENSOR: kd_tensor_unref(s, h->obj); break;
     case KD_HELD_MODULE: kd_module_unref(s, h->obj); break;

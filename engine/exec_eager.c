@@ -16,7 +16,7 @@ kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out)
     /* Loaded once per session, before any pipeline runs: with lazy loading
      * the driver may wait for running kernels when it loads code. */
     kd_cu_module cu;
-    kd_session_device(s, op); /* a node's declaration gets here, a host-only call */
+    kd_session_device(s); /* a node's declaration gets here, a host-only call */
     kd_status st = kd_cu_module_load_image(&s->dev, op, kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size, &cu);
     if (st == KD_ERR_NO_BINARY_FOR_GPU)
       st = kd_cu_module_load_ptx(&s->dev, op, (const char *)kd_kernel_builtins_ptx, kd_kernel_builtins_ptx_size, &cu);

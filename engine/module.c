@@ -18,7 +18,7 @@ void kd_module_unref(kd_session *s, kd_module_obj *o) {
   ck_pr_dec_32_zero(&o->refs, &zero);
   if (!zero) return;
   if (o->handle) kd_handle_free(&s->handles, o->handle);
-  kd_session_device(s, "releasing a module"); /* reached from a host-only call too */
+  kd_session_device(s); /* should a host-only call drop the last reference */
   kd_cu_module_unload(&s->dev, &o->cu);
   free(o);
 }

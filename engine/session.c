@@ -234,9 +234,9 @@ kd_status kd_session_enter_release(kd_session *s, const char *op) { return enter
 
 kd_status kd_session_enter_host(kd_session *s, const char *op) { return enter(s, op, 1, 0); }
 
-void kd_session_device(kd_session *s, const char *op) {
-  if (!s->has_device || s->ctx_current || s->fault) return; /* after a fault: no new message */
-  if (!kd_device_make_current(&s->dev, op)) s->ctx_current = 1;
+void kd_session_device(kd_session *s) {
+  if (!s->has_device || s->ctx_current || s->fault) return; /* after a fault: as the release calls */
+  s->ctx_current = kd_device_try_current(&s->dev);
 }
 
 void kd_session_leave(kd_session *s) { pthread_mutex_unlock(&s->lock); }

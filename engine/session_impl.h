@@ -153,7 +153,9 @@ struct kd_session {
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
   /* Whether the call holding the lock has made the context current on its
-   * thread: set by kd_session_enter, cleared by kd_session_enter_host. */
+   * thread: every enter clears it, and it is set where the context is made
+   * current (kd_session_enter and _release, kd_session_device, the
+   * destroys, which take the lock themselves). */
   int ctx_current;
 };
 
@@ -172,9 +174,10 @@ kd_status kd_session_enter_release(kd_session *s, const char *op);
 kd_status kd_session_enter_host(kd_session *s, const char *op);
 /* Makes the context current on the calling thread if the call holding the
  * lock has not yet (entered by kd_session_enter_host): before any driver
- * call, or any foreign release callback, a host-only call may reach. A
- * failure is left to the driver call that follows, which reports it. */
-void kd_session_device(kd_session *s, const char *op);
+ * call, or any foreign release callback, a host-only call may reach. It
+ * writes no message: on failure the driver call that follows fails as it
+ * would have (a load reports it; a release, as ever, goes on). */
+void kd_session_device(kd_session *s);
 void kd_session_leave(kd_session *s);
 
 /* User callbacks that must not call kdag (foreign node functions and

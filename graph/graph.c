@@ -818,6 +818,9 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
   if (!st && !config) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument config is NULL", ctx);
   if (!st && n && !args) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args is NULL with %zu arguments", ctx, n);
   if (!st) st = kd_function_lookup(s, fn, &mod, &f, ctx);
+  /* Raising the kernel's dynamic shared-memory limit (kd_cu_check_config)
+   * is a driver call, which this host-only call makes current for. */
+  if (!st && (int64_t)config->shared_bytes > f->dyn_smem_limit) kd_session_device(s);
   if (!st) st = kd_session_note(s, kd_cu_check_config(&s->dev, ctx, f, config));
   if (!st && n > KD_PTX_MAX_PARAMS) /* a launch passes at most this many, whatever the driver reports */
     st = kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: %zu arguments given; a kernel takes at most %d", ctx, n,

@@ -29,7 +29,7 @@ void kd_tensor_unref(kd_session *s, kd_tensor_obj *o) {
   if (!zero) return;
   if (o->counted_retained) s->counters.bytes_retained -= o->bytes;
   if (o->residency == KD_RESIDENCY_DEVICE && s->has_device) {
-    kd_session_device(s, "releasing a tensor"); /* reached from a host-only call too */
+    kd_session_device(s); /* should a host-only call drop the last reference */
     kd_device_free(&s->dev, o->dptr);
     s->counters.bytes_device -= o->bytes;
   } else {

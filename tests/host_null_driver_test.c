@@ -1672,7 +1672,8 @@ typedef struct host_only_calls {
   kd_status st[11];
   float in[LEN], out[LEN];
   kd_sink *sink;
-  kdag_null_calls start, loaded, before, declared, submitted;
+  kd_status big_st;
+  kdag_null_calls start, loaded, big_start, big_done, before, declared, submitted;
 } host_only_calls;
 
 /* On a thread of its own: the graph's first built-in node, which loads
@@ -1683,6 +1684,21 @@ static void *first_builtin_run(void *p) {
   h->start = calls();
   h->st[0] = kd_graph_fill(h->g, "out=0", kd_whole(h->k.out), &zero, NULL);
   h->loaded = calls();
+  return NULL;
+}
+
+/* On a thread of its own: a kernel node asking for more dynamic shared
+ * memory than the kernel allows yet (48 KiB), which raises its limit with
+ * cuFuncSetAttribute, a driver call. */
+static void *big_shared_run(void *p) {
+  host_only_calls *h = p;
+  kd_launch_config cfg;
+  h->big_st = kd_launch_config_flat(LEN, 128, 64 * 1024, &cfg);
+  kd_garg args[] = {kd_g_out(kd_whole(h->k.out)), kd_g_in(kd_whole(h->k.lhs)), kd_g_in(kd_whole(h->k.rhs)),
+                    kd_g_value(kd_arg_i32(LEN))};
+  h->big_start = calls();
+  if (!h->big_st) h->big_st = kd_graph_kernel(h->g, "out=l+r, 64 KiB", h->k.fn, &cfg, args, 4, NULL);
+  h->big_done = calls();
   return NULL;
 }
 
@@ -1725,10 +1741,11 @@ static void *host_only_calls_run(void *p) {
  * graph touch host structures alone: they call no driver function, not
  * even cuCtxGetCurrent (4-15 ns a call on the GPU lane's H100 host), so they
  * work on a thread where no context is current, and the submission that
- * follows there makes the session's context current itself. The one
- * declaration that does call the driver, the first built-in node (it loads
- * the built-in kernels), makes the context current first, on a thread
- * where none was. */
+ * follows there makes the session's context current itself. The two
+ * declarations that do call the driver, the first built-in node (it loads
+ * the built-in kernels) and a kernel node raising its kernel's shared
+ * memory limit, make the context current first, on a thread where none
+ * was. */
 Test(host_null_driver, declaring_and_rebinding_call_no_driver_function) {
   host_only_calls h = {.s = null_session(KD_EXEC_EAGER, 0)};
   static const float zeros[LEN];
@@ -1742,6 +1759,10 @@ Test(host_null_driver, declaring_and_rebinding_call_no_driver_function) {
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, first_builtin_run, &h), 0);
   pthread_join(t, NULL);
+  cr_assert_eq(pthread_create(&t, NULL, big_shared_run, &h), 0);
+  pthread_join(t, NULL);
+  KDT_OK(h.big_st);
+  cr_assert_eq(h.big_done.ctx_set_current, h.big_start.ctx_set_current + 1, "the limit was raised in the context");
   cr_assert_eq(pthread_create(&t, NULL, host_only_calls_run, &h), 0);
   pthread_join(t, NULL);
   for (int i = 0; i < 11; ++i) cr_assert_eq(h.st[i], KD_OK, "call %d on the bare thread: %d", i, h.st[i]);

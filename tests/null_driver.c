@@ -674,6 +674,7 @@ static CUresult nd_cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction
 }
 static CUresult nd_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
   COUNT(calls);
+  NEED_CTX();
   (void)a, (void)v;
   return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }

@@ -15,7 +15,6 @@
 typedef struct kdag_null_calls {
   uint64_t calls;               /* every entry point */
   uint64_t ctx_set_current;
-  uint64_t ctx_get_current;
   uint64_t stream_syncs;        /* cuStreamSynchronize */
   uint64_t event_syncs;         /* cuEventSynchronize */
   uint64_t event_queries;
@@ -34,6 +33,7 @@ typedef struct kdag_null_calls {
   /* A module unloaded, or an executable graph destroyed, before the
    * launches that use it were complete (see null_driver.c). */
   uint64_t lifetime_violations;
+  uint64_t ctx_get_current;     /* last: a field added later goes after the rest */
 } kdag_null_calls;
 
 /* on != 0: events recorded from now on stay pending until a synchronize

@@ -8,9 +8,12 @@
  * Threads: every function taking a kd_session may be called from any thread;
  * calls on one session are serialised by an internal lock. Each call that
  * reaches the driver makes the session's context current on the calling
- * thread first, and leaves it current; calls that only declare or ask
+ * thread first, and leaves it current. Calls that only declare or ask
  * (nodes, edges, kd_graph_set_arg, kd_graph_rebind, kd_tensor_info, ...)
- * neither read nor change the thread's context. A raw scope
+ * do not query the thread's context, as they need no driver call; the
+ * exceptions, a session's first built-in node (it loads kdag's kernels)
+ * and a kernel node raising its kernel's shared-memory limit, make the
+ * context current like the rest. A raw scope
  * (kd_with_raw) holds the lock for the whole callback: other threads calling
  * into the same session wait until the callback returns, while the
  * callback's own thread may call session functions (release, download).
