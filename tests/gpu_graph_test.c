@@ -3,6 +3,7 @@
 #include <ck_pr.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "kernels/embedded.h"
@@ -288,6 +289,54 @@ Test(gpu_graph, user_kernel_node_resubmits_with_rebinding) {
   KDT_OK(kd_tensor_download(s, tz2, direct, sizeof direct)); /* the tensor of the second round */
   cr_assert_eq(memcmp(direct, out, sizeof out), 0);
   kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
+
+/* What a thread with no CUDA context current declares. */
+typedef struct bare_declare {
+  kd_graph *g;
+  kd_function add;
+  kd_tensor z, x, y;
+  kd_status st;
+} bare_declare;
+
+static void *declare_with_64k_shared(void *p) {
+  bare_declare *d = p;
+  kd_launch_config cfg;
+  d->st = kd_launch_config_flat(1024, 256, 64 * 1024, &cfg);
+  kd_garg args[] = {kd_g_out(kd_whole(d->z)), kd_g_in(kd_whole(d->x)), kd_g_in(kd_whole(d->y)),
+                    kd_g_value(kd_arg_i32(1024))};
+  if (!d->st) d->st = kd_graph_kernel(d->g, "z=x+y, 64 KiB shared", d->add, &cfg, args, 4, NULL);
+  return NULL;
+}
+
+/* Declaring takes no context, but a kernel node asking for more dynamic
+ * shared memory than its kernel allows yet (48 KiB) raises the limit,
+ * a driver call: made in the session's context on a thread where none is
+ * current, it lets the launch run with 64 KiB. */
+Test(gpu_graph, a_kernel_node_declared_on_a_thread_without_a_context_gets_its_shared_memory) {
+  kd_session *s = kdt_gpu_session();
+  loaded l;
+  KDT_OK(kd_with_raw(s, "test.load", load, &l));
+  float x[1024], y[1024], out[1024];
+  kdt_fill_random(x, 1024, 3);
+  kdt_fill_random(y, 1024, 4);
+  kd_tensor_desc desc = {.dtype = KD_F32, .rank = 1, .shape = {1024}};
+  bare_declare d = {.add = l.add};
+  KDT_OK(kd_tensor_from_host(s, &desc, x, sizeof x, &d.x));
+  KDT_OK(kd_tensor_from_host(s, &desc, y, sizeof y, &d.y));
+  KDT_OK(kd_tensor_create(s, &desc, &d.z));
+  KDT_OK(kd_graph_create(s, &d.g));
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, declare_with_64k_shared, &d), 0);
+  pthread_join(t, NULL);
+  KDT_OK(d.st);
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(d.g, "z", d.z, out, sizeof out, &sink));
+  KDT_OK(kd_graph_submit(d.g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  for (int i = 0; i < 1024; ++i) cr_assert_eq(out[i], x[i] + y[i], "out[%d]", i);
+  kd_graph_destroy(d.g);
   kd_session_destroy(s);
 }
 
