@@ -87,7 +87,13 @@ typedef struct hand_graph {
   hand_variant v;
   CUevent events[HAND_RING];
   uint32_t next_event;
-  uint32_t retired; /* reap only: launches whose event is known to have fired */
+  /* reap only, as kdag's completion ring and event pool: each pending
+   * launch's event by launch number, the launches known to have fired,
+   * and the free events, the last retired on top. */
+  CUevent pending[HAND_RING];
+  uint32_t retired;
+  CUevent free_events[HAND_RING];
+  uint32_t free_count;
   kb_kdag k;          /* on_session only */
   kb_gpu on_own;      /* own_stream only: the suite's GPU with the case's stream */
   CUmemoryPool pool;  /* own_pool only */
@@ -163,6 +169,7 @@ static kb_status graph_setup(kb_run *run, void **state) {
   for (uint32_t i = 0; v->events && i < hand_ring(v); ++i)
     if ((st = kb_gpu_check(run, cu->cuEventCreate(&hg->events[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate")))
       goto fail;
+  for (uint32_t i = v->reap ? HAND_RING : 0; i > 0; --i) hg->free_events[hg->free_count++] = hg->events[i - 1];
   if ((st = kb_gpu_instantiate(s->g, run, hg->graph, v->upload, &hg->exec))) goto fail;
   return KB_OK;
 fail:
@@ -182,14 +189,18 @@ typedef struct hand_launches {
  * kd_completion_reap): the oldest pending launch, and if that has fired
  * the newest, then between the two by halves. At most HAND_RING launches
  * are pending, so each pending launch's event is still its own. */
+static void retire_through(hand_graph *hg, uint32_t done) {
+  while (hg->retired != done + 1) hg->free_events[hg->free_count++] = hg->pending[hg->retired++ % HAND_RING];
+}
+
 static void reap(const kd_cu_table *cu, hand_graph *hg) {
   uint32_t done = hg->retired, pending = hg->next_event;
-  if (done == pending || cu->cuEventQuery(hg->events[done % HAND_RING]) != CUDA_SUCCESS) return;
+  if (done == pending || cu->cuEventQuery(hg->pending[done % HAND_RING]) != CUDA_SUCCESS) return;
   for (uint32_t probe = pending - 1; probe > done; probe = done + (pending - done) / 2) {
-    if (cu->cuEventQuery(hg->events[probe % HAND_RING]) == CUDA_SUCCESS) done = probe;
+    if (cu->cuEventQuery(hg->pending[probe % HAND_RING]) == CUDA_SUCCESS) done = probe;
     else pending = probe;
   }
-  hg->retired = done + 1;
+  retire_through(hg, done);
 }
 
 /* The batch's launches on stream, each followed by a completion event. */
@@ -203,13 +214,17 @@ static kb_status launch_all(kb_run *run, hand_graph *hg, CUstream stream, uint64
       if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuCtxGetCurrent");
     }
     if (hg->v.reap && hg->next_event - hg->retired == HAND_RING) { /* as kdag's full ring: wait */
-      CUresult r = cu->cuEventSynchronize(hg->events[hg->retired % HAND_RING]);
+      CUresult r = cu->cuEventSynchronize(hg->pending[hg->retired % HAND_RING]);
       if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuEventSynchronize");
-      hg->retired++;
+      retire_through(hg, hg->retired);
     }
     CUresult r = cu->cuGraphLaunch(hg->exec, stream);
     if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuGraphLaunch");
-    CUevent done = hg->v.events ? hg->events[hg->next_event++ % hand_ring(&hg->v)] : s->done;
+    CUevent done = s->done;
+    if (hg->v.reap) /* the pool's top, as kd_event_acquire */
+      done = hg->pending[hg->next_event++ % HAND_RING] = hg->free_events[--hg->free_count];
+    else if (hg->v.events)
+      done = hg->events[hg->next_event++ % HAND_EVENTS];
     r = cu->cuEventRecord(done, stream);
     if (r != CUDA_SUCCESS) return kb_gpu_check(run, r, "cuEventRecord(done)");
     /* kdag's seq 0, 64, ..., or every one once the ring is half full */
@@ -375,7 +390,8 @@ int kb_register_launch_suite(kb_harness *h) {
       {"hand_graph_ctx", "hand_graph asking cuCtxGetCurrent before each launch, as kdag's entry points do (diagnostic)",
        &ctx_query},
       {"hand_graph_kdag_calls", "hand_graph making every driver call a kdag_graph relaunch makes: cuCtxGetCurrent, "
-       "one of 64 events, and every 64th launch the reap's event queries (diagnostic)", &kdag_calls},
+       "an event from a pool as kdag's (the last retired first), and every 64th launch the reap's event queries "
+       "(diagnostic)", &kdag_calls},
       /* Copies: how far two instances of one case (another executable
        * graph; another stream, made later) differ, the floor under any
        * difference above. */
