@@ -169,8 +169,10 @@ kd_status kd_session_enter_release(kd_session *s, const char *op);
  * (declaring nodes and edges, rebinding, queries): it does not ask the
  * driver for the thread's current context, which costs a driver call
  * (4-15 ns on the GPU lane's H100 host, measured in a loop of rebinds;
- * twice per node declared with its edge). What such a call may still release reaches the driver only
- * through kd_session_device. */
+ * twice per node declared with its edge). A driver call such a call may
+ * still reach (a session's first built-in node loads kdag's kernels, a
+ * kernel node may raise a shared-memory limit, a release may free) comes
+ * after kd_session_device. */
 kd_status kd_session_enter_host(kd_session *s, const char *op);
 /* Makes the context current on the calling thread if the call holding the
  * lock has not yet (entered by kd_session_enter_host): before any driver
