@@ -257,7 +257,7 @@ const char *kd_session_backend_reason(kd_session *s) { return s ? s->reason : ""
 kd_status kd_session_device_info(kd_session *s, kd_device_info *out) {
   static const char *op = "kd_session_device_info";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
-  kd_status st = kd_session_enter(s, op);
+  kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   if (!s->has_device) st = kd_fail(KD_ERR_WRONG_BACKEND, "%s: backend session is not CUDA (%s)", op, s->reason);
   else *out = s->dev.info;

@@ -1726,8 +1726,10 @@ static void *host_only_calls_run(void *p) {
   st[7] = kd_tensor_info(h->s, h->spare, &info);
   if (!st[7]) st[7] = kd_view_whole(h->s, h->spare, &v);
   if (!st[7]) st[7] = kd_view_check(h->s, &v);
+  kd_device_info dev;
   st[8] = kd_function_params(h->s, h->k.fn, &params, NULL, 0);
   if (!st[8]) st[8] = kd_graph_set_exec_mode(h->g, KD_EXEC_GRAPH);
+  if (!st[8]) st[8] = kd_session_device_info(h->s, &dev);
   st[9] = kd_graph_upload(h->g, "up", h->k.rhs, h->in, sizeof h->in, NULL);
   if (!st[9]) st[9] = kd_graph_sink(h->g, "down", h->k.out, h->out, sizeof h->out, &h->sink);
   h->declared = calls();
