@@ -185,14 +185,16 @@ typedef struct hand_launches {
   kb_status st;
 } hand_launches;
 
-/* The event queries kdag's ring makes on its every 64th submission (see
- * kd_completion_reap): the oldest pending launch, and if that has fired
- * the newest, then between the two by halves. At most HAND_RING launches
- * are pending, so each pending launch's event is still its own. */
+/* Launches up to done have fired: their events go back to the pool,
+ * oldest first, as kdag's retire_oldest hands them back. */
 static void retire_through(hand_graph *hg, uint32_t done) {
   while (hg->retired != done + 1) hg->free_events[hg->free_count++] = hg->pending[hg->retired++ % HAND_RING];
 }
 
+/* The event queries kdag's ring makes on its every 64th submission (see
+ * kd_completion_reap): the oldest pending launch, and if that has fired
+ * the newest, then between the two by halves. At most HAND_RING launches
+ * are pending, so each pending launch's event is still its own. */
 static void reap(const kd_cu_table *cu, hand_graph *hg) {
   uint32_t done = hg->retired, pending = hg->next_event;
   if (done == pending || cu->cuEventQuery(hg->pending[done % HAND_RING]) != CUDA_SUCCESS) return;
