@@ -224,7 +224,7 @@ void CUDA_CB kd_host_trampoline(void *call) {
  * the node that caused it (slow: the host waits after every node). */
 static kd_status debug_wait(kd_session *s, const char *op) {
   CUevent ev;
-  kd_status st = kd_event_acquire(&s->dev, op, &ev);
+  kd_status st = kd_session_note(s, kd_event_acquire(&s->dev, op, &ev));
   if (st) return st;
   CUresult r = s->dev.cu->cuEventRecord(ev, s->dev.stream);
   if (r == CUDA_SUCCESS) {

@@ -63,8 +63,10 @@ kd_status kd_xfers_take(kd_graph *g, const char *op, kd_xfer **out) {
                        : kd_staging_get(&s->dev, op, node->bytes, &xf[i].block);
     if (st) {
       give_back(s, xf, i);
-      return kd_fail_context(st, "%s: node '%s' (#%u): staging for its %zu-byte %s", op, node->name, xf[i].node,
-                             node->bytes, node->kind == KD_NODE_SINK ? "download" : "upload");
+      /* Pinned memory and events are refused with the sticky code after a
+       * fault: noted, so the session refuses work from now on. */
+      return kd_session_note(s, kd_fail_context(st, "%s: node '%s' (#%u): staging for its %zu-byte %s", op, node->name, xf[i].node,
+                             node->bytes, node->kind == KD_NODE_SINK ? "download" : "upload"));
     }
     if (node->kind == KD_NODE_UPLOAD) memcpy(xf[i].block->host, node->host, node->bytes); /* read at submit */
   }

@@ -174,7 +174,7 @@ static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, 
   /* Everything that can fail but the copy and its record first: the
    * staging block, the completion's event, room to hold both objects. */
   kd_staging_block *b;
-  kd_status st = kd_staging_get(&s->dev, op, o->bytes, &b);
+  kd_status st = kd_session_note(s, kd_staging_get(&s->dev, op, o->bytes, &b));
   if (st) return st;
   CUevent done = NULL;
   kd_held_set held = {0};
@@ -267,7 +267,7 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
     memcpy(host, o->host, o->bytes);
   } else if (o->bytes) {
     kd_staging_block *b;
-    st = kd_staging_get(&s->dev, op, o->bytes, &b);
+    st = kd_session_note(s, kd_staging_get(&s->dev, op, o->bytes, &b));
     if (st) goto out;
     CUevent ev = NULL;
     st = kd_session_note(s, kd_event_acquire(&s->dev, op, &ev));

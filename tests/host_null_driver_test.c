@@ -969,6 +969,41 @@ Test(host_null_driver, a_sticky_fault_poisons_the_device_and_destroying_frees_ev
   assert_all_returned();
 }
 
+/* A fault first met by an upload's or a download's pinned staging block
+ * (the driver refuses cuMemHostAlloc with the sticky code) is the
+ * session's fault as much as one a wait finds: later calls, even
+ * host-only ones, refuse with it, and so does the device's other
+ * session. */
+static void staging_refusal_is_a_fault(int download) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0), *other = null_session(KD_EXEC_EAGER, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  static float host[LEN];
+  kd_tensor t;
+  KDT_OK(kd_tensor_create(s, &d, &t));
+  if (download) { /* written on the device, so that no staging block is left over */
+    kd_graph *g;
+    float one = 1.0f;
+    KDT_OK(kd_graph_create(s, &g));
+    KDT_OK(kd_graph_fill(g, "t=1", kd_whole(t), &one, NULL));
+    KDT_OK(kd_graph_submit(g, NULL));
+    kd_graph_destroy(g);
+  }
+  nd.fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+  kd_status st = download ? kd_tensor_download(s, t, host, sizeof host) : kd_tensor_upload(s, t, host, sizeof host);
+  cr_assert_eq(st, KD_ERR_DEVICE_FAULT, "%s", kd_last_error());
+  cr_assert(strstr(kd_last_error(), "cuMemHostAlloc"), "%s", kd_last_error());
+  kd_graph *g = NULL;
+  KDT_FAILS(kd_graph_create(s, &g), KD_ERR_DEVICE_FAULT, "unusable after a device fault");
+  KDT_FAILS(kd_graph_create(other, &g), KD_ERR_DEVICE_FAULT, "unusable after a device fault");
+  KDT_OK(kd_tensor_release(s, t));
+  kd_session_destroy(s);
+  kd_session_destroy(other);
+  assert_all_returned();
+}
+
+Test(host_null_driver, an_uploads_staging_refused_with_a_fault_faults_the_session) { staging_refusal_is_a_fault(0); }
+Test(host_null_driver, a_downloads_staging_refused_with_a_fault_faults_the_session) { staging_refusal_is_a_fault(1); }
+
 /* ---- foreign nodes ------------------------------------------------------- */
 
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
