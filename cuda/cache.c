@@ -568,7 +568,11 @@ kd_status kd_build_cubin(kd_module_cache *c, const kd_build_recipe *r, kd_binary
   if (c) {
     if (*c->dir && disk_write(c, key, &rep.key, cubin) != 0) rep.disk_write_failed = 1;
     kd_binary *mine = NULL;
-    if (copy_binary(op, cubin, &mine) == KD_OK) {
+    kd_fail_keep keep; /* no memory for the cache's copy only costs a rebuild later: the build succeeded */
+    kd_fail_keep_begin(&keep);
+    kd_status copied = copy_binary(op, cubin, &mine);
+    kd_fail_keep_end(&keep);
+    if (copied == KD_OK) {
       pthread_mutex_lock(&c->lock);
       c->stats.builds++;
       if (rep.disk_write_failed) c->stats.disk_write_failures++;

@@ -367,7 +367,10 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
     /* libmathdx compiles with kdag's NVRTC: its file identity, found
      * without loading it, so a warm start does not dlopen NVRTC. */
     const char *nvrtc = "";
+    kd_fail_keep keep; /* no NVRTC found: the key says so, and a build (not a cached copy) reports it */
+    kd_fail_keep_begin(&keep);
     if (kd_nvrtc_identity(&nvrtc) != KD_OK) nvrtc = "";
+    kd_fail_keep_end(&keep);
     XXH3_128bits_update(h, nvrtc, strlen(nvrtc));
     kh = XXH3_128bits_digest(h);
     XXH3_freeState(h);
@@ -379,7 +382,10 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
     size_t n = 0;
     int got = kd_cache_blob_get(cache, key.digest, &blob, &n);
     if (got == -2) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to read the cached function", op);
+    kd_fail_keep keep; /* a blob that does not parse is rebuilt: its message is no failure of this call */
+    kd_fail_keep_begin(&keep);
     int ok = got == 1 && solver_from_blob(blob, n, arch, out);
+    kd_fail_keep_end(&keep);
     free(blob);
     if (ok) {
       out->from_cache = 1;

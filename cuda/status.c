@@ -94,6 +94,22 @@ static void set_message(const char *prefix, const char *fmt, va_list ap) {
 
 unsigned long kd_fail_mark(void) { return tls_generation; }
 
+void kd_fail_keep_begin(kd_fail_keep *k) {
+  *k = (kd_fail_keep){tls_msg, tls_cap, tls_generation};
+  tls_msg = NULL; /* a message written meanwhile gets a buffer of its own */
+  tls_cap = 0;
+}
+
+void kd_fail_keep_end(kd_fail_keep *k) {
+  if (tls_msg) { /* written meanwhile: its buffer goes, and the thread-exit free is the kept one's again */
+    free(tls_msg);
+    if (msg_key_ok) pthread_setspecific(msg_key, k->msg);
+  }
+  tls_msg = k->msg;
+  tls_cap = k->cap;
+  tls_generation = k->generation;
+}
+
 kd_status kd_fail_unexplained(kd_status st, unsigned long mark, const char *who) {
   if (st && tls_generation == mark)
     kd_fail(st, "%s returned %s without a message (it made no failing kdag call)", who, kd_status_name(st));

@@ -26,6 +26,20 @@ kd_status kd_fail_context(kd_status code, const char *fmt, ...)
 unsigned long kd_fail_mark(void);
 kd_status kd_fail_unexplained(kd_status st, unsigned long mark, const char *who);
 
+/* Around work whose failure the calling kdag call survives (a reap that
+ * finds a fault for the next call to report, a cache entry rejected and
+ * rebuilt): kd_fail_keep_begin(&k) sets the thread's message aside, and
+ * kd_fail_keep_end(&k) puts it back, dropping whatever was written in
+ * between, so a call that succeeds leaves the message as status.h
+ * promises. Allocates nothing unless a message is written in between. */
+typedef struct kd_fail_keep {
+  char *msg;
+  size_t cap;
+  unsigned long generation;
+} kd_fail_keep;
+void kd_fail_keep_begin(kd_fail_keep *k);
+void kd_fail_keep_end(kd_fail_keep *k);
+
 /* The kdag code a driver result stands for (CUDA_SUCCESS -> KD_OK). */
 kd_status kd_status_from_cu(CUresult result);
 

@@ -298,11 +298,16 @@ static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUeven
   s->counters.inflight++;
   /* The work and its objects now belong to the ring, so the submit has
    * succeeded; a fault the reap finds is recorded on the session and
-   * returned by the next call. Submitting polls every KD_REAP_EVERY-th
-   * completion (or when the ring is half full), not every time: one event
-   * query costs about as much as the rest of a CUDA-graph submission. */
-  if ((c->seq % KD_REAP_EVERY) == 0 || s->counters.inflight * 2 >= s->opts.completion_ring_capacity)
+   * returned by the next call (this one leaves the thread's message
+   * alone). Submitting polls every KD_REAP_EVERY-th completion (or when
+   * the ring is half full), not every time: one event query costs about
+   * as much as the rest of a CUDA-graph submission. */
+  if ((c->seq % KD_REAP_EVERY) == 0 || s->counters.inflight * 2 >= s->opts.completion_ring_capacity) {
+    kd_fail_keep keep;
+    kd_fail_keep_begin(&keep);
     (void)kd_completion_reap(s, op);
+    kd_fail_keep_end(&keep);
+  }
   return KD_OK;
 }
 

@@ -130,3 +130,27 @@ Test(host_status, context_keeps_the_call_first_and_names_it_once) {
     cr_assert_str_eq(kd_last_error(), cases[i].want, "case %zu", i);
   }
 }
+
+/* What a call that succeeds after surviving an inner failure leaves:
+ * the message it found, whatever was written in between, on this thread
+ * and with no allocation when nothing was. */
+Test(host_status, a_kept_message_survives_what_is_written_meanwhile) {
+  kd_fail(KD_ERR_DRIVER, "kd_graph_submit: the caller's failure");
+  unsigned long mark = kd_fail_mark();
+  const char *before = kd_last_error();
+  kd_fail_keep keep;
+  kd_fail_keep_begin(&keep);
+  kd_fail_keep_end(&keep);
+  cr_assert_eq(kd_last_error(), before, "nothing written: the same buffer");
+  kd_fail_keep_begin(&keep);
+  char big[5000];
+  memset(big, 'z', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  kd_fail(KD_ERR_DEVICE_FAULT, "kd_graph_submit: a fault found by a reap %s", big);
+  cr_assert(strstr(kd_last_error(), "a fault found by a reap"), "written meanwhile");
+  kd_fail_keep_end(&keep);
+  cr_assert_str_eq(kd_last_error(), "kd_graph_submit: the caller's failure");
+  cr_assert_eq(kd_fail_mark(), mark, "the message counts as unchanged");
+  cr_assert_eq(kd_fail_unexplained(KD_ERR_DRIVER, mark, "cb"), KD_ERR_DRIVER);
+  cr_assert(strstr(kd_last_error(), "cb returned KD_ERR_DRIVER without a message"), "%s", kd_last_error());
+}
