@@ -491,6 +491,14 @@ Test(host_graph, a_write_through_a_view_that_revisits_elements_is_aliasing) {
   kd_view big_apart = {.tensor = big, .rank = 2, .offset = 0, .shape = {2, 5000}, .strides = {1, 3}};
   KDT_FAILS(kd_graph_fill(g, "fill big", big_zero, (int32_t[]){1}, NULL), KD_ERR_ALIASING, "more than once");
   KDT_OK(kd_graph_fill(g, "fill big apart", big_apart, (int32_t[]){1}, NULL));
+  /* Strides that prove nothing (2 is less than the 5 elements stride 2
+   * spans over 3): the runs decide. 2a + 3b never repeats, while
+   * a + 2b does. */
+  kd_tensor wide = ivec(s, 12002, NULL);
+  kd_view interleaved = {.tensor = wide, .rank = 2, .offset = 0, .shape = {3, 4000}, .strides = {2, 3}};
+  kd_view revisits = {.tensor = wide, .rank = 2, .offset = 0, .shape = {3, 4000}, .strides = {1, 2}};
+  KDT_OK(kd_graph_fill(g, "fill interleaved", interleaved, (int32_t[]){2}, NULL));
+  KDT_FAILS(kd_graph_fill(g, "fill revisits", revisits, (int32_t[]){2}, NULL), KD_ERR_ALIASING, "more than once");
   /* A broadcast read: u[i] = t[1] for i < 4. */
   kd_view u4 = {.tensor = u, .rank = 1, .offset = 0, .shape = {4}, .strides = {1}};
   kd_view t2 = {.tensor = t, .rank = 1, .offset = 1, .shape = {4}, .strides = {0}};

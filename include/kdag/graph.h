@@ -66,7 +66,11 @@ extern "C" {
 /* Within one node, two accesses of one tensor, one of them writing, are
  * compared exactly on views of up to this many runs each, whatever
  * KD_GRAPH_EXACT_RUNS: an overlap is KD_ERR_ALIASING, and so are two views
- * with more runs whose intervals meet (they cannot be told apart). */
+ * with more runs whose intervals meet (they cannot be told apart). A
+ * written view must name each element once: its strides prove it (sorted,
+ * each at least the extent of the dimensions below it), or its runs do
+ * when there are at most this many; a view with more runs whose strides
+ * prove nothing is KD_ERR_ALIASING too, with a message that says so. */
 #define KD_NODE_ALIAS_RUNS (1 << 20)
 /* Tensor accesses one node may declare (kernel arguments that are tensors,
  * a host or foreign node's accesses); more is KD_ERR_INVALID_ARGUMENT. */
