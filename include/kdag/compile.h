@@ -155,7 +155,8 @@ KD_API kd_status kd_nvjitlink_link(const kd_link_input *inputs, size_t input_cou
  * on success (as for kd_nvjitlink_version). */
 KD_API kd_status kd_nvrtc_version(int *major, int *minor);
 /* nvJitLink's version. Errors: KD_ERR_INVALID_ARGUMENT (NULL major or
- * minor), KD_ERR_LIBRARY_MISSING. */
+ * minor), KD_ERR_LIBRARY_MISSING. *major and *minor are the caller's,
+ * written only on success. */
 KD_API kd_status kd_nvjitlink_version(int *major, int *minor);
 
 #ifdef __cplusplus

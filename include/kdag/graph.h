@@ -136,7 +136,8 @@ KD_API kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
  * error growing with the element count. add/axpy/scale/sum take f32 or f64
  * (add and sum also i32, i64). CUDA and HOST give the same bits for every
  * result that is not a NaN (README, "Tested against a sequential
- * interpretation"). */
+ * interpretation"). name is copied; the views are values; out/node (may be
+ * NULL) gets the node's index, written only on success. */
 KD_API kd_status kd_graph_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out);
 KD_API kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
 KD_API kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
@@ -148,7 +149,8 @@ KD_API kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_vie
 /* Uploads host memory into a whole compact tensor on every submission. The
  * caller's memory is read during kd_graph_submit (copied into staging), so
  * it may change between submissions. host must stay valid while the graph
- * can be submitted (it is fixed for the node's life). */
+ * can be submitted (it is fixed for the node's life). name is copied; out
+ * (may be NULL) gets the node's index, written only on success. */
 KD_API kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host,
                                  size_t bytes, kd_node *out);
 
@@ -156,8 +158,8 @@ KD_API kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, c
  * kd_sink_wait(sink) waits for the copy of the latest submission made
  * before the call (its event alone), then writes host; a submission another
  * thread makes meanwhile stays pending for a later wait. host must stay
- * valid while the graph lives. *out is owned by the graph: valid until
- * kd_graph_destroy, never freed by the caller. */
+ * valid while the graph lives. name is copied. *out is owned by the graph:
+ * valid until kd_graph_destroy, never freed by the caller. */
 KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes,
                                kd_sink **out);
 
@@ -275,15 +277,21 @@ KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
 
 /* Plans (once) and enqueues the whole graph. out (may be NULL) gets the
  * submission's ticket; on failure, one that kd_ticket_done refuses. With
- * completion_ring_capacity submissions in flight already, it first waits
- * for the oldest (counted in ring_full_waits).
+ * completion_ring_capacity submissions in flight already, it waits for the
+ * oldest once its own work is enqueued (counted in ring_full_waits; a
+ * fault that wait finds fails the call, and the work, being enqueued,
+ * is waited for before what it holds is let go).
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL graph), KD_ERR_OUT_OF_MEMORY
  * (events, pinned staging and workspaces are all taken before anything is
  * enqueued: running short of them enqueues nothing), KD_ERR_DEVICE_FAULT,
  * and a refused enqueue or a foreign callback's error naming the node.
  * EAGER may have enqueued the nodes before a refused one: they complete
  * with what they use held, and no sink takes the failed submission's
- * copy. Nothing already submitted is lost. */
+ * copy. The one refusal that comes after the whole submission is enqueued
+ * is of its completion's event record (KD_ERR_DRIVER): kdag then waits
+ * for the stream (stream_syncs), so the submission has run: its writes
+ * are done and its sinks hold its copies, but no ticket is issued.
+ * Nothing already submitted is lost. */
 KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
 
 /* Non-blocking: *done (the caller's, written during the call only) is 1

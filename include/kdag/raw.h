@@ -107,8 +107,8 @@ KD_API kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
                                     kd_module *out);
 
 /* Looks up an extern "C" kernel. Unknown names are KD_ERR_NOT_FOUND.
- * name is borrowed for the call. The function lives as long as its
- * module. */
+ * name is borrowed for the call. *out, a value, is written only on
+ * success; the function lives as long as its module. */
 KD_API kd_status kd_module_function(kd_session *session, kd_module module,
                                     const char *name, kd_function *out);
 

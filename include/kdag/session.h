@@ -81,8 +81,8 @@ typedef struct kd_session_options {
   uint64_t pool_release_threshold; /* bytes the memory pool keeps cached at
                                       stream syncs; default UINT64_MAX (keep all) */
   uint32_t completion_ring_capacity; /* in-flight completions before a submit
-                                        waits on the oldest; power of two,
-                                        default 1024 */
+                                        waits on the oldest; a power of two
+                                        in [1, 2^20], default 1024 */
   uint32_t flags;                  /* KD_SESSION_* */
   kd_exec_mode exec_mode;          /* default for the session's graphs; default AUTO */
   uint32_t graph_after;            /* AUTO: eager submissions of a plan before it
@@ -96,11 +96,13 @@ KD_API void kd_session_options_init(kd_session_options *options);
 /* options may be NULL (defaults). *out_session is owned by the caller.
  * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_DRIVER_MISSING (no libcuda.so.1,
  * the toolkit's stub, or a driver whose cuInit fails: a kernel module of
- * another version, a too old driver), KD_ERR_NO_DEVICE (no such device, or one without
- * stream-ordered memory pools), KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER,
- * KD_ERR_RESOURCE_EXHAUSTED (65535 sessions are open in the process: each
- * holds a serial no other live session has, which tells their handles
- * apart).
+ * another version, a too old driver), KD_ERR_NO_DEVICE (the driver reports
+ * no device, or the device lacks stream-ordered memory pools; an ordinal
+ * it does not have is KD_ERR_INVALID_ARGUMENT), KD_ERR_OUT_OF_MEMORY,
+ * KD_ERR_DRIVER, KD_ERR_RESOURCE_EXHAUSTED (65535 sessions are open in the
+ * process: each holds a serial no other live session has, which tells
+ * their handles apart; or a HOST session's pool could not start its
+ * threads).
  * With KD_BACKEND_AUTO, KD_ERR_DRIVER_MISSING and KD_ERR_NO_DEVICE become
  * a HOST session whose kd_session_backend_reason() says why. KD_ERR_DEVICE_FAULT: a session of
  * this device faulted earlier in this process; the driver cannot give the
@@ -158,13 +160,14 @@ typedef struct kd_counters {
   uint64_t launches;            /* kernels enqueued */
   uint64_t submissions;         /* kd_graph_submit calls that enqueued work */
   uint64_t uploads, downloads;
-  uint64_t event_records;       /* completion events recorded */
+  uint64_t event_records;       /* events recorded: completions', sinks' and downloads' */
   uint64_t event_queries;       /* non-blocking polls of completion events */
   uint64_t event_waits;         /* host waits on one event: sink waits, downloads, a full ring,
                                    releases with no memory to defer, the per-node debug option,
                                    session destroy's drain */
   uint64_t stream_syncs;        /* waits on the whole session stream: kd_raw_synchronize, and
-                                   the fallback when a completion event cannot be recorded */
+                                   the fallback when a completion's or a download's event cannot
+                                   be recorded or waited for, after their work was enqueued */
   uint64_t device_syncs;        /* device- or context-wide waits: kdag never makes one */
   uint64_t ring_full_waits;     /* submits that had to wait for the oldest completion */
   uint64_t completions_retired;

@@ -15,12 +15,16 @@
  * in KD_EXEC_AUTO running a graph eagerly that it could not launch as a
  * CUDA graph.
  *
- * Besides the errors listed at each declaration, two hold for every call:
- * one made from inside a callback that must not call kdag (a foreign
- * node's, a host function node's, a resource release) returns KD_ERR_BUSY,
- * and one on a session whose device has faulted returns
- * KD_ERR_DEVICE_FAULT (but for the release and destroy calls, which keep
- * working so a faulted session can be taken apart).
+ * Besides the errors listed at each declaration, two hold for every call
+ * into a session (any call given a session, graph, sink, tensor or raw
+ * scope, and kd_session_create): one made from inside a callback that must
+ * not call kdag (a foreign node's, a host function node's, a resource
+ * release) returns KD_ERR_BUSY (a destroy made there destroys nothing;
+ * compiling and the module cache take no session and stay allowed; the
+ * calls that cannot fail, such as kd_session_backend, just answer), and
+ * one on a session whose device has faulted returns KD_ERR_DEVICE_FAULT
+ * (but for the release and destroy calls, which keep working so a faulted
+ * session can be taken apart).
  */
 #ifndef KDAG_STATUS_H
 #define KDAG_STATUS_H

@@ -75,7 +75,10 @@ typedef struct kd_tensor_desc {
  * anything is checked (but for a NULL out), so a failure leaves the zero
  * handle. desc is read during the call only.
  * Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
- * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
+ * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_RESOURCE_EXHAUSTED (the session
+ * holds the most live handles it can), KD_ERR_DRIVER (the driver refused
+ * the memory pool, the allocation or the poison fill for another reason),
+ * KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
                                   kd_tensor *out);
 
@@ -86,9 +89,13 @@ KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *des
  * transfer itself is asynchronous and ordered after the work submitted
  * before it (on the session stream; on HOST, behind those submissions).
  * It does not wait for that work (only, as a submission does, for the
- * oldest one when the completion ring is full).
+ * oldest one when the completion ring is full, once the copy is enqueued).
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL, size mismatch), KD_ERR_RELEASED,
- * KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DEVICE_FAULT. */
+ * KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER (the driver
+ * refused the copy or its completion's event record; after a refused
+ * record the copy has been made, kdag having waited for the stream, but
+ * a tensor never written before is not marked initialised),
+ * KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
                                   const void *host, size_t bytes);
 
