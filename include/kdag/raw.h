@@ -175,7 +175,8 @@ KD_API kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *
 /* A fresh uninitialised device tensor (poisoned when the session asks;
  * one with no element counts as initialised, as for kd_tensor_create).
  * shape (rank entries) is read during the call only. *out is owned by the
- * caller, like kd_tensor_create's. */
+ * caller, like kd_tensor_create's. Errors: KD_ERR_SCOPE_ENDED, and those of
+ * kd_tensor_create. */
 KD_API kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank,
                                      const int64_t *shape, kd_tensor *out);
 
