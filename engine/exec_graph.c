@@ -431,7 +431,7 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_gexec 
   if (x) {
     x->session = s;
     /* Modules are held once per executable graph, however many nodes use one. */
-    x->stamp = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
+    x->stamp = kd_stamp_next(&s->stamps);
     x->node_count = n;
     x->nodes = calloc((size_t)n + 1, sizeof *x->nodes);
     x->workspaces = calloc((size_t)n + 1, sizeof *x->workspaces);

@@ -39,7 +39,7 @@ kd_status kd_plan_build(kd_graph *g, const char *op) {
    * Modules are counted once each by a stamp of their own, as a
    * submission holds them: a chain of many launches of one kernel holds
    * one. */
-  uint64_t stamp = ((uint64_t)g->session->handles.serial << 40) | ++g->session->next_scope;
+  uint64_t stamp = kd_stamp_next(&g->session->stamps);
   for (uint32_t i = 0; i < n; ++i) {
     kd_gnode *node = &g->nodes[i];
     if (kd_node_is_xfer(node)) p.xfers[p.xfer_count++].node = i;

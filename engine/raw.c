@@ -73,7 +73,7 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
   }
   kd_raw *raw = &s->raw;
   raw->session = s;
-  raw->scope = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
+  raw->scope = kd_stamp_next(&s->stamps);
   ck_pr_store_ptr(&raw->owner, &raw_thread_mark);
   snprintf(raw->op, sizeof raw->op, "%s", op);
   raw->launches = 0;
@@ -359,7 +359,7 @@ static kd_status check_span(kd_raw *raw, const char *op, size_t i, const kd_arg 
   if (scope != raw->scope)
     return kd_fail(KD_ERR_SCOPE_ENDED, "%s: args[%zu] (%s) is a span from %s; spans are valid "
                    "only in the scope that borrowed them", op, i, arg_kind_name(a->kind),
-                   scope ? "an ended raw scope" : "no borrow (zeroed or forged)");
+                   scope ? "an ended raw scope, or another session's" : "no borrow (zeroed or forged)");
   if (mut && !span_mut)
     return kd_fail(KD_ERR_BORROW_CONFLICT, "%s: args[%zu] is tensor_mut but its span is a "
                    "read-only borrow (use kd_raw_tensor_mut)", op, i);

@@ -10,6 +10,7 @@
 #include "cuda/device.h"
 #include "cuda/module.h"
 #include "engine/host_pool.h"
+#include "engine/stamp.h"
 #include "graph/borrow.h"
 #include "graph/extent.h"
 #include "graph/handle.h"
@@ -123,7 +124,7 @@ struct kd_session {
   uint64_t next_seq;
   uint64_t retired_seq;     /* every completion with seq < this has retired */
   kd_raw raw;
-  uint64_t next_scope;
+  kd_stamps stamps;         /* kd_stamp_next: one per holding pass */
   /* Sink copies orphaned by a destroyed graph: each goes back to the
    * staging pool when the completion it belongs to (seq) retires. */
   struct kd_orphan { uint64_t seq; kd_staging_block *block; CUevent event; } *orphans; /* kd_orphans_release */

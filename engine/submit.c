@@ -24,7 +24,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
     return st;
   }
   kd_held_set held = {0};
-  uint64_t stamp = ((uint64_t)s->handles.serial << 40) | ++s->next_scope;
+  uint64_t stamp = kd_stamp_next(&s->stamps);
   uint64_t seq = s->next_seq;
   CUevent done = NULL; /* the completion's: taken before anything is enqueued, so that a failure to create
                          one refuses the submission whole */

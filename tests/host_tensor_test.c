@@ -2,6 +2,7 @@
 #include <pthread.h>
 
 #include "engine/serial.h"
+#include "engine/stamp.h"
 #include "graph/handle.h"
 #include "kdag_test.h"
 
@@ -166,6 +167,25 @@ Test(host_tensor, live_sessions_never_share_a_serial) {
   taken[n++] = v;
   for (uint32_t i = 0; i < n; ++i) kd_serial_give(taken[i]);
   kd_session_destroy(b);
+}
+
+/* Stamps never repeat in the process and are never 0, across sessions
+ * and past the end of a block (a session's 2^20th holding pass). The old
+ * stamps, serial << 40 | a count, ran into the serial's bits after 2^40
+ * passes of one session. */
+Test(host_tensor, stamps_are_unique_across_sessions_and_blocks) {
+  kd_stamps a = {0}, b = {0};
+  uint64_t first_a = kd_stamp_next(&a), first_b = kd_stamp_next(&b);
+  cr_assert(first_a && first_b && first_a != first_b);
+  cr_assert(first_a / KD_STAMP_BLOCK != first_b / KD_STAMP_BLOCK, "each session draws from a block of its own");
+  uint64_t last = first_a;
+  for (uint64_t i = 1; i < KD_STAMP_BLOCK + 3; ++i) {
+    uint64_t v = kd_stamp_next(&a);
+    cr_assert(v > last && v >> 63 == 0, "pass %llu: %llu after %llu", (unsigned long long)i,
+              (unsigned long long)v, (unsigned long long)last);
+    cr_assert(v / KD_STAMP_BLOCK != first_b / KD_STAMP_BLOCK, "never in the other session's block");
+    last = v;
+  }
 }
 
 /* A slot that has used every generation is retired: a handle kept from its
