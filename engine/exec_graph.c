@@ -86,6 +86,7 @@ struct kd_gexec {
   uint32_t round;
   uint32_t kernels;        /* kernel nodes, for counters.launches */
   int updated;             /* patched in place since its last launch (counters.graph_updates) */
+  int refused;             /* the driver refused an in-place change (update_refused): rebuild */
   uint64_t stamp;          /* kd_held_module_once's, while building */
   kd_held_set keep;        /* modules (once each), foreign resources and workspaces */
   kd_arena params;         /* the kernel nodes' records: one allocation for many nodes */
@@ -140,6 +141,15 @@ int kd_exec_graph_wanted(kd_graph *g) {
 static kd_status node_fail(kd_graph *g, uint32_t n, CUresult r, const char *op, const char *call) {
   kd_status st = kd_session_note(g->session, kd_fail_cu(r, op, call));
   return kd_fail_context(st, "%s: node '%s' (#%u)", op, g->nodes[n].name, n);
+}
+
+/* The driver refused to change node n of x in place: node_fail, and x
+ * marked so that rebuild_if_refused instantiates afresh. Only these
+ * refusals are answered that way: a foreign callback's own error, or a
+ * capture it broke, would come back from a fresh build too. */
+static kd_status update_refused(kd_graph *g, kd_gexec *x, uint32_t n, CUresult r, const char *op, const char *call) {
+  x->refused = 1;
+  return node_fail(g, n, r, op, call);
 }
 
 /* Parameters are a few bytes each (pointers, scalars, 144-byte views):
@@ -529,7 +539,7 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, int scalars, c
     if (st) return st;
     CUresult r = cu->cuGraphExecChildGraphNodeSetParams(x->exec, xn->cu, child);
     cu->cuGraphDestroy(child);
-    if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecChildGraphNodeSetParams");
+    if (r != CUDA_SUCCESS) return update_refused(g, x, n, r, op, "cuGraphExecChildGraphNodeSetParams");
     spans_seen(xn, spans, node->access_count);
     x->updated = 1;
     return KD_OK;
@@ -543,7 +553,7 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, int scalars, c
     r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &k->kp);
     if (r != CUDA_SUCCESS) { /* the bytes say what the executable graph has */
       for (uint32_t i = 0; i < k->ptr_count; ++i) memcpy(k->blob + k->ptrs[i].at, &was[i], sizeof was[i]);
-      return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
+      return update_refused(g, x, n, r, op, "cuGraphExecKernelNodeSetParams");
     }
   } else {
     kd_node_launch L;
@@ -553,7 +563,7 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, int scalars, c
     CUDA_KERNEL_NODE_PARAMS p;
     kernel_params(&L, &p);
     r = cu->cuGraphExecKernelNodeSetParams(x->exec, xn->cu, &p);
-    if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecKernelNodeSetParams");
+    if (r != CUDA_SUCCESS) return update_refused(g, x, n, r, op, "cuGraphExecKernelNodeSetParams");
     blob_write(k, &L);
   }
   x->updated = 1;
@@ -609,13 +619,13 @@ static kd_status repoint(kd_graph *g, kd_gexec *x, const kd_xfer *xf, const char
       CUDA_MEMCPY3D c;
       copy_params(node, dptr, xf[i].block->host, &c);
       r = cu->cuGraphExecMemcpyNodeSetParams(x->exec, xn->cu, &c, s->dev.ctx);
-      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecMemcpyNodeSetParams");
+      if (r != CUDA_SUCCESS) return update_refused(g, x, n, r, op, "cuGraphExecMemcpyNodeSetParams");
       xn->xfer_host = xf[i].block->host;
       xn->xfer_dptr = dptr;
     }
     if (xf[i].event && xn->xfer_event != xf[i].event) {
       r = cu->cuGraphExecEventRecordNodeSetEvent(x->exec, xn->event, xf[i].event);
-      if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphExecEventRecordNodeSetEvent");
+      if (r != CUDA_SUCCESS) return update_refused(g, x, n, r, op, "cuGraphExecEventRecordNodeSetEvent");
       xn->xfer_event = xf[i].event;
     }
   }
@@ -623,12 +633,15 @@ static kd_status repoint(kd_graph *g, kd_gexec *x, const kd_xfer *xf, const char
 }
 
 /* After an in-place change of the executable graph *x: when the driver
- * refused it (st, but for out of memory and a fault, which would fail
- * again), the plan lets go of *x (it goes once the launches in flight
- * have completed) and a fresh one is instantiated instead: KD_OK, *x
- * NULL. Otherwise st. */
+ * refused it (update_refused; but for out of memory and a fault, which
+ * would fail again), the plan lets go of *x (it goes once the launches in
+ * flight have completed) and a fresh one is instantiated instead: KD_OK,
+ * *x NULL. Otherwise st: a foreign callback's error keeps *x, and the
+ * next submission patches again. */
 static kd_status rebuild_if_refused(kd_graph *g, kd_gexec **x, kd_status st) {
-  if (!st || st == KD_ERR_DEVICE_FAULT || st == KD_ERR_OUT_OF_MEMORY) return st;
+  int refused = (*x)->refused;
+  (*x)->refused = 0;
+  if (!st || !refused || st == KD_ERR_DEVICE_FAULT || st == KD_ERR_OUT_OF_MEMORY) return st;
   kd_gexec_release(g->plan.gexec);
   g->plan.gexec = *x = NULL;
   return KD_OK;

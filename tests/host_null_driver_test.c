@@ -1109,12 +1109,14 @@ Test(host_null_driver, graph_foreign_node_keeps_workspace_and_resource_until_don
 }
 
 /* A re-capture that fails for want of memory (here the callback says so;
- * cuStreamEndCapture or the exec update may too) leaves the executable
- * graph as it was, and the node's recorded spans with it: the next
- * submission captures again with the moved span. Recording the new spans
- * before the capture was in left the old child graph, over a tensor the
- * caller may have released, launched for good. */
-Test(host_null_driver, a_failed_recapture_is_tried_again_by_the_next_submission) {
+ * cuStreamEndCapture or the exec update may too), or with the callback's
+ * own error, leaves the executable graph as it was, and the node's
+ * recorded spans with it: the next submission captures again with the
+ * moved span. Recording the new spans before the capture was in left the
+ * old child graph, over a tensor the caller may have released, launched
+ * for good; taking the callback's error for a driver's refusal threw the
+ * executable graph away and called the callback again to build another. */
+static void failed_recapture_tried_again(kd_status fail) {
   copier c;
   pipeline p;
   kd_tensor y, y2;
@@ -1123,10 +1125,10 @@ Test(host_null_driver, a_failed_recapture_is_tried_again_by_the_next_submission)
   cr_assert_eq(c.calls, 1);
   uint64_t first = c.out_ptr;
   KDT_OK(kd_graph_rebind(p.g, y, y2));
-  c.fail = KD_ERR_OUT_OF_MEMORY;
+  c.fail = fail;
   c.fail_calls = 1;
-  KDT_FAILS(kd_graph_submit(p.g, NULL), KD_ERR_OUT_OF_MEMORY, "copy y=a");
-  cr_assert_eq(c.calls, 2);
+  KDT_FAILS(kd_graph_submit(p.g, NULL), fail, "copy y=a");
+  cr_assert_eq(c.calls, 2, "the callback ran once, for the re-capture");
   KDT_OK(kd_tensor_release(s, y)); /* the caller lets go of the old output */
   KDT_OK(kd_graph_submit(p.g, NULL));
   cr_assert_eq(c.calls, 3, "the next submission captures the moved span again");
@@ -1142,6 +1144,13 @@ Test(host_null_driver, a_failed_recapture_is_tried_again_by_the_next_submission)
   kd_session_destroy(s);
   cr_assert_eq(c.released, 1);
   assert_all_returned();
+}
+
+Test(host_null_driver, a_recapture_out_of_memory_is_tried_again_by_the_next_submission) {
+  failed_recapture_tried_again(KD_ERR_OUT_OF_MEMORY);
+}
+Test(host_null_driver, a_recapture_the_callback_fails_is_tried_again_by_the_next_submission) {
+  failed_recapture_tried_again(KD_ERR_INVALID_ARGUMENT);
 }
 
 /* A capture the callback broke (the driver refuses cuStreamEndCapture: it
