@@ -103,8 +103,9 @@ void kd_gexec_release(kd_gexec *x) {
 void kd_gexec_destroy(kd_gexec *x) {
   if (!x) return;
   kd_session *s = x->session;
-  /* Graph destruction may run outside an entry point (kd_graph_destroy). */
-  kd_device_make_current(&s->dev, "kd_graph_destroy");
+  /* It may run where no entry point made the context current (a retire
+   * inside any call), and must not write the thread's message there. */
+  (void)kd_device_try_current(&s->dev);
   if (x->exec) s->dev.cu->cuGraphExecDestroy(x->exec);
   if (x->graph) s->dev.cu->cuGraphDestroy(x->graph);
   for (uint32_t i = 0; x->nodes && i < x->node_count; ++i) free(x->nodes[i].spans); /* NULL: build ran out of memory */

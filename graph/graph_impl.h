@@ -163,7 +163,8 @@ typedef struct kd_plan {
                               submission being enqueued, 0 for nodes without; the plan's, so that a
                               submission allocates no array (submissions run one at a time) */
   uint32_t holds;          /* held entries an EAGER submission adds beyond one per binding */
-  uint32_t submits;        /* submissions of this plan so far (AUTO mode) */
+  uint64_t submits;        /* submissions of this plan so far (AUTO mode): 64 bits, so that it never wraps
+                              back below graph_after */
   int graph_refused;       /* AUTO: the driver refused this plan as a CUDA graph */
   uint32_t graph_oom;      /* AUTO: CUDA-graph launches of this plan in a row that ran out of memory */
   struct kd_gexec *gexec;  /* GRAPH: the executable graph of this plan, or NULL */
