@@ -1,5 +1,6 @@
 /* Sessions: backend choice, the lock every entry point takes, counters,
  * teardown. */
+#include <ck_pr.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,9 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
   pthread_mutex_init(&s->lock, &attr);
   pthread_mutexattr_destroy(&attr);
   kd_handle_table_init(&s->handles, serial);
+  static uint32_t sessions_made; /* process-wide; 0 is no session's */
+  do s->ticket_id = ck_pr_faa_32(&sessions_made, 1) + 1;
+  while (!s->ticket_id);
   if (o.backend == KD_BACKEND_HOST) {
     s->backend = KD_BACKEND_HOST;
     snprintf(s->reason, sizeof s->reason, "HOST requested");

@@ -125,6 +125,8 @@ struct kd_session {
   uint64_t retired_seq;     /* every completion with seq < this has retired */
   kd_raw raw;
   kd_stamps stamps;         /* kd_stamp_next: one per holding pass */
+  uint32_t ticket_id;       /* names the session in its tickets: unlike the serial, not reused by a
+                               later session (for 2^32 - 1 sessions) */
   /* Sink copies orphaned by a destroyed graph: each goes back to the
    * staging pool when the completion it belongs to (seq) retires. */
   struct kd_orphan { uint64_t seq; kd_staging_block *block; CUevent event; } *orphans; /* kd_orphans_release */

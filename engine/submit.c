@@ -112,7 +112,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   /* A failed submission issues no ticket (seq would name the next one). On
    * HOST a failed kd_exec_host queued nothing, and the ring takes a run it
    * accepted without failing (a full ring waits for its oldest run). */
-  if (out && !st) *out = (kd_ticket){seq, s->handles.serial};
+  if (out && !st) *out = (kd_ticket){seq, s->ticket_id};
   kd_session_leave(s);
   return st;
 }
@@ -122,9 +122,9 @@ kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
   if (!done) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument done is NULL", op);
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
-  if (t.session && t.session != s->handles.serial)
+  if (t.session && t.session != s->ticket_id)
     st = kd_fail(KD_ERR_WRONG_SESSION, "%s: argument ticket is of another session (session #%u, this is #%u)", op,
-                 t.session, s->handles.serial);
+                 t.session, s->ticket_id);
   else if (!t.session || t.seq >= s->next_seq)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument ticket (%llu) was never issued", op,
                  (unsigned long long)t.seq);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/serial.h"
 #include "graph/grow.h"
 #include "graph/interval.h"
 #include "kdag_test.h"
@@ -1074,7 +1075,16 @@ Test(host_graph, a_ticket_is_checked_against_its_session) {
   cr_assert(done);
   kd_graph_destroy(g);
   kd_session_destroy(other);
+  /* A later session given the destroyed one's serial (the 16 bits in its
+   * handles: here the only one free) still refuses its tickets. */
+  static uint32_t taken[KD_SERIAL_MAX];
+  uint32_t n = 0, v;
+  while (kd_serial_take(&v, "test") == KD_OK) taken[n++] = v;
   kd_session_destroy(s);
+  kd_session *later = kdt_host_session();
+  KDT_FAILS(kd_ticket_done(later, t, &done), KD_ERR_WRONG_SESSION, "argument ticket is of another session");
+  kd_session_destroy(later);
+  while (n) kd_serial_give(taken[--n]);
 }
 
 /* A host node that holds its submission in flight until the gate opens. */

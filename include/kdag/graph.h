@@ -259,7 +259,8 @@ typedef struct kd_graph_stats {
 KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
 
 /* A submission's ticket, a value: seq orders the session's submissions;
- * session names the session that issued it (0: none was issued). */
+ * session names the session that issued it (0: none was issued), a number
+ * no later session of the process takes (for 2^32 - 1 sessions). */
 typedef struct kd_ticket {
   uint64_t seq;
   uint32_t session;
