@@ -290,7 +290,7 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
         t->dst = g->bindings[g->accesses[node->first_access].binding].obj->host;
         t->bytes = node->bytes;
       }
-    } else if (node->kind == KD_NODE_SINK) {
+    } else if (!st && node->kind == KD_NODE_SINK) { /* a failed hold above stays the node's error */
       void *copy = NULL;
       st = keep_buffer(r, node->bytes, &copy, op);
       if (!st) {

@@ -329,3 +329,46 @@ Test(host_graph_oom, an_eager_resubmission_allocates_nothing_on_the_host) {
   KDT_OK(kd_tensor_release(s, a));
   kd_session_destroy(s);
 }
+
+/* HOST: every allocation of a submission failed in turn either refuses it
+ * with KD_ERR_OUT_OF_MEMORY naming kd_graph_submit, or is not one it
+ * needed (the submission succeeds with the sink's data). The sink reads the
+ * submission's fifth tensor, whose hold grows the held set past its inline
+ * room: a failure there was taken for success, the sink's tensor left
+ * unheld. */
+Test(host_graph_oom, a_host_submission_refused_for_want_of_memory_says_so) {
+  kd_session *s = kdt_host_session();
+  int32_t init[LEN], out[LEN];
+  for (int i = 0; i < LEN; ++i) init[i] = i;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {LEN}};
+  kd_tensor t[5];
+  for (int i = 0; i < 5; ++i) KDT_OK(kd_tensor_from_host(s, &d, init, sizeof init, &t[i]));
+  long refused = 0;
+  for (long k = 0;; ++k) {
+    kd_graph *g;
+    kd_sink *sink;
+    KDT_OK(kd_graph_create(s, &g));
+    for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_fill(g, "fill", kd_whole(t[i]), (int32_t[]){i}, NULL));
+    KDT_OK(kd_graph_sink(g, "t4", t[4], out, sizeof out, &sink));
+    memset(out, 0xff, sizeof out);
+    arm(k);
+    kd_status st = kd_graph_submit(g, NULL);
+    long made = disarm();
+    if (st) {
+      refused++;
+      cr_assert_eq(st, KD_ERR_OUT_OF_MEMORY, "allocation %ld: %s", k, kd_last_error());
+      cr_assert(strstr(kd_last_error(), "kd_graph_submit"), "allocation %ld: %s", k, kd_last_error());
+      KDT_FAILS(kd_sink_wait(sink), KD_ERR_INVALID_ARGUMENT, "no submission");
+    } else {
+      cr_assert_leq(made, k, "allocation %ld of %ld failed, and the submission said it succeeded", k, made);
+      KDT_OK(kd_sink_wait(sink));
+      cr_assert_arr_eq(out, init, sizeof out);
+      kd_graph_destroy(g);
+      break; /* nothing left to fail */
+    }
+    kd_graph_destroy(g);
+  }
+  cr_assert_gt(refused, 2);
+  for (int i = 0; i < 5; ++i) KDT_OK(kd_tensor_release(s, t[i]));
+  kd_session_destroy(s);
+}
