@@ -319,7 +319,9 @@ static int disk_read_raw(const kd_module_cache *c, const unsigned char key[16], 
    * be what this user wrote there (the folder was checked at open; this
    * holds each entry to the same rule). Anything else is refused, so it is
    * rebuilt and renamed over. */
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  /* Non-blocking, so that a FIFO at an entry's name cannot hang the open
+   * before fstat refuses it; reads of a regular file are unaffected. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return errno == ENOENT ? 0 : -1;
   FILE *f = fdopen(fd, "rb");
   if (!f) {
@@ -572,13 +574,11 @@ kd_status kd_build_cubin(kd_module_cache *c, const kd_build_recipe *r, kd_binary
     kd_fail_keep_begin(&keep);
     kd_status copied = copy_binary(op, cubin, &mine);
     kd_fail_keep_end(&keep);
-    if (copied == KD_OK) {
-      pthread_mutex_lock(&c->lock);
-      c->stats.builds++;
-      if (rep.disk_write_failed) c->stats.disk_write_failures++;
-      memory_put(c, key, mine);
-      pthread_mutex_unlock(&c->lock);
-    }
+    pthread_mutex_lock(&c->lock);
+    c->stats.builds++; /* counted whether or not the memory tier keeps it */
+    if (rep.disk_write_failed) c->stats.disk_write_failures++;
+    if (copied == KD_OK) memory_put(c, key, mine);
+    pthread_mutex_unlock(&c->lock);
   }
   rep.origin = KD_BUILD_COMPILED;
   rep.total_ms = now_ms() - t0;

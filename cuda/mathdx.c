@@ -239,9 +239,13 @@ static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
                    "(KDAG_LIBMATHDX_PATH or the MathDx folder changed): one libmathdx per process", op, g_mdx.path,
                    *info->libmathdx_path ? info->libmathdx_path : "none");
   }
-  if (!*info->libmathdx_path)
+  if (!*info->libmathdx_path) {
+    const char *env = getenv("KDAG_LIBMATHDX_PATH");
+    if (env && *env)
+      return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: KDAG_LIBMATHDX_PATH=%s is not a file", op, env);
     return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: libmathdx not found under %s (nvidia/cu13/lib/libmathdx.so.0) "
                    "and KDAG_LIBMATHDX_PATH is not set: run tools/install-mathdx.sh", op, info->root);
+  }
   /* libmathdx needs libnvrtc.so.13: load the toolkit's first so the
    * loader reuses it (a newer pip NVRTC would emit LTO-IR the toolkit's
    * nvJitLink cannot read). */

@@ -50,7 +50,7 @@ kd_status kd_cu_module_load_image(kd_device *d, const char *op, const void *imag
   kd_image_info info = kd_image_inspect(image, size);
   if (info.kind == KD_IMAGE_TRUNCATED)
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
-                   "%s: argument image is a truncated CUBIN: its ELF headers describe more "
+                   "%s: argument image is a truncated CUBIN or fatbin: its headers describe more "
                    "than the %zu bytes given", op, size);
   if (info.kind == KD_IMAGE_UNKNOWN)
     return kd_fail(KD_ERR_INVALID_ARGUMENT,

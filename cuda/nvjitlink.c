@@ -139,9 +139,11 @@ static char *jl_log(nvJitLinkHandle h, int info) {
 }
 
 /* nvJitLink reports IR it cannot read (made by a newer compiler) through
- * its log; recognise that so the caller gets KD_ERR_LTO_VERSION. */
-static int log_says_version(const char *log) {
-  return log && (strstr(log, "version") || strstr(log, "Version")) &&
+ * its log; recognise that so the caller gets KD_ERR_LTO_VERSION. Only
+ * where LTO-IR is involved (ltoir): a PTX input's "Unsupported .version"
+ * is a link failure like any other. */
+static int log_says_version(int ltoir, const char *log) {
+  return ltoir && log && (strstr(log, "version") || strstr(log, "Version")) &&
          (strstr(log, "newer") || strstr(log, "mismatch") || strstr(log, "incompatible") ||
           strstr(log, "unsupported") || strstr(log, "Unsupported"));
 }
@@ -222,7 +224,7 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
     r = g_jl.AddData(h, input_type(in[i].kind), in[i].data, in[i].size, in[i].name ? in[i].name : name);
     if (r != NVJITLINK_SUCCESS) {
       log = jl_log(h, 0);
-      st = kd_fail(log_says_version(log) ? KD_ERR_LTO_VERSION : KD_ERR_LINK_FAILED,
+      st = kd_fail(log_says_version(in[i].kind == KD_BINARY_LTOIR, log) ? KD_ERR_LTO_VERSION : KD_ERR_LINK_FAILED,
                    "%s: nvJitLinkAddData(inputs[%zu] '%s', %s, %zu bytes) failed: %s\n%s", op, i,
                    in[i].name ? in[i].name : name, kind_name(in[i].kind), in[i].size,
                    jl_result_name(r), log && *log ? log : "(no log)");
@@ -232,7 +234,9 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
   r = g_jl.Complete(h);
   if (r != NVJITLINK_SUCCESS) {
     log = jl_log(h, 0);
-    st = kd_fail(log_says_version(log) ? KD_ERR_LTO_VERSION : KD_ERR_LINK_FAILED,
+    int ltoir = 0;
+    for (size_t i = 0; i < n; ++i) ltoir |= in[i].kind == KD_BINARY_LTOIR;
+    st = kd_fail(log_says_version(ltoir, log) ? KD_ERR_LTO_VERSION : KD_ERR_LINK_FAILED,
                  "%s: nvJitLinkComplete(%s, %zu inputs) failed: %s\n%s", op, arch_opt, n,
                  jl_result_name(r), log && *log ? log : "(no log)");
     goto done;

@@ -251,7 +251,10 @@ kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
   char *log = calloc(1, log_size + 1);
   if (log && log_size) g_nvrtc.nvrtcGetProgramLog(prog, log);
   if (r != NVRTC_SUCCESS) {
-    st = kd_fail(KD_ERR_COMPILE_FAILED, "%s: nvrtcCompileProgram(%s, -arch=%s) failed: %s\n%s",
+    /* An option NVRTC does not take (a bad -arch, an unknown flag) is the
+     * caller's argument, as nvJitLink's wrapper reports it. */
+    st = kd_fail(r == NVRTC_ERROR_INVALID_OPTION ? KD_ERR_INVALID_ARGUMENT : KD_ERR_COMPILE_FAILED,
+                 "%s: nvrtcCompileProgram(%s, -arch=%s) failed: %s\n%s",
                  op, pname, o->arch, g_nvrtc.nvrtcGetErrorString(r), log ? log : "(no log)");
     free(log);
     g_nvrtc.nvrtcDestroyProgram(&prog);

@@ -44,22 +44,24 @@ typedef enum { KD_IMAGE_UNKNOWN, KD_IMAGE_CUBIN, KD_IMAGE_FATBIN, KD_IMAGE_TRUNC
 
 typedef struct kd_image_info {
   kd_image_kind kind;
-  int sm[16];        /* CUBIN: one arch (e.g. 90); fatbin: every SASS arch */
+  int sm[16];        /* CUBIN: one arch (e.g. 90); fatbin: its distinct SASS archs */
   int sm_count;
-  int ptx[16];       /* fatbin: every embedded PTX arch (compute_XX) */
+  int ptx[16];       /* fatbin: its distinct embedded PTX archs (compute_XX) */
   int ptx_count;
+  int more;          /* fatbin: more distinct archs than fit above (runs_on cannot say no) */
 } kd_image_info;
 
 /* Reads the architecture(s) of a CUBIN (ELF e_flags) or fatbin (entry
- * headers). Unknown layouts give KD_IMAGE_UNKNOWN, a CUDA ELF whose headers
- * or sections reach past size KD_IMAGE_TRUNCATED; never an error. */
+ * headers). Unknown layouts give KD_IMAGE_UNKNOWN; a CUDA ELF whose headers,
+ * sections or segments reach past size, or a fatbin whose entry reaches
+ * past its body, KD_IMAGE_TRUNCATED; never an error. */
 kd_image_info kd_image_inspect(const void *image, size_t size);
 
 /* Whether an image can run on sm (e.g. 90), judged on the CPU: SASS of the
  * same major and no higher minor, or PTX of no higher version. -1 unknown. */
 int kd_image_runs_on(const kd_image_info *info, int sm);
 
-/* "sm_80", "sm_80 sm_86 compute_90" into buf. */
+/* "sm_80", "sm_80 sm_86 compute_90" (and " ..." when there are more) into buf. */
 void kd_image_describe(const kd_image_info *info, char *buf, size_t len);
 
 #endif

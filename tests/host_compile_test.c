@@ -282,8 +282,60 @@ Test(host_compile, truncated_and_crafted_images_are_not_read_past_their_end) {
   fat[20] = 0xff, fat[21] = 0xff; /* header size 65535 */
   fat[24] = 0xf0, fat[31] = 0xff; /* huge payload */
   kd_image_info f = kd_image_inspect(fat, sizeof fat);
-  cr_assert_eq(f.kind, KD_IMAGE_FATBIN);
-  cr_assert_eq(f.sm_count + f.ptx_count, 0);
+  cr_assert_eq(f.kind, KD_IMAGE_TRUNCATED, "refused, not passed to the driver as a fatbin of no arch");
+  cr_assert_eq(kd_image_runs_on(&f, 90), -1);
+  /* A CUBIN whose program headers are 1 byte apart: a 56-byte header read
+   * at the last one would run past the end. */
+  unsigned char *img = malloc(kd_kernel_add_cubin_size);
+  cr_assert(img);
+  memcpy(img, kd_kernel_add_cubin, kd_kernel_add_cubin_size);
+  img[54] = 1, img[55] = 0; /* e_phentsize */
+  cr_assert_eq(kd_image_inspect(img, kd_kernel_add_cubin_size).kind, KD_IMAGE_TRUNCATED);
+  memcpy(img, kd_kernel_add_cubin, kd_kernel_add_cubin_size);
+  img[62] = 0xfe, img[63] = 0xff; /* e_shstrndx past the sections */
+  cr_assert_eq(kd_image_inspect(img, kd_kernel_add_cubin_size).kind, KD_IMAGE_TRUNCATED);
+  free(img);
+}
+
+/* A fatbin of entries (kind, arch) with empty payloads, as nvcc lays them
+ * out: a 16-byte header, then 32-byte entry headers. */
+static size_t fatbin_of(unsigned char *buf, const int (*entries)[2], int n) {
+  memset(buf, 0, 16 + 32 * (size_t)n);
+  buf[0] = 0x50, buf[1] = 0xed, buf[2] = 0x55, buf[3] = 0xba, buf[4] = 1, buf[6] = 16;
+  uint64_t body = 32 * (uint64_t)n;
+  for (int i = 0; i < 8; ++i) buf[8 + i] = (unsigned char)(body >> (8 * i));
+  for (int i = 0; i < n; ++i) {
+    unsigned char *e = buf + 16 + 32 * i;
+    e[0] = (unsigned char)entries[i][0];
+    e[4] = 32; /* entry header size; payload size 0 */
+    e[28] = (unsigned char)entries[i][1];
+  }
+  return 16 + body;
+}
+
+/* Archs are counted once each, and a fatbin with more distinct ones than
+ * kdag lists is never refused on the CPU: the driver decides. Only the
+ * first 16 entries were read, so an sm_90 entry after 16 others made a
+ * loadable image KD_ERR_NO_BINARY_FOR_GPU. */
+Test(host_compile, a_fatbin_with_many_entries_is_judged_on_all_of_them) {
+  unsigned char buf[16 + 32 * 24];
+  int entries[24][2];
+  for (int i = 0; i < 20; ++i) entries[i][0] = 2, entries[i][1] = 80; /* 20 objects for sm_80 */
+  entries[20][0] = 2, entries[20][1] = 90;
+  kd_image_info same = kd_image_inspect(buf, fatbin_of(buf, entries, 21));
+  cr_assert_eq(same.kind, KD_IMAGE_FATBIN);
+  cr_assert_eq(same.sm_count, 2, "sm_80 once, then sm_90");
+  cr_assert_eq(kd_image_runs_on(&same, 90), 1);
+  for (int i = 0; i < 24; ++i) entries[i][0] = 2, entries[i][1] = 30 + i; /* 24 distinct archs, none sm_9x */
+  kd_image_info many = kd_image_inspect(buf, fatbin_of(buf, entries, 24));
+  cr_assert(many.more && many.sm_count == 16);
+  cr_assert_eq(kd_image_runs_on(&many, 90), -1, "an arch past the list may be the one: the driver decides");
+  char d[256];
+  kd_image_describe(&many, d, sizeof d);
+  cr_assert(strstr(d, "sm_30 sm_31") && strstr(d, " ..."), "%s", d);
+  entries[3][1] = 90; /* in the list: */
+  kd_image_info listed = kd_image_inspect(buf, fatbin_of(buf, entries, 24));
+  cr_assert_eq(kd_image_runs_on(&listed, 90), 1);
 }
 
 static uint32_t le32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }

@@ -61,7 +61,8 @@ typedef struct kd_binary kd_binary;
 /* Compiles CUDA C++ source (NUL-terminated). options is required (its arch
  * above all); kd_raw_compile_nvrtc takes NULL options and supplies the
  * device's arch.
- * Errors: KD_ERR_INVALID_ARGUMENT (NULL source, no arch, bad option strings),
+ * Errors: KD_ERR_INVALID_ARGUMENT (NULL source, no arch, bad option strings,
+ * an option NVRTC refuses: NVRTC_ERROR_INVALID_OPTION),
  * KD_ERR_LIBRARY_MISSING (no NVRTC), KD_ERR_COMPILE_FAILED (kd_last_error()
  * holds NVRTC's full log), KD_ERR_OUT_OF_MEMORY. On failure *out is NULL.
  * source, options and every string and array options points to (arch, std,
