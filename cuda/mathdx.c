@@ -87,10 +87,12 @@ static kd_status manifest(const char *op, kd_mathdx_info *info) {
     hash_record(h, info->root, "nvidia_libmathdx_cu13-", lv, sizeof lv);
     if (!have) {
       /* A MathDx tarball: no manifest, so paths, sizes and times of every
-       * header, walked once per process. */
+       * header, walked once per process. Links are followed (what NVRTC
+       * reads is the target; glibc's nftw visits a folder once, so a loop
+       * ends). */
       g_walk_state = h;
-      nftw(info->include_dir, walk_one, 32, FTW_PHYS);
-      nftw(info->cutlass_include_dir, walk_one, 32, FTW_PHYS);
+      nftw(info->include_dir, walk_one, 32, 0);
+      nftw(info->cutlass_include_dir, walk_one, 32, 0);
       g_walk_state = NULL;
     }
     /* The toolkit's headers kd_mathdx_nvrtc_options adds (cuda_fp16.h and
@@ -371,10 +373,14 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
     /* libmathdx compiles with kdag's NVRTC: its file identity, found
      * without loading it, so a warm start does not dlopen NVRTC. */
     const char *nvrtc = "";
-    kd_fail_keep keep; /* no NVRTC found: the key says so, and a build (not a cached copy) reports it */
+    kd_fail_keep keep; /* no NVRTC found: a build (not a cached copy) reports it */
     kd_fail_keep_begin(&keep);
     if (kd_nvrtc_identity(&nvrtc) != KD_OK) nvrtc = "";
     kd_fail_keep_end(&keep);
+    /* A key that cannot name the compiler names no build: whatever NVRTC
+     * libmathdx then finds, its output is neither read from nor written to
+     * the cache. */
+    if (!*nvrtc) cache = NULL;
     XXH3_128bits_update(h, nvrtc, strlen(nvrtc));
     kh = XXH3_128bits_digest(h);
     XXH3_freeState(h);
