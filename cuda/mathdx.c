@@ -217,6 +217,7 @@ static struct {
 #undef KD_FIELD
   char path[KD_MATHDX_PATH_MAX];
   int version[3];
+  char nvrtc_id[KD_DYNLIB_IDENTITY_MAX]; /* the NVRTC it is bound to ("" unknown): mdx_nvrtc_bound */
 } g_mdx;
 static kd_status g_mdx_status = KD_ERR_LIBRARY_MISSING; /* KD_OK once loaded */
 static pthread_mutex_t g_mdx_lock = PTHREAD_MUTEX_INITIALIZER; /* libmathdx calls are serialised */
@@ -270,6 +271,13 @@ static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
 #undef KD_RESOLVE
   snprintf(g_mdx.path, sizeof g_mdx.path, "%s", info->libmathdx_path);
   g_mdx.mathdxGetVersionEx(&g_mdx.version[0], &g_mdx.version[1], &g_mdx.version[2]);
+  /* The NVRTC libmathdx is bound to (a NEEDED library: whichever
+   * libnvrtc.so.13 the process had loaded first, which need not be
+   * kdag's), identified as cache keys identify NVRTC. */
+  Dl_info di;
+  void *nv = dlsym(lib, "nvrtcVersion");
+  if (!nv || !dladdr(nv, &di) || !di.dli_fname || kd_dynlib_identity(di.dli_fname, g_mdx.nvrtc_id, sizeof g_mdx.nvrtc_id))
+    g_mdx.nvrtc_id[0] = '\0';
   g_mdx_status = KD_OK;
   return KD_OK;
 }
@@ -357,6 +365,7 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
   /* The cache key: every field of the description and the libmathdx
    * install (its version and manifest, through key_tag). */
   XXH128_hash_t kh;
+  const char *nvrtc = "";
   {
     XXH3_state_t *h = XXH3_createState();
     if (!h) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
@@ -370,9 +379,9 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
     char lib[KD_DYNLIB_IDENTITY_MAX];
     libmathdx_identity(info.libmathdx_path, lib, sizeof lib);
     XXH3_128bits_update(h, lib, strlen(lib) + 1);
-    /* libmathdx compiles with kdag's NVRTC: its file identity, found
-     * without loading it, so a warm start does not dlopen NVRTC. */
-    const char *nvrtc = "";
+    /* libmathdx compiles with kdag's NVRTC (loaded first, mdx_load): its
+     * file identity, found without loading it, so a warm start does not
+     * dlopen NVRTC. A build checks that libmathdx did bind to it. */
     kd_fail_keep keep; /* no NVRTC found: a build (not a cached copy) reports it */
     kd_fail_keep_begin(&keep);
     if (kd_nvrtc_identity(&nvrtc) != KD_OK) nvrtc = "";
@@ -491,7 +500,10 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
     free(blob);
     return kd_fail(KD_ERR_COMPILE_FAILED, "%s: libmathdx output is not LTO-IR plus a fatbin", op);
   }
-  if (cache) kd_cache_blob_put(cache, key.digest, blob, total);
+  /* Kept only when the NVRTC that built it is the one the key names: a
+   * process that loaded another libnvrtc.so.13 before kdag's has
+   * libmathdx bound to that one. */
+  if (cache && !strcmp(g_mdx.nvrtc_id, nvrtc)) kd_cache_blob_put(cache, key.digest, blob, total);
   free(blob);
   return KD_OK;
 }
