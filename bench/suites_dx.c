@@ -626,9 +626,9 @@ typedef struct start_case {
   kd_tensor a, b, c;
   char dir[128]; /* module_warm: the populated cache folder */
   int cold;
-  /* Where a start's time goes (timed samples only), printed on stderr at
-   * teardown: build (key + cache or compile), load, lookup (function,
-   * launch config, spans), launch + synchronize. */
+  /* Where a start's time goes (every batch's, the warm-up's included),
+   * printed on stderr at teardown: build (key + cache or compile), load,
+   * lookup (function, launch config, spans), launch + synchronize. */
   double phase_ns[4];
   uint64_t phase_n;
   int timing;

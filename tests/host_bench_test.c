@@ -949,6 +949,24 @@ Test(host_bench, compare_own_output_is_within_noise, .init = make_tmpdir, .fini 
   cr_assert_eq(kb_compare_files(path, path, 0, NULL, &s, why, sizeof why), 0, "%s", why);
   cr_assert_eq(s.compared, kb_harness_report(h)->count);
   cr_assert_eq(s.within_noise, s.compared);
+  /* The same output with every median three times as large (rates too):
+   * each row read back moves past its noise, worse for a time and better
+   * for a rate, so the round trip keeps the values and their direction. */
+  kb_report *r = kb_harness_report(h);
+  size_t times = 0, rates = 0;
+  for (size_t i = 0; i < r->count; ++i) {
+    if (!(r->rows[i].noise < 1)) continue; /* undetermined rows are counted apart */
+    r->rows[i].median *= 3;
+    r->rows[i].higher_is_better ? ++rates : ++times;
+  }
+  cr_assert_gt(times, 0);
+  char slower[128];
+  snprintf(slower, sizeof slower, "%s/slower.json", tmpdir);
+  cr_assert_eq(kb_write_json_file(r, slower, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(kb_compare_files(path, slower, 0, NULL, &s, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(s.regressed, times, "%zu regressed, %zu improved, %zu within noise", s.regressed, s.improved,
+               s.within_noise);
+  cr_assert_eq(s.improved, rates);
   kb_harness_destroy(h);
 }
 
