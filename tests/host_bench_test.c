@@ -1079,6 +1079,52 @@ Test(host_bench, gpu_suites_skip_without_a_gpu_and_say_so) {
   kb_harness_destroy(h);
 }
 
+/* On a GPU the launch, rebind and copy suites give figures that hold
+ * together: every row finite and positive, GPU time per node the same for
+ * the graphs of one chain (kdag's and the hand-built one run the same
+ * kernels), a relaunch dearer than rebinding alone, and the copy's
+ * bandwidth within what an HBM GPU moves. The GPU lane runs this; kdag-bench
+ * itself fails only on errors, not on figures. */
+Test(host_bench, gpu_suites_give_consistent_figures_on_a_gpu) {
+  if (!have_gpu()) {
+    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but kdag-bench finds no usable GPU");
+    cr_skip_test("GPU lane: no usable CUDA device for kdag-bench");
+  }
+  kb_harness *h = builtin_harness();
+  kb_options o = quick_options();
+  const char *suites[] = {"launch", "rebind", "copy"};
+  o.suites = suites, o.suite_count = 3;
+  kb_axis axes[2];
+  char why[256];
+  cr_assert_eq(kb_axis_parse("N=100", &axes[0], why, sizeof why), 0, "%s", why);
+  cr_assert_eq(kb_axis_parse("MiB=64", &axes[1], why, sizeof why), 0, "%s", why);
+  o.axes = axes, o.axis_count = 2;
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  const kb_report *r = kb_harness_report(h);
+  cr_assert_eq(r->skip_count, 0, "%s skipped: %s", r->skip_count ? r->skips[0].suite : "", r->skip_count ? r->skips[0].reason : "");
+  double gpu_hand = NAN, gpu_kdag = NAN, relaunch = NAN, rebind_only = NAN, copy_bw = NAN;
+  for (size_t i = 0; i < r->count; ++i) {
+    const kb_result *x = &r->rows[i];
+    cr_assert(isfinite(x->median) && x->median > 0 && x->samples > 0, "%s/%s %s: median %g, %zu samples", x->suite,
+              x->case_name, x->metric, x->median, x->samples);
+    if (!strcmp(x->suite, "launch") && !strcmp(x->metric, "gpu_time_per_node")) {
+      if (!strcmp(x->case_name, "hand_graph")) gpu_hand = x->median;
+      if (!strcmp(x->case_name, "kdag_graph")) gpu_kdag = x->median;
+    }
+    if (!strcmp(x->suite, "rebind") && !strcmp(x->metric, "host_time_per_submission")) {
+      if (!strcmp(x->case_name, "relaunch")) relaunch = x->median;
+      if (!strcmp(x->case_name, "rebind_only")) rebind_only = x->median;
+    }
+    if (!strcmp(x->suite, "copy") && !strcmp(x->case_name, "d2d_copy") && !strcmp(x->metric, "bytes_per_second"))
+      copy_bw = x->median;
+  }
+  cr_assert(gpu_kdag > 0.8 * gpu_hand && gpu_kdag < 1.25 * gpu_hand, "GPU time per node: kdag %g ns, hand %g ns",
+            gpu_kdag, gpu_hand);
+  cr_assert(rebind_only < relaunch, "kd_graph_rebind alone %g ns, a relaunch %g ns", rebind_only, relaunch);
+  cr_assert(copy_bw > 1e11 && copy_bw < 2e13, "device-to-device copy at %g B/s", copy_bw);
+  kb_harness_destroy(h);
+}
+
 /* The dx suite: listed as a GPU suite with its dtype axis and six cases
  * (three baselines), and skipped as a whole, with a reason, without a GPU. */
 Test(host_bench, dx_suite_is_listed_and_skips_without_a_gpu) {
