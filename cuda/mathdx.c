@@ -217,7 +217,7 @@ static struct {
 #undef KD_FIELD
   char path[KD_MATHDX_PATH_MAX];
   int version[3];
-  char nvrtc_id[KD_DYNLIB_IDENTITY_MAX]; /* the NVRTC it is bound to ("" unknown): mdx_nvrtc_bound */
+  char nvrtc_id[KD_DYNLIB_IDENTITY_MAX]; /* the NVRTC it is bound to ("" unknown), set by mdx_load */
 } g_mdx;
 static kd_status g_mdx_status = KD_ERR_LIBRARY_MISSING; /* KD_OK once loaded */
 static pthread_mutex_t g_mdx_lock = PTHREAD_MUTEX_INITIALIZER; /* libmathdx calls are serialised */
@@ -276,7 +276,8 @@ static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
    * kdag's), identified as cache keys identify NVRTC. */
   Dl_info di;
   void *nv = dlsym(lib, "nvrtcVersion");
-  if (!nv || !dladdr(nv, &di) || !di.dli_fname || kd_dynlib_identity(di.dli_fname, g_mdx.nvrtc_id, sizeof g_mdx.nvrtc_id))
+  if (!nv || !dladdr(nv, &di) || !di.dli_fname ||
+      kd_dynlib_identity(di.dli_fname, g_mdx.nvrtc_id, sizeof g_mdx.nvrtc_id))
     g_mdx.nvrtc_id[0] = '\0';
   g_mdx_status = KD_OK;
   return KD_OK;

@@ -65,8 +65,9 @@ kd_status kd_xfers_take(kd_graph *g, const char *op, kd_xfer **out) {
       give_back(s, xf, i);
       /* Pinned memory and events are refused with the sticky code after a
        * fault: noted, so the session refuses work from now on. */
-      return kd_session_note(s, kd_fail_context(st, "%s: node '%s' (#%u): staging for its %zu-byte %s", op, node->name, xf[i].node,
-                             node->bytes, node->kind == KD_NODE_SINK ? "download" : "upload"));
+      st = kd_fail_context(st, "%s: node '%s' (#%u): staging for its %zu-byte %s", op, node->name, xf[i].node,
+                           node->bytes, node->kind == KD_NODE_SINK ? "download" : "upload");
+      return kd_session_note(s, st);
     }
     if (node->kind == KD_NODE_UPLOAD) memcpy(xf[i].block->host, node->host, node->bytes); /* read at submit */
   }

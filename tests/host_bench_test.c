@@ -1101,7 +1101,8 @@ Test(host_bench, gpu_suites_give_consistent_figures_on_a_gpu) {
   o.axes = axes, o.axis_count = 2;
   cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
   const kb_report *r = kb_harness_report(h);
-  cr_assert_eq(r->skip_count, 0, "%s skipped: %s", r->skip_count ? r->skips[0].suite : "", r->skip_count ? r->skips[0].reason : "");
+  cr_assert_eq(r->skip_count, 0, "%s skipped: %s", r->skip_count ? r->skips[0].suite : "",
+               r->skip_count ? r->skips[0].reason : "");
   double gpu_hand = NAN, gpu_kdag = NAN, relaunch = NAN, rebind_only = NAN, copy_bw = NAN;
   for (size_t i = 0; i < r->count; ++i) {
     const kb_result *x = &r->rows[i];
