@@ -76,6 +76,7 @@ void kd_graph_destroy(kd_graph *g) {
   KD_GROW_FREE(g->visit, g->visit_cap);
   KD_GROW_FREE(g->dfs, g->dfs_cap);
   KD_GROW_FREE(g->found, g->found_cap);
+  free(g->reduce_heap);
   kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
   KD_GROW_FREE(g->by_slot, g->by_slot_cap);
@@ -155,11 +156,12 @@ static kd_status overlap_exactly(const pending *a, const pending *b, int64_t ele
                                  int *overlap) {
   kd_footprint fa = {0}, fb = {0};
   kd_extent ea, eb;
+  const kd_tensor_obj *o = a->obj;
   kd_status st = kd_view_extent(op, a->view, elements, &ea);
   if (!st) st = kd_view_extent(op, b->view, elements, &eb);
-  if (!st) st = kd_footprint_build(a->view, &ea, KD_NODE_ALIAS_RUNS, &fa, op);
-  if (!st) st = kd_footprint_build(b->view, &eb, KD_NODE_ALIAS_RUNS, &fb, op);
-  if (!st) *overlap = fa.exact && fb.exact ? kd_footprint_overlap(&fa, &fb) : -1;
+  if (!st) st = kd_footprint_build(a->view, &ea, o->rank, o->shape, KD_NODE_ALIAS_RUNS, &fa, op);
+  if (!st) st = kd_footprint_build(b->view, &eb, o->rank, o->shape, KD_NODE_ALIAS_RUNS, &fb, op);
+  if (!st) *overlap = kd_footprint_exact(&fa) && kd_footprint_exact(&fb) ? kd_footprint_overlap(&fa, &fb) : -1;
   kd_footprint_free(&fa);
   kd_footprint_free(&fb);
   return st;
@@ -173,10 +175,10 @@ static kd_status overlap_exactly(const pending *a, const pending *b, int64_t ele
  * does: refusing a node must not be conservative. */
 static kd_status writes_once(const pending *p, const kd_extent *e, const char *op, int *once) {
   *once = kd_view_distinct(p->view, e->elements, &p->fp);
-  if (*once || p->fp.exact) return KD_OK;
+  if (*once || kd_footprint_exact(&p->fp)) return KD_OK;
   kd_footprint f = {0};
-  kd_status st = kd_footprint_build(p->view, e, KD_NODE_ALIAS_RUNS, &f, op);
-  if (!st) *once = f.exact ? kd_view_distinct(p->view, e->elements, &f) : -1;
+  kd_status st = kd_footprint_build_runs(p->view, e, KD_NODE_ALIAS_RUNS, &f, op);
+  if (!st) *once = kd_footprint_exact(&f) ? kd_view_distinct(p->view, e->elements, &f) : -1;
   kd_footprint_free(&f);
   return st;
 }
@@ -235,7 +237,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   if ((mode & KD_IN) && !o->initialized && !(p->binding >= 0 && c->g->bindings[p->binding].written))
     return kd_fail(KD_ERR_UNINITIALIZED, KD_AT ": reads tensor 0x%llx, which no earlier node or upload writes",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
-  st = kd_footprint_build(p->view, &e, KD_GRAPH_EXACT_RUNS, &p->fp, op);
+  st = kd_footprint_build(p->view, &e, o->rank, o->shape, KD_GRAPH_EXACT_RUNS, &p->fp, op);
   if (st) return in_access(c, arg, view, st);
   c->count++; /* its footprint is freed with the node's from here */
   if ((mode & KD_OUT) && !e.compact) {
@@ -258,7 +260,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
     pending *q = &c->acc[j];
     if (q->obj != o || !((q->mode | mode) & KD_OUT) || !kd_footprint_overlap(&q->fp, &p->fp)) continue;
     int overlap = 1;
-    if (!q->fp.exact || !p->fp.exact) {
+    if (!kd_footprint_exact(&q->fp) || !kd_footprint_exact(&p->fp)) {
       st = overlap_exactly(q, p, o->elements, op, &overlap);
       if (st) return in_access(c, arg, view, st);
     }
@@ -329,32 +331,59 @@ static int link_out(kd_graph *g) {
 
 /* Orders an access of node after the active accesses of its tensor that it
  * conflicts with, then updates the tensor's active sets; fp moves into
- * them. Cannot fail: the caller reserved edges, entries and scratch. */
+ * them. Cannot fail: the caller reserved edges, entries and scratch.
+ *
+ * What stays active is what a later access may still have to follow:
+ *  - a write that covers an earlier access (read or write) orders it before
+ *    everything that later meets either: it retires;
+ *  - a read that covers an earlier write shadows it: later writes meet the
+ *    read, and are ordered after it, so after the write (reads still meet
+ *    the write itself);
+ *  - a read that a later write overlaps without covering it is marked
+ *    overwritten; a later read that covers it retires it: that read meets
+ *    the write, so follows it (and with it the overwritten read), and every
+ *    later write that meets the old read meets the new one. Stencil sweeps
+ *    read shifted views that reach boundaries no interior write covers;
+ *    this is what keeps their readers from piling up sweep after sweep;
+ *  - an access that a later write overlaps without covering it keeps a
+ *    run of that write as its witness (kd_ival.wlo): a later access that
+ *    meets the witness follows that write, so its edge from the access is
+ *    implied (an initial fill of a whole grid, whose boundary no interior
+ *    sweep rewrites, is not tied to every sweep after). */
 static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *seen, kd_access mode,
                   kd_footprint *fp, uint32_t bi) {
   kd_binding *b = &g->bindings[bi];
   if (!fp->count) return; /* touches nothing, so conflicts with nothing */
-  const kd_run *r = kd_footprint_runs(fp);
-  int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
-  /* A read conflicts only with writes; a write with both. Entries whose
-   * intervals miss [lo, hi) cannot overlap, cover or be covered. */
-  /* The matches come out in each set's own order (none in a small set, by
+  int64_t lo = fp->one.lo, hi = fp->one.hi;
+  kd_run witness;
+  int has_witness = (mode & KD_OUT) && kd_footprint_witness(fp, &witness);
+  /* A read conflicts only with writes (and visits the reads only for an
+   * overwritten one to retire); a write with both. Entries whose
+   * intervals miss [lo, hi) cannot overlap, cover or be covered. The
+   * matches come out in each set's own order (none in a small set, by
    * element in a large one), writes then reads: a node's edges are a set
-   * (add_edge keeps the first of repeats, and with it that one's hazard for
-   * the DOT label), so their order carries no meaning and sorting them
+   * (add_edge keeps the first of repeats, and with it that one's hazard
+   * for the DOT label), so their order carries no meaning and sorting them
    * would be wasted work. They are visited last first, reads before
    * writes: a retirement from a small set moves its last entry into the
    * retired one's place, which only matches already visited can have been
    * (the two sets are separate arrays). */
   uint32_t n = kd_ivset_find(&b->writes, lo, hi, g->found);
-  if (mode & KD_OUT) n += kd_ivset_find(&b->reads, lo, hi, g->found + n);
+  if ((mode & KD_OUT) || b->reads.overwritten) n += kd_ivset_find(&b->reads, lo, hi, g->found + n);
   for (uint32_t k = n; k-- > 0;) {
     kd_ival *prev = g->found[k];
-    int conflict = ((prev->mode | mode) & KD_OUT) && kd_ival_overlaps(prev, fp);
-    /* implied: prev -> covering read -> this write (no branch: data) */
-    int implied = conflict & prev->shadowed & (mode == KD_OUT);
-    g->edges_dropped += (uint32_t)implied;
-    if (conflict & !implied) {
+    int prev_writes = (prev->mode & KD_OUT) != 0;
+    if (!prev_writes && mode == KD_IN) { /* two reads: only a retirement */
+      if (prev->overwritten && prev->node != node && kd_ival_covered(prev, fp)) kd_ivset_retire(&b->reads, prev);
+      continue;
+    }
+    if (!kd_ival_overlaps(prev, fp)) continue;
+    /* Implied: prev -> covering read -> this write, or prev -> the write
+     * its witness is part of -> this access. */
+    if ((prev->shadowed & (mode == KD_OUT)) ||
+        (prev->wlo < prev->whi && kd_footprint_meets(fp, (kd_run){prev->wlo, prev->whi}))) {
+      g->edges_dropped++;
+    } else {
       /* [earlier access][this one], looked up rather than branched on */
       static const uint8_t hazard_of[4][4] = {
           [KD_IN] = {[KD_OUT] = KD_HAZ_WAR, [KD_INOUT] = KD_HAZ_WAR},
@@ -363,15 +392,92 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
       add_edge(g, first_edge, seen, prev->node, node, bi, (kd_hazard)hazard_of[prev->mode & 3][mode & 3]);
     }
     if (prev->node == node) continue;
-    if (mode == KD_IN && (prev->mode & KD_OUT) && kd_ival_covered(prev, fp)) prev->shadowed = 1;
-    /* A write that covers an earlier access orders it before everything
-     * that later conflicts with either: retire it. */
-    if ((mode & KD_OUT) && kd_ival_covered(prev, fp))
-      kd_ivset_retire((prev->mode & KD_OUT) ? &b->writes : &b->reads, prev);
+    int covered = kd_ival_covered(prev, fp);
+    if (mode == KD_IN) prev->shadowed |= covered; /* prev writes */
+    else if (covered) kd_ivset_retire(prev_writes ? &b->writes : &b->reads, prev);
+    else kd_ivset_overwrite(prev_writes ? &b->writes : &b->reads, prev, has_witness ? &witness : NULL);
   }
   kd_ivset_sweep(&b->writes);
   kd_ivset_sweep(&b->reads);
   kd_ivset_insert((mode & KD_OUT) ? &b->writes : &b->reads, node, (uint8_t)mode, fp);
+}
+
+/* A new search stamp for g->visit (room for every node reserved). */
+static uint32_t visit_stamp(kd_graph *g) {
+  if (++g->visit_stamp == 0) { /* wrapped: no entry may look visited */
+    memset(g->visit, 0, (size_t)g->visit_cap * sizeof *g->visit);
+    g->visit_stamp = 1;
+  }
+  return g->visit_stamp;
+}
+
+/* The transitive reduction of a node's inferred edges: an edge from p is
+ * dropped when p reaches another of the node's predecessors, as the order
+ * then follows anyway. Nodes are added in an order their inferred edges
+ * follow (every edge goes from an earlier node to a later one), so a
+ * search backwards from the predecessors, highest node first and no lower
+ * than the lowest predecessor, finds the implied ones. It stops after
+ * KD_REDUCE_VISITS nodes (or KD_REDUCE_HEAP waiting), keeping what it has
+ * not shown implied: an edge more, never one missing. Declared edges are
+ * not followed (the same: an edge may stay that one of them implies). */
+#define KD_REDUCE_VISITS 64
+#define KD_REDUCE_HEAP 256
+
+static void heap_push(uint32_t *h, uint32_t *n, uint32_t v) {
+  uint32_t i = (*n)++;
+  while (i && h[(i - 1) / 2] < v) {
+    h[i] = h[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  h[i] = v;
+}
+
+static uint32_t heap_pop(uint32_t *h, uint32_t *n) {
+  uint32_t top = h[0], v = h[--*n], i = 0;
+  for (;;) {
+    uint32_t c = 2 * i + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && h[c + 1] > h[c]) c++;
+    if (h[c] <= v) break;
+    h[i] = h[c];
+    i = c;
+  }
+  h[i] = v;
+  return top;
+}
+
+/* Queues u's inferred predecessors not below lowest and not yet queued. */
+static void queue_preds(kd_graph *g, uint32_t u, uint32_t lowest, uint32_t stamp, uint32_t *waiting) {
+  const kd_gnode *x = &g->nodes[u];
+  for (uint32_t e = x->first_edge, end = e + x->edge_count; e < end && *waiting < KD_REDUCE_HEAP; ++e) {
+    uint32_t p = g->edges[e].from;
+    if (p < lowest || g->visit[p] == stamp) continue;
+    g->visit[p] = stamp;
+    heap_push(g->reduce_heap, waiting, p);
+  }
+}
+
+static void reduce(kd_graph *g, uint32_t node, uint32_t first) {
+  uint32_t count = g->edge_count - first;
+  if (count < 2) return;
+  uint32_t mark = node + 1, lowest = UINT32_MAX, waiting = 0;
+  for (uint32_t e = first; e < g->edge_count; ++e) {
+    uint32_t p = g->edges[e].from;
+    g->pred_mark[p] = mark; /* a predecessor not (yet) shown implied */
+    if (p < lowest) lowest = p;
+  }
+  uint32_t stamp = visit_stamp(g);
+  for (uint32_t e = first; e < g->edge_count; ++e) queue_preds(g, g->edges[e].from, lowest, stamp, &waiting);
+  for (uint32_t visits = 0; waiting && visits < KD_REDUCE_VISITS; ++visits) {
+    uint32_t u = heap_pop(g->reduce_heap, &waiting);
+    if (g->pred_mark[u] == mark) g->pred_mark[u] = 0; /* reached from another predecessor */
+    queue_preds(g, u, lowest, stamp, &waiting);
+  }
+  uint32_t kept = first;
+  for (uint32_t e = first; e < g->edge_count; ++e)
+    if (g->pred_mark[g->edges[e].from] == mark) g->edges[kept++] = g->edges[e];
+  g->edges_dropped += g->edge_count - kept;
+  g->edge_count = kept;
 }
 
 /* A view's numbers in the arena: offset, shape[rank], strides[rank]. */
@@ -415,6 +521,8 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
       !KD_GROW(g->bindings, g->binding_cap, g->binding_count + new_bindings) ||
       !KD_GROW(g->edges, g->edge_cap, g->edge_count + extra_edges) ||
       !KD_GROW(g->pred_mark, g->pred_cap, g->node_count + 1) ||
+      !grow_zeroed(&g->visit, &g->visit_cap, g->node_count + 1) || /* new room: no earlier stamp */
+      (!g->reduce_heap && !(g->reduce_heap = malloc(KD_REDUCE_HEAP * sizeof *g->reduce_heap))) ||
       !KD_GROW(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
     return no_memory(c);
   }
@@ -476,6 +584,9 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     infer(g, node, first_edge, &seen, p->mode, &p->fp, bind[i]);
     if (writes) b->written = g->unmarked = 1;
   }
+  reduce(g, node, first_edge);
+  dst->first_edge = first_edge;
+  dst->edge_count = g->edge_count - first_edge;
   c->count = 0; /* footprints now belong to the graph (or were empty) */
   g->plan.valid = 0;
   if (out) *out = node;
@@ -917,11 +1028,7 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
  * search over the outgoing lists, in room the caller reserved (visit and
  * dfs cover every node), visiting only what from reaches. */
 static int reachable(kd_graph *g, uint32_t from, uint32_t to) {
-  if (++g->visit_stamp == 0) { /* wrapped: no entry may look visited */
-    memset(g->visit, 0, (size_t)g->visit_cap * sizeof *g->visit);
-    g->visit_stamp = 1;
-  }
-  uint32_t stamp = g->visit_stamp, top = 0;
+  uint32_t stamp = visit_stamp(g), top = 0;
   g->dfs[top++] = from;
   g->visit[from] = stamp;
   while (top) {

@@ -102,6 +102,7 @@ typedef struct kd_foreign_res {
 typedef struct kd_gnode {
   kd_node_kind kind;
   uint32_t first_access, access_count;
+  uint32_t first_edge, edge_count; /* its inferred edges (after reduction): edges[first_edge ..) */
   char *name;              /* in the graph's arena */
   void *user;              /* host function / foreign */
   int args_queued;         /* kernel: listed in the graph's reargs */
@@ -185,6 +186,7 @@ struct kd_graph {
   uint32_t by_slot_cap;
   kd_ival **found;         /* scratch for one access's interval queries */
   uint32_t found_cap;
+  uint32_t *reduce_heap;   /* scratch of the transitive reduction (KD_REDUCE_HEAP entries) */
   kd_arena arena;          /* node names, access views */
   /* A node's inferred edges are appended while it is added: a repeat is
    * found by scanning them while they are few, by pred_mark beyond. */
@@ -202,7 +204,8 @@ struct kd_graph {
   uint32_t *edge_next;     /* per edge: the next older outgoing edge of its from + 1, 0 if none */
   uint32_t edge_next_cap;
   uint32_t out_linked;     /* edges [0, out_linked) are in the lists */
-  uint32_t *visit;         /* per node: the search stamp that last reached it */
+  uint32_t *visit;         /* per node: the search stamp that last reached it (kd_graph_edge's
+                              cycle check and the reduction of inferred edges) */
   uint32_t visit_cap, visit_stamp; /* every entry below visit_cap is initialized */
   uint32_t *dfs;           /* the search's stack */
   uint32_t dfs_cap;

@@ -7,7 +7,7 @@
 void kd_ivset_init(kd_ivset *s) { memset(s, 0, sizeof *s); }
 
 void kd_ivset_free(kd_ivset *s) {
-  for (uint32_t i = 0; i < s->count; ++i) free(s->at[i].runs); /* retired ones hold none */
+  for (uint32_t i = 0; i < s->count; ++i) free(s->at[i].data); /* retired ones hold none */
   free(s->at);
   kd_ivset_init(s);
 }
@@ -39,7 +39,8 @@ uint32_t kd_ivset_after(const kd_ivset *s, int64_t x) {
 }
 
 void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
-  if (e->runs) free(e->runs); /* most are one run, inline */
+  if (e->data) free(e->data); /* most are one run, inline */
+  s->overwritten -= e->overwritten;
   if (s->count <= KD_IVSET_SCAN) {
     /* In any order: the last entry fills the hole. A mark and a sweep
      * instead copied every later entry with wide loads, right after the
@@ -50,7 +51,7 @@ void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
     return;
   }
   uint32_t i = (uint32_t)(e - s->at);
-  e->runs = NULL;
+  e->data = NULL;
   e->retired = 1;
   s->first_retired = i < s->first_retired ? i : s->first_retired;
 }
@@ -84,8 +85,7 @@ void kd_ivset_sweep_retired(kd_ivset *s) {
 }
 
 void kd_ivset_insert_at_scan(kd_ivset *s, uint32_t node, uint8_t mode, kd_footprint *fp) {
-  const kd_run *r = kd_footprint_runs(fp);
-  int64_t lo = r[0].lo;
+  int64_t lo = fp->one.lo;
   uint32_t at = s->count;
   if (at > KD_IVSET_SCAN) { /* sorted: make room after every entry of equal lo */
     at = kd_ivset_after(s, lo);

@@ -20,21 +20,29 @@
 
 #include "graph/footprint.h"
 
-/* 32 bytes: two entries a cache line; that is what a query scans and an
- * insert moves. */
+/* 48 bytes: what a query scans and an insert moves. */
 typedef struct kd_ival {
   int64_t lo, hi;          /* the footprint's bounding interval [lo, hi), not empty */
-  kd_run *runs;            /* the footprint: owned; NULL for the one run [lo, hi) */
+  void *data;              /* the footprint's runs or box: owned; NULL for the one run [lo, hi) */
+  /* Part of what a later write of another node wrote over this entry
+   * without covering it ([wlo, whi), empty when none did): every later
+   * access that meets it meets that write, so follows it, and with it this
+   * entry. Their edge from this entry is implied. */
+  int64_t wlo, whi;
   uint32_t node;
-  uint16_t count;          /* runs: at most KD_IVAL_MAX_RUNS */
+  uint16_t count;          /* as kd_footprint.count: at most KD_IVAL_MAX_RUNS */
   uint8_t mode;            /* kd_access */
-  uint8_t exact : 1;       /* as kd_footprint.exact */
+  uint8_t kind : 2;        /* kd_fp_kind */
   uint8_t shadowed : 1;    /* a write that a later read of another node covers:
                               later writes are ordered after it through that read */
+  uint8_t overwritten : 1; /* a read that a later write of another node overlaps (without
+                              covering it: that retires it): a later read that covers it
+                              is ordered after that write, so after it, and orders every
+                              later write that meets it, so it retires it */
   uint8_t retired : 1;     /* retired from a set of more than KD_IVSET_SCAN entries:
                               removed at the next kd_ivset_sweep */
 } kd_ival;
-_Static_assert(sizeof(kd_ival) <= 32, "an interval entry grew past 32 bytes");
+_Static_assert(sizeof(kd_ival) <= 48, "an interval entry grew past 48 bytes");
 
 /* An entry's run count is 16 bits. */
 #define KD_IVAL_MAX_RUNS UINT16_MAX
@@ -43,6 +51,7 @@ typedef struct kd_ivset {
   kd_ival *at;             /* count <= KD_IVSET_SCAN: any order; beyond: sorted by lo */
   uint32_t count, cap;
   uint32_t first_retired;  /* lowest retired index; count when none */
+  uint32_t overwritten;    /* entries with the overwritten flag (kd_ivset_overwrite) */
   int64_t max_len;         /* no entry is longer; tight while the set has more than
                               KD_IVSET_SCAN entries (smaller sets are scanned whole) */
 } kd_ivset;
@@ -54,27 +63,23 @@ typedef struct kd_ivset {
  * (interleaved A/B, 3 rounds); 64 gained 0-3% more, within noise. */
 #define KD_IVSET_SCAN 32
 
-/* The entry's footprint, for the kd_footprint tests (borrows its runs). */
+/* The entry's footprint, for the kd_footprint tests (borrows its numbers). */
 static inline kd_footprint kd_ival_footprint(const kd_ival *e) {
-  kd_footprint f = {e->runs, {e->lo, e->hi}, e->count, e->exact};
+  kd_footprint f = {e->data, {e->lo, e->hi}, e->count, e->kind, 0};
   return f;
 }
 
 /* kd_footprint_overlap and kd_footprint_covers against an entry, without
  * building its footprint when both are one run (the common case). */
 static inline int kd_ival_overlaps(const kd_ival *e, const kd_footprint *fp) {
-  if (e->count == 1 && fp->count == 1) { /* one run each: [e->lo, e->hi) is it */
-    const kd_run *r = kd_footprint_runs(fp);
-    return e->lo < r->hi && r->lo < e->hi;
-  }
+  if (e->count == 1 && fp->count == 1 && e->kind == KD_FP_RUNS && fp->kind == KD_FP_RUNS)
+    return e->lo < fp->one.hi && fp->one.lo < e->hi; /* one run each: the intervals are the runs */
   kd_footprint f = kd_ival_footprint(e);
   return kd_footprint_overlap(&f, fp);
 }
 static inline int kd_ival_covered(const kd_ival *e, const kd_footprint *outer) {
-  if (e->count == 1 && outer->count == 1) {
-    const kd_run *r = kd_footprint_runs(outer);
-    return outer->exact && r->lo <= e->lo && e->hi <= r->hi;
-  }
+  if (e->count == 1 && outer->count == 1 && e->kind != KD_FP_BOX && outer->kind == KD_FP_RUNS)
+    return outer->one.lo <= e->lo && e->hi <= outer->one.hi; /* a run holds a run or an interval */
   kd_footprint f = kd_ival_footprint(e);
   return kd_footprint_covers(outer, &f);
 }
@@ -113,11 +118,23 @@ static inline uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_iva
   }
   return n;
 }
-/* Frees the entry's runs and removes it: from a small set at once, by
+/* Frees the entry's numbers and removes it: from a small set at once, by
  * moving the last entry into its place (so retire a query's matches last
  * first: pointers to entries before e stay valid); from a large one, which
  * must stay sorted, by marking it for the next sweep. */
 void kd_ivset_retire(kd_ivset *s, kd_ival *e);
+/* Notes that a later write of another node overlaps e (in set s) without
+ * covering it: part of that write (witness, if any) becomes e's witness
+ * unless e has one, and a read is flagged overwritten, counted in s. */
+static inline void kd_ivset_overwrite(kd_ivset *s, kd_ival *e, const kd_run *witness) {
+  if (witness && e->wlo == e->whi) {
+    e->wlo = witness->lo;
+    e->whi = witness->hi;
+  }
+  if (e->mode & 2) return; /* KD_OUT: a write */
+  s->overwritten += !e->overwritten;
+  e->overwritten = 1;
+}
 /* Drops the retired entries. */
 void kd_ivset_sweep_retired(kd_ivset *s);
 static inline void kd_ivset_sweep(kd_ivset *s) {
@@ -130,19 +147,20 @@ void kd_ivset_insert_at_scan(kd_ivset *s, uint32_t node, uint8_t mode, kd_footpr
  * right after its narrow fields were stored, which stalls store-to-load
  * forwarding (it did, measurably). */
 static inline void kd_ivset_put(kd_ivset *s, uint32_t at, uint32_t node, uint8_t mode, kd_footprint *fp) {
-  const kd_run *r = kd_footprint_runs(fp);
-  int64_t lo = r[0].lo, hi = r[fp->count - 1].hi;
+  int64_t lo = fp->one.lo, hi = fp->one.hi;
   kd_ival *e = &s->at[at];
   e->lo = lo;
   e->hi = hi;
-  e->runs = fp->runs;
+  e->data = fp->data;
   e->node = node;
   e->count = (uint16_t)fp->count;
   e->mode = mode;
-  e->exact = fp->exact != 0;
+  e->kind = fp->kind & 3;
+  e->wlo = e->whi = 0;
   e->shadowed = 0;
+  e->overwritten = 0;
   e->retired = 0;
-  fp->runs = NULL; /* moved in */
+  fp->data = NULL; /* moved in */
   fp->count = 0;
   s->count++;
   s->first_retired = s->count;

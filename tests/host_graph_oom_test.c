@@ -138,8 +138,8 @@ Test(host_graph_oom, a_node_refused_for_want_of_memory_leaves_the_graph_as_it_wa
   same_and_done(s, g, ref);
 }
 
-/* The same for explicit edges: kd_graph_edge grows its lists, search
- * stamps and stack. */
+/* The same for explicit edges: kd_graph_edge grows its lists and its
+ * search's stack (the search stamps grow with the nodes). */
 Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_was) {
   kd_tensor t[TENSORS];
   kd_graph *ref, *g;
@@ -167,7 +167,7 @@ Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_w
     }
     free(dot_before);
   }
-  cr_assert_gt(injected, 2, "only %ld allocations were failed", injected);
+  cr_assert_geq(injected, 2, "only %ld allocations were failed", injected);
   KDT_FAILS(kd_graph_edge(g, (kd_node)(NODES - 1), 0), KD_ERR_CYCLE, "cycle");
   same_and_done(s, g, ref);
 }

@@ -1273,7 +1273,7 @@ Test(host_graph, an_interval_set_bound_is_tight_once_it_grows_past_a_scan) {
   kd_ivset s;
   kd_ivset_init(&s);
   cr_assert(kd_ivset_reserve(&s, 1));
-  kd_footprint whole = {.one = {0, 1000000}, .count = 1, .exact = 1};
+  kd_footprint whole = {.one = {0, 1000000}, .count = 1};
   kd_ivset_insert(&s, 0, KD_IN, &whole);
   kd_ival *found[KD_IVSET_SCAN + 8]; /* room for every entry of the set */
   cr_assert_eq(kd_ivset_find(&s, 0, 10, found), 1);
@@ -1283,7 +1283,7 @@ Test(host_graph, an_interval_set_bound_is_tight_once_it_grows_past_a_scan) {
   enum { CHUNKS = KD_IVSET_SCAN + 8 }; /* past a scan */
   for (int64_t i = 0; i < CHUNKS; ++i) {
     cr_assert(kd_ivset_reserve(&s, 1));
-    kd_footprint chunk = {.one = {i * 10, i * 10 + 10}, .count = 1, .exact = 1};
+    kd_footprint chunk = {.one = {i * 10, i * 10 + 10}, .count = 1};
     kd_ivset_insert(&s, (uint32_t)i + 1, KD_IN, &chunk);
   }
   cr_assert_eq(s.max_len, 10, "the retired entry's length still bounds queries: %lld", (long long)s.max_len);
@@ -1301,14 +1301,14 @@ Test(host_graph, an_interval_set_answers_alike_unsorted_and_sorted) {
   kd_ival *found[KD_IVSET_SCAN + 8]; /* room for every entry of the set */
   for (int64_t i = 0; i < KD_IVSET_SCAN; ++i) { /* descending starts: as unsorted as it gets */
     cr_assert(kd_ivset_reserve(&s, 1));
-    kd_footprint f = {.one = {(KD_IVSET_SCAN - i) * 10, (KD_IVSET_SCAN - i) * 10 + 10}, .count = 1, .exact = 1};
+    kd_footprint f = {.one = {(KD_IVSET_SCAN - i) * 10, (KD_IVSET_SCAN - i) * 10 + 10}, .count = 1};
     kd_ivset_insert(&s, (uint32_t)i, KD_IN, &f);
   }
   cr_assert_eq(s.at[0].lo, KD_IVSET_SCAN * 10, "appended, not sorted");
   cr_assert_eq(kd_ivset_find(&s, 35, 45, found), 2); /* [30, 40) and [40, 50) */
   cr_assert_eq(kd_ivset_find(&s, 0, 10, found), 0);
   cr_assert(kd_ivset_reserve(&s, 1));
-  kd_footprint last = {.one = {5, 6}, .count = 1, .exact = 1};
+  kd_footprint last = {.one = {5, 6}, .count = 1};
   kd_ivset_insert(&s, 99, KD_IN, &last);
   for (uint32_t i = 1; i < s.count; ++i) cr_assert_leq(s.at[i - 1].lo, s.at[i].lo, "sorted past a scan at %u", i);
   cr_assert_eq(kd_ivset_find(&s, 35, 45, found), 2);
@@ -1341,7 +1341,7 @@ Test(host_graph, interval_set_queries_match_brute_force_across_the_threshold) {
     if (s->count < CAP && ((x >> 28) < (s->count <= KD_IVSET_SCAN ? 12u : 5u) || s->count < 4)) {
       int64_t lo = (x >> 8) % 1000, len = 1 + (int64_t)((x >> 4) % 64);
       cr_assert(kd_ivset_reserve(s, 1));
-      kd_footprint f = {.one = {lo, lo + len}, .count = 1, .exact = 1};
+      kd_footprint f = {.one = {lo, lo + len}, .count = 1};
       kd_ivset_insert(s, inserted, KD_IN, &f);
       shadow_lo[inserted] = lo, shadow_hi[inserted] = lo + len, shadow_live[inserted] = 1;
       inserted++;
@@ -1542,4 +1542,124 @@ Test(host_graph, verbose_sessions_print_the_pool_placement, .init = cr_redirect_
   size_t n = fread(text, 1, sizeof text - 1, f);
   text[n] = 0;
   cr_assert(strstr(text, "kdag: HOST pool: ") && strstr(text, " workers "), "stderr: %s", text);
+}
+
+/* ---- footprints against the elements themselves ------------------------ */
+
+/* Views drawn over small tensors of rank 1 to 3: sub-boxes (offset, steps,
+ * transposed), broadcasts, views whose dimensions share one tensor
+ * dimension or wrap into the next (runs, then), and compact ones; their
+ * footprints built with boxes, with runs only, and with too few runs
+ * (SPAN) are held to the element sets: overlap and cover exact where both
+ * are exact, conservative (overlap may say 1, cover may say 0) with a SPAN;
+ * a witness run lies inside its footprint. */
+#define FP_MAX 64 /* elements of a tensor */
+
+typedef struct fp_case {
+  int rank;
+  int64_t shape[3], elements;
+} fp_case;
+
+static uint32_t fp_next(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return (uint32_t)(*s >> 16);
+}
+
+/* A random in-bounds view of t (rank 1..3). */
+static kd_view fp_view(uint64_t *r, const fp_case *t) {
+  for (;;) {
+    kd_view v = {.rank = 1 + (int)(fp_next(r) % 3)};
+    int64_t g[3] = {1, t->shape[0], t->shape[0] * t->shape[1]};
+    for (int k = 0; k < v.rank; ++k) {
+      v.shape[k] = 1 + fp_next(r) % 4;
+      uint32_t kind = fp_next(r) % 8;
+      int d = (int)(fp_next(r) % (uint32_t)t->rank);
+      /* mostly a multiple of a tensor dimension's stride; sometimes 0, or any */
+      v.strides[k] = kind == 0 ? 0 : kind == 1 ? 1 + fp_next(r) % 9 : g[d] * (1 + fp_next(r) % 2);
+    }
+    int64_t last = 0;
+    for (int k = 0; k < v.rank; ++k) last += (v.shape[k] - 1) * v.strides[k];
+    if (last >= t->elements) continue;
+    v.offset = fp_next(r) % (uint32_t)(t->elements - last);
+    return v;
+  }
+}
+
+static void fp_elements(const kd_view *v, uint8_t *set) {
+  memset(set, 0, FP_MAX);
+  for (int64_t i = 0; i < v->shape[0]; ++i)
+    for (int64_t j = 0; j < (v->rank > 1 ? v->shape[1] : 1); ++j)
+      for (int64_t k = 0; k < (v->rank > 2 ? v->shape[2] : 1); ++k)
+        set[v->offset + i * v->strides[0] + (v->rank > 1 ? j * v->strides[1] : 0) +
+            (v->rank > 2 ? k * v->strides[2] : 0)] = 1;
+}
+
+Test(host_graph, footprints_answer_as_the_elements_do) {
+  uint64_t r = 0x9E3779B97F4A7C15ull;
+  uint64_t boxes = 0, lists = 0, spans = 0, overlaps = 0, covers = 0, revisiting = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    fp_case t = {.rank = 1 + (int)(fp_next(&r) % 3)};
+    t.elements = 1;
+    for (int d = 0; d < t.rank; ++d) {
+      t.shape[d] = 1 + fp_next(&r) % (t.rank == 1 ? 64 : t.rank == 2 ? 8 : 4);
+      t.elements *= t.shape[d];
+    }
+    kd_view v[2] = {fp_view(&r, &t), fp_view(&r, &t)};
+    uint8_t set[2][FP_MAX];
+    kd_footprint fp[2][3]; /* built with boxes; runs only; at most one run (SPAN past it) */
+    for (int i = 0; i < 2; ++i) {
+      kd_extent e;
+      KDT_OK(kd_view_extent("test", &v[i], t.elements, &e));
+      fp_elements(&v[i], set[i]);
+      KDT_OK(kd_footprint_build(&v[i], &e, t.rank, t.shape, 4096, &fp[i][0], "test"));
+      KDT_OK(kd_footprint_build_runs(&v[i], &e, 4096, &fp[i][1], "test"));
+      KDT_OK(kd_footprint_build(&v[i], &e, t.rank, t.shape, 1, &fp[i][2], "test"));
+      boxes += fp[i][0].kind == KD_FP_BOX;
+      lists += fp[i][0].kind == KD_FP_RUNS && fp[i][0].count > 1;
+      spans += fp[i][2].kind == KD_FP_SPAN;
+      int64_t n = 0;
+      for (int x = 0; x < FP_MAX; ++x) n += set[i][x];
+      int distinct = n == e.elements;
+      revisiting += !distinct;
+      for (int k = 0; k < 2; ++k) cr_assert_eq(kd_view_distinct(&v[i], e.elements, &fp[i][k]), distinct, "trial %d", trial);
+      kd_run w;
+      if (kd_footprint_witness(&fp[i][0], &w)) {
+        cr_assert_lt(w.lo, w.hi);
+        for (int64_t x = w.lo; x < w.hi; ++x) cr_assert(set[i][x], "trial %d: witness element %lld not in the view", trial, (long long)x);
+      }
+    }
+    int shared = 0, a_in_b = 1, b_in_a = 1;
+    for (int x = 0; x < FP_MAX; ++x) {
+      shared |= set[0][x] & set[1][x];
+      if (set[0][x] && !set[1][x]) a_in_b = 0;
+      if (set[1][x] && !set[0][x]) b_in_a = 0;
+    }
+    overlaps += shared;
+    covers += a_in_b;
+    for (int ka = 0; ka < 3; ++ka)
+      for (int kb = 0; kb < 3; ++kb) {
+        const kd_footprint *a = &fp[0][ka], *b = &fp[1][kb];
+        int exact = kd_footprint_exact(a) && kd_footprint_exact(b);
+        int o = kd_footprint_overlap(a, b), ab = kd_footprint_covers(b, a), ba = kd_footprint_covers(a, b);
+        cr_assert_eq(o, kd_footprint_overlap(b, a), "trial %d (%d, %d): overlap is not symmetric", trial, ka, kb);
+        if (exact) {
+          cr_assert_eq(o, shared, "trial %d (%d, %d): overlap %d, the elements say %d", trial, ka, kb, o, shared);
+          cr_assert_eq(ab, a_in_b, "trial %d (%d, %d): cover %d, the elements say %d", trial, ka, kb, ab, a_in_b);
+          cr_assert_eq(ba, b_in_a, "trial %d (%d, %d): cover %d, the elements say %d", trial, ka, kb, ba, b_in_a);
+        } else {
+          cr_assert(o || !shared, "trial %d (%d, %d): a SPAN missed an overlap", trial, ka, kb);
+          cr_assert(!ab || a_in_b, "trial %d (%d, %d): a SPAN claimed a cover", trial, ka, kb);
+          cr_assert(!ba || b_in_a, "trial %d (%d, %d): a SPAN claimed a cover", trial, ka, kb);
+        }
+      }
+    for (int i = 0; i < 2; ++i)
+      for (int k = 0; k < 3; ++k) kd_footprint_free(&fp[i][k]);
+  }
+  cr_log_info("%llu boxes, %llu run lists, %llu spans, %llu overlapping pairs, %llu covers, %llu revisiting views",
+              (unsigned long long)boxes, (unsigned long long)lists, (unsigned long long)spans,
+              (unsigned long long)overlaps, (unsigned long long)covers, (unsigned long long)revisiting);
+  cr_assert(boxes > 5000 && lists > 1000 && spans > 5000 && overlaps > 2000 && covers > 500 && revisiting > 500,
+            "the draws reach every kind and outcome");
 }

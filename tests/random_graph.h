@@ -66,13 +66,21 @@ static inline kd_view rg_view2(rg_rng *r, kd_tensor t, int64_t rows, int64_t col
   return v;
 }
 
+/* The tensor a node writes, drawn from r; never pool index avoid (-1:
+ * any). */
+static inline int rg_written(rg_rng *r, int avoid) {
+  int a = (int)(rg_next(r) % RG_POOL);
+  return a == avoid ? (a + 1) % RG_POOL : a;
+}
+
 /* One node of the i32 kinds (op 0..3: fill, copy, add, sum over rank-1
- * views of t), applied to ref too when accepted and ref is non-NULL.
- * KD_OK, or KD_ERR_ALIASING when refused. */
+ * views of t) that writes no tensor of pool index avoid (-1: any), applied
+ * to ref too when accepted and ref is non-NULL. KD_OK, or KD_ERR_ALIASING
+ * when refused. */
 static inline kd_status rg_int_node(kd_graph *g, kd_tensor *t, rg_rng *r, int32_t (*ref)[RG_LEN], int op,
-                                    kd_node *id) {
+                                    int avoid, kd_node *id) {
   int64_t n = 1 + rg_next(r) % 24;
-  int a = (int)(rg_next(r) % RG_POOL), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
+  int a = rg_written(r, avoid), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
   kd_view va = rg_view(r, t[a], n), vb = rg_view(r, t[b], n), vc = rg_view(r, t[c], n);
   int32_t value = (int32_t)(rg_next(r) % 100);
   kd_status st;
@@ -99,7 +107,7 @@ static inline int rg_build(kd_graph *g, kd_tensor *t, rg_rng *r, int32_t (*ref)[
   int rejected = 0;
   int count = 1 + (int)(rg_next(r) % RG_MAX_NODES);
   for (int k = 0; k < count; ++k) {
-    kd_status st = rg_int_node(g, t, r, ref, (int)(rg_next(r) % 4), NULL);
+    kd_status st = rg_int_node(g, t, r, ref, (int)(rg_next(r) % 4), -1, NULL);
     if (st == KD_ERR_ALIASING) { /* refused: graph and reference unchanged */
       rejected++;
       continue;
@@ -156,14 +164,18 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
   int nodes = 0, count = max_nodes < 0 ? -max_nodes : 1 + (int)(rg_next(r) % (uint32_t)max_nodes);
   for (int k = 0; k < count; ++k) {
     /* Sums are drawn three times as often as the rest: they read whole
-     * views and write one element, so readers pile up and some sets grow
-     * past a scan (sorted sets, their sweeps and binary searches). */
+     * views and write one element, so readers pile up. In the first three
+     * quarters of an exact-length (long) graph nothing writes the pools'
+     * first tensors, so their readers stay active and some sets grow past
+     * a scan (sorted sets, their binary searches); the last quarter's
+     * writes then retire and sweep them. */
     int op = (int)(rg_next(r) % (RG_KINDS + 4));
     if (op >= RG_KINDS) op = op % 2 ? 3 : 10;
+    int avoid = max_nodes < 0 && k < count * 3 / 4 ? 0 : -1;
     kd_status st;
     kd_node id = 0;
     if (op < 4) {
-      st = rg_int_node(g, p->i, r, p->iref, op, &id);
+      st = rg_int_node(g, p->i, r, p->iref, op, avoid, &id);
     } else if (op == 11) { /* an explicit edge, forward: never a cycle */
       if (nodes < 2) continue;
       int from = (int)(rg_next(r) % (uint32_t)(nodes - 1));
@@ -172,7 +184,7 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
       counts->added[op]++;
       continue;
     } else {
-      int a = (int)(rg_next(r) % RG_POOL), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
+      int a = rg_written(r, avoid), b = (int)(rg_next(r) % RG_POOL), c = (int)(rg_next(r) % RG_POOL);
       int64_t rows = 1 + rg_next(r) % 5, cols = 1 + rg_next(r) % 5, n = 1 + rg_next(r) % 24;
       double alpha = ((double)(rg_next(r) % 7) - 3.0) * 0.37; /* not a float: axpy and scale round */
       kd_view va, vb, vc = {0};
