@@ -195,7 +195,7 @@ kd_status kd_footprint_build_runs(const kd_view *v, const kd_extent *e, uint32_t
     out->kind = KD_FP_SPAN;
     return KD_OK;
   }
-  kd_run *runs = malloc((size_t)outer * sizeof *runs);
+  kd_run *runs = malloc(((size_t)outer + KD_FP_SPARE_RUNS) * sizeof *runs); /* and witnesses (footprint.h) */
   if (!runs) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a footprint", op);
   int64_t idx[KD_MAX_RANK] = {0};
   for (int64_t r = 0; r < outer; ++r) {
@@ -227,15 +227,16 @@ kd_status kd_footprint_build_runs(const kd_view *v, const kd_extent *e, uint32_t
   return KD_OK;
 }
 
-kd_status kd_footprint_build(const kd_view *v, const kd_extent *e, int tensor_rank, const int64_t *tensor_shape,
-                             uint32_t max_runs, kd_footprint *out, const char *op) {
-  if (e->elements == 0 || e->compact || tensor_rank == 0)
-    return kd_footprint_build_runs(v, e, max_runs, out, op);
+kd_status kd_footprint_build_strided(const kd_view *v, const kd_extent *e, const int *rank,
+                                     const int64_t *tensor_shape, uint32_t max_runs, kd_footprint *out,
+                                     const char *op) {
+  int tensor_rank = *rank;
+  if (tensor_rank == 0) return kd_footprint_build_runs(v, e, max_runs, out, op);
   int64_t b[4 * KD_MAX_RANK];
   int revisits;
   if (!box_of(v, tensor_rank, tensor_shape, b, &revisits)) return kd_footprint_build_runs(v, e, max_runs, out, op);
   size_t bytes = 4 * (size_t)tensor_rank * sizeof *b;
-  out->data = malloc(bytes);
+  out->data = malloc(bytes + KD_FP_SPARE_RUNS * sizeof(kd_run)); /* and witnesses (footprint.h) */
   if (!out->data) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a footprint", op);
   memcpy(out->data, b, bytes);
   out->kind = KD_FP_BOX;

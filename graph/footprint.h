@@ -38,9 +38,12 @@ typedef enum kd_fp_kind { KD_FP_RUNS = 0, KD_FP_BOX = 1, KD_FP_SPAN = 2 } kd_fp_
 #define KD_BOX_STEP(b, r) ((b) + 2 * (r))
 #define KD_BOX_N(b, r) ((b) + 3 * (r))
 
+#define KD_FP_SPARE_RUNS 4
+
 typedef struct kd_footprint {
   void *data;      /* RUNS of more than one run: kd_run[count]; BOX: its numbers; else NULL.
-                      malloc'd and owned */
+                      malloc'd and owned, with room for KD_FP_SPARE_RUNS runs more (an
+                      interval set's entry keeps its witnesses there, graph/interval.h) */
   kd_run one;      /* the bounding interval (RUNS of one run: the run itself) */
   uint32_t count;  /* RUNS: runs (0: touches nothing); BOX: the tensor's rank; SPAN: 1 */
   uint8_t kind;    /* kd_fp_kind */
@@ -53,14 +56,33 @@ static inline const kd_run *kd_footprint_runs(const kd_footprint *f) {
 static inline int kd_footprint_exact(const kd_footprint *f) { return f->kind != KD_FP_SPAN; }
 
 /* Builds the footprint of a resolved, in-bounds view of a tensor of rank
- * tensor_rank and shape tensor_shape, from what kd_view_extent found (so
+ * *tensor_rank and shape tensor_shape, from what kd_view_extent found (so
  * its checks run once): a compact view is one run; a strided one a box
  * when its dimensions map onto the tensor's, else runs, or its interval
- * (SPAN) past max_runs runs. Errors: KD_ERR_OUT_OF_MEMORY. */
-kd_status kd_footprint_build(const kd_view *v, const kd_extent *e, int tensor_rank, const int64_t *tensor_shape,
-                             uint32_t max_runs, kd_footprint *out, const char *op);
-/* Runs only (no box), as kd_footprint_build did before boxes: for the
- * tests that compare the two. */
+ * (SPAN) past max_runs runs. Errors: KD_ERR_OUT_OF_MEMORY. Inline for the
+ * compact views most accesses name (every access of every node comes
+ * here), which do not read the tensor's rank and shape (a pointer to it,
+ * so that its cache line is not loaded: on a large graph it missed, four
+ * times a node); kd_footprint_build_strided does the rest. */
+kd_status kd_footprint_build_strided(const kd_view *v, const kd_extent *e, const int *tensor_rank,
+                                     const int64_t *tensor_shape, uint32_t max_runs, kd_footprint *out,
+                                     const char *op);
+static inline kd_status kd_footprint_build(const kd_view *v, const kd_extent *e, const int *tensor_rank,
+                                           const int64_t *tensor_shape, uint32_t max_runs, kd_footprint *out,
+                                           const char *op) {
+  if (e->elements && !e->compact)
+    return kd_footprint_build_strided(v, e, tensor_rank, tensor_shape, max_runs, out, op);
+  /* Not memset: this runs for every access of every node. */
+  out->data = NULL;
+  out->kind = KD_FP_RUNS;
+  out->revisits = 0;
+  out->one.lo = v->offset;
+  out->one.hi = e->elements ? e->last + 1 : v->offset;
+  out->count = e->elements != 0;
+  return KD_OK;
+}
+/* Runs only (no box): for views that are no box, and for the tests that
+ * compare the two. */
 kd_status kd_footprint_build_runs(const kd_view *v, const kd_extent *e, uint32_t max_runs, kd_footprint *out,
                                   const char *op);
 void kd_footprint_free(kd_footprint *f);

@@ -77,6 +77,7 @@ void kd_graph_destroy(kd_graph *g) {
   KD_GROW_FREE(g->dfs, g->dfs_cap);
   KD_GROW_FREE(g->found, g->found_cap);
   free(g->reduce_heap);
+  kd_witness_pool_free(&g->witness_blocks);
   kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
   KD_GROW_FREE(g->by_slot, g->by_slot_cap);
@@ -159,8 +160,8 @@ static kd_status overlap_exactly(const pending *a, const pending *b, int64_t ele
   const kd_tensor_obj *o = a->obj;
   kd_status st = kd_view_extent(op, a->view, elements, &ea);
   if (!st) st = kd_view_extent(op, b->view, elements, &eb);
-  if (!st) st = kd_footprint_build(a->view, &ea, o->rank, o->shape, KD_NODE_ALIAS_RUNS, &fa, op);
-  if (!st) st = kd_footprint_build(b->view, &eb, o->rank, o->shape, KD_NODE_ALIAS_RUNS, &fb, op);
+  if (!st) st = kd_footprint_build(a->view, &ea, &o->rank, o->shape, KD_NODE_ALIAS_RUNS, &fa, op);
+  if (!st) st = kd_footprint_build(b->view, &eb, &o->rank, o->shape, KD_NODE_ALIAS_RUNS, &fb, op);
   if (!st) *overlap = kd_footprint_exact(&fa) && kd_footprint_exact(&fb) ? kd_footprint_overlap(&fa, &fb) : -1;
   kd_footprint_free(&fa);
   kd_footprint_free(&fb);
@@ -237,7 +238,7 @@ static kd_status ctx_access(node_ctx *c, size_t arg, kd_access mode, const kd_vi
   if ((mode & KD_IN) && !o->initialized && !(p->binding >= 0 && c->g->bindings[p->binding].written))
     return kd_fail(KD_ERR_UNINITIALIZED, KD_AT ": reads tensor 0x%llx, which no earlier node or upload writes",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
-  st = kd_footprint_build(p->view, &e, o->rank, o->shape, KD_GRAPH_EXACT_RUNS, &p->fp, op);
+  st = kd_footprint_build(p->view, &e, &o->rank, o->shape, KD_GRAPH_EXACT_RUNS, &p->fp, op);
   if (st) return in_access(c, arg, view, st);
   c->count++; /* its footprint is freed with the node's from here */
   if ((mode & KD_OUT) && !e.compact) {
@@ -346,7 +347,7 @@ static int link_out(kd_graph *g) {
  *    read shifted views that reach boundaries no interior write covers;
  *    this is what keeps their readers from piling up sweep after sweep;
  *  - an access that a later write overlaps without covering it keeps a
- *    run of that write as its witness (kd_ival.wlo): a later access that
+ *    run of that write as a witness (kd_ival_witnesses): a later access that
  *    meets the witness follows that write, so its edge from the access is
  *    implied (an initial fill of a whole grid, whose boundary no interior
  *    sweep rewrites, is not tied to every sweep after). */
@@ -356,7 +357,7 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
   if (!fp->count) return; /* touches nothing, so conflicts with nothing */
   int64_t lo = fp->one.lo, hi = fp->one.hi;
   kd_run witness;
-  int has_witness = (mode & KD_OUT) && kd_footprint_witness(fp, &witness);
+  int has_witness = -1; /* not yet looked for: most writes overwrite nothing in part */
   /* A read conflicts only with writes (and visits the reads only for an
    * overwritten one to retire); a write with both. Entries whose
    * intervals miss [lo, hi) cannot overlap, cover or be covered. The
@@ -374,14 +375,18 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
     kd_ival *prev = g->found[k];
     int prev_writes = (prev->mode & KD_OUT) != 0;
     if (!prev_writes && mode == KD_IN) { /* two reads: only a retirement */
-      if (prev->overwritten && prev->node != node && kd_ival_covered(prev, fp)) kd_ivset_retire(&b->reads, prev);
+      if ((prev->flags & KD_IVAL_OVERWRITTEN) && prev->node != node && kd_ival_covered(prev, fp))
+        kd_ivset_retire(&b->reads, prev);
       continue;
     }
     if (!kd_ival_overlaps(prev, fp)) continue;
     /* Implied: prev -> covering read -> this write, or prev -> the write
      * its witness is part of -> this access. */
-    if ((prev->shadowed & (mode == KD_OUT)) ||
-        (prev->wlo < prev->whi && kd_footprint_meets(fp, (kd_run){prev->wlo, prev->whi}))) {
+    uint32_t nw;
+    const kd_run *w = kd_ival_witnesses(prev, &nw);
+    int implied = (prev->flags & KD_IVAL_SHADOWED) && mode == KD_OUT;
+    for (uint32_t i = 0; i < nw && !implied; ++i) implied = kd_footprint_meets(fp, w[i]);
+    if (implied) {
       g->edges_dropped++;
     } else {
       /* [earlier access][this one], looked up rather than branched on */
@@ -393,9 +398,13 @@ static void infer(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *see
     }
     if (prev->node == node) continue;
     int covered = kd_ival_covered(prev, fp);
-    if (mode == KD_IN) prev->shadowed |= covered; /* prev writes */
+    if (mode == KD_IN) prev->flags |= covered ? KD_IVAL_SHADOWED : 0; /* prev writes */
     else if (covered) kd_ivset_retire(prev_writes ? &b->writes : &b->reads, prev);
-    else kd_ivset_overwrite(prev_writes ? &b->writes : &b->reads, prev, has_witness ? &witness : NULL);
+    else {
+      if (has_witness < 0) has_witness = kd_footprint_witness(fp, &witness);
+      kd_ivset_overwrite(prev_writes ? &b->writes : &b->reads, prev, has_witness ? &witness : NULL,
+                         &g->witness_blocks);
+    }
   }
   kd_ivset_sweep(&b->writes);
   kd_ivset_sweep(&b->reads);
@@ -415,11 +424,14 @@ static uint32_t visit_stamp(kd_graph *g) {
  * dropped when p reaches another of the node's predecessors, as the order
  * then follows anyway. Nodes are added in an order their inferred edges
  * follow (every edge goes from an earlier node to a later one), so a
- * search backwards from the predecessors, highest node first and no lower
- * than the lowest predecessor, finds the implied ones. It stops after
- * KD_REDUCE_VISITS nodes (or KD_REDUCE_HEAP waiting), keeping what it has
- * not shown implied: an edge more, never one missing. Declared edges are
- * not followed (the same: an edge may stay that one of them implies). */
+ * search backwards from the predecessors, highest node first, finds the
+ * implied ones. It looks only at the KD_REDUCE_WINDOW nodes below the
+ * highest predecessor (an iterative pipeline's implied edges come from its
+ * last sweep or two) and stops after KD_REDUCE_VISITS nodes, or
+ * KD_REDUCE_HEAP waiting: what it has not shown implied stays, an edge
+ * more, never one missing. Declared edges are not followed (the same: an
+ * edge may stay that one of them implies). */
+#define KD_REDUCE_WINDOW 64
 #define KD_REDUCE_VISITS 64
 #define KD_REDUCE_HEAP 256
 
@@ -458,24 +470,36 @@ static void queue_preds(kd_graph *g, uint32_t u, uint32_t lowest, uint32_t stamp
 }
 
 static void reduce(kd_graph *g, uint32_t node, uint32_t first) {
-  uint32_t count = g->edge_count - first;
-  if (count < 2) return;
-  uint32_t mark = node + 1, lowest = UINT32_MAX, waiting = 0;
+  if (g->edge_count - first < 2) return;
+  uint32_t top = 0;
+  for (uint32_t e = first; e < g->edge_count; ++e)
+    if (g->edges[e].from > top) top = g->edges[e].from;
+  /* Only predecessors in the window can be shown implied, and only by
+   * another one above them: with one there, nothing to search (and no
+   * mark is written: a store to a distant predecessor's mark misses the
+   * cache, on most nodes of a large graph). */
+  uint32_t floor = top > KD_REDUCE_WINDOW ? top - KD_REDUCE_WINDOW : 0, lowest = top, mark = node + 1, in_window = 0;
   for (uint32_t e = first; e < g->edge_count; ++e) {
     uint32_t p = g->edges[e].from;
-    g->pred_mark[p] = mark; /* a predecessor not (yet) shown implied */
-    if (p < lowest) lowest = p;
+    in_window += p >= floor;
+    if (p >= floor && p < lowest) lowest = p; /* the search goes no lower */
   }
-  uint32_t stamp = visit_stamp(g);
-  for (uint32_t e = first; e < g->edge_count; ++e) queue_preds(g, g->edges[e].from, lowest, stamp, &waiting);
+  if (in_window < 2) return;
+  for (uint32_t e = first; e < g->edge_count; ++e)
+    if (g->edges[e].from >= lowest) g->pred_mark[g->edges[e].from] = mark; /* not (yet) shown implied */
+  uint32_t stamp = visit_stamp(g), waiting = 0;
+  for (uint32_t e = first; e < g->edge_count; ++e)
+    if (g->edges[e].from > lowest) queue_preds(g, g->edges[e].from, lowest, stamp, &waiting);
   for (uint32_t visits = 0; waiting && visits < KD_REDUCE_VISITS; ++visits) {
     uint32_t u = heap_pop(g->reduce_heap, &waiting);
     if (g->pred_mark[u] == mark) g->pred_mark[u] = 0; /* reached from another predecessor */
     queue_preds(g, u, lowest, stamp, &waiting);
   }
   uint32_t kept = first;
-  for (uint32_t e = first; e < g->edge_count; ++e)
-    if (g->pred_mark[g->edges[e].from] == mark) g->edges[kept++] = g->edges[e];
+  for (uint32_t e = first; e < g->edge_count; ++e) {
+    uint32_t p = g->edges[e].from;
+    if (p < lowest || g->pred_mark[p] == mark) g->edges[kept++] = g->edges[e];
+  }
   g->edges_dropped += g->edge_count - kept;
   g->edge_count = kept;
 }
@@ -504,8 +528,9 @@ static kd_status no_memory(node_ctx *c) {
 static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   kd_graph *g = c->g;
   /* Worst cases: an edge per active entry; a query returns at most the
-   * active entries plus this node's own; a view's numbers per access. */
-  uint32_t new_bindings = 0, extra_edges = 0, most_active = 0;
+   * active entries plus this node's own; a view's numbers per access; a
+   * witness block per active entry a write meets. */
+  uint32_t new_bindings = 0, extra_edges = 0, most_active = 0, overwrites = 0;
   size_t name_len = strlen(c->name), arena = kd_arena_size(name_len + 1);
   for (uint32_t i = 0; i < c->count; ++i) {
     const pending *p = &c->acc[i];
@@ -513,6 +538,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
     if (!b) new_bindings++;
     uint32_t active = b ? b->reads.count + b->writes.count : 0;
     extra_edges += active;
+    overwrites += (p->mode & KD_OUT) ? active : 0;
     if (active > most_active) most_active = active;
     if (!p->whole || !b || !b->whole) arena += view_bytes(p->view->rank);
   }
@@ -523,7 +549,8 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
       !KD_GROW(g->pred_mark, g->pred_cap, g->node_count + 1) ||
       !grow_zeroed(&g->visit, &g->visit_cap, g->node_count + 1) || /* new room: no earlier stamp */
       (!g->reduce_heap && !(g->reduce_heap = malloc(KD_REDUCE_HEAP * sizeof *g->reduce_heap))) ||
-      !KD_GROW(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena)) {
+      !KD_GROW(g->found, g->found_cap, most_active + c->count) || !kd_arena_reserve(&g->arena, arena) ||
+      !kd_witness_pool_reserve(&g->witness_blocks, overwrites)) {
     return no_memory(c);
   }
   g->pred_mark[g->node_count] = 0;

@@ -100,12 +100,12 @@ typedef struct kd_foreign_res {
  * nodes, and a node's bytes are written, and paged in, once per node):
  * read a kind's fields only for nodes of that kind. */
 typedef struct kd_gnode {
-  kd_node_kind kind;
+  uint8_t kind;            /* kd_node_kind (a byte: 96 bytes a node) */
+  uint8_t args_queued;     /* kernel: listed in the graph's reargs */
   uint32_t first_access, access_count;
   uint32_t first_edge, edge_count; /* its inferred edges (after reduction): edges[first_edge ..) */
   char *name;              /* in the graph's arena */
   void *user;              /* host function / foreign */
-  int args_queued;         /* kernel: listed in the graph's reargs */
   union {
     struct { /* KD_NODE_KERNEL */
       kd_module_obj *module; /* the graph holds a reference */
@@ -187,6 +187,7 @@ struct kd_graph {
   kd_ival **found;         /* scratch for one access's interval queries */
   uint32_t found_cap;
   uint32_t *reduce_heap;   /* scratch of the transitive reduction (KD_REDUCE_HEAP entries) */
+  kd_witness_pool witness_blocks; /* reserved for the witnesses a node's accesses may note */
   kd_arena arena;          /* node names, access views */
   /* A node's inferred edges are appended while it is added: a repeat is
    * found by scanning them while they are few, by pred_mark beyond. */

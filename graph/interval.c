@@ -40,7 +40,7 @@ uint32_t kd_ivset_after(const kd_ivset *s, int64_t x) {
 
 void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
   if (e->data) free(e->data); /* most are one run, inline */
-  s->overwritten -= e->overwritten;
+  s->overwritten -= (e->flags & KD_IVAL_OVERWRITTEN) != 0;
   if (s->count <= KD_IVSET_SCAN) {
     /* In any order: the last entry fills the hole. A mark and a sweep
      * instead copied every later entry with wide loads, right after the
@@ -52,8 +52,49 @@ void kd_ivset_retire(kd_ivset *s, kd_ival *e) {
   }
   uint32_t i = (uint32_t)(e - s->at);
   e->data = NULL;
-  e->retired = 1;
+  e->flags |= KD_IVAL_RETIRED;
   s->first_retired = i < s->first_retired ? i : s->first_retired;
+}
+
+int kd_witness_pool_reserve(kd_witness_pool *p, uint32_t n) {
+  if (p->count >= n) return 1;
+  if (n > p->cap) {
+    kd_run **grown = realloc(p->blocks, n * sizeof *grown);
+    if (!grown) return 0;
+    p->blocks = grown;
+    p->cap = n;
+  }
+  while (p->count < n)
+    if (!(p->blocks[p->count++] = malloc((1 + KD_IVAL_WITNESSES) * sizeof(kd_run)))) return p->count--, 0;
+  return 1;
+}
+
+void kd_witness_pool_free(kd_witness_pool *p) {
+  while (p->count) free(p->blocks[--p->count]);
+  free(p->blocks);
+  memset(p, 0, sizeof *p);
+}
+
+void kd_ivset_overwrite(kd_ivset *s, kd_ival *e, const kd_run *witness, kd_witness_pool *pool) {
+  uint32_t n;
+  kd_run *w = kd_ival_witnesses(e, &n);
+  if (witness && n < KD_IVAL_WITNESSES) {
+    int met = 0;
+    for (uint32_t i = 0; i < n && !met; ++i) met = w[i].lo < witness->hi && witness->lo < w[i].hi;
+    if (!met && !e->data) { /* one run: a block for it and the witnesses */
+      kd_run *b = pool->blocks[--pool->count];
+      b[0] = (kd_run){e->lo, e->hi};
+      e->data = b;
+      w = kd_ival_witnesses(e, &n);
+    }
+    if (!met) {
+      w[n] = *witness;
+      e->flags = (uint8_t)((e->flags & ~KD_IVAL_WITNESS_MASK) | (n + 1) << KD_IVAL_WITNESS_SHIFT);
+    }
+  }
+  if ((e->mode & 2) || (e->flags & KD_IVAL_OVERWRITTEN)) return; /* a write (KD_OUT), or counted */
+  e->flags |= KD_IVAL_OVERWRITTEN;
+  s->overwritten++;
 }
 
 /* max_len from the live entries (a set with no retired entry). */
@@ -70,7 +111,7 @@ void kd_ivset_sweep_retired(kd_ivset *s) {
    * a branch would mispredict on (a copy onto itself is exact overlap). */
   for (uint32_t i = s->first_retired; i < s->count; ++i) {
     const kd_ival *e = &s->at[i];
-    int gone = e->retired;
+    int gone = (e->flags & KD_IVAL_RETIRED) != 0;
     longest_gone |= gone & (e->hi - e->lo == s->max_len);
     s->at[keep] = *e;
     keep += !gone;

@@ -20,29 +20,53 @@
 
 #include "graph/footprint.h"
 
-/* 48 bytes: what a query scans and an insert moves. */
+/* An entry's flags (kd_ival.flags), written as one byte: a bit-field's
+ * read-modify-write of a line just stored to stalls (it did, measurably). */
+enum {
+  KD_IVAL_KIND = 3,          /* kd_fp_kind */
+  KD_IVAL_SHADOWED = 1 << 2, /* a write that a later read of another node covers: later
+                                writes are ordered after it through that read */
+  KD_IVAL_OVERWRITTEN = 1 << 3, /* a read that a later write of another node overlaps
+                                (without covering it: that retires it): a later read that
+                                covers it is ordered after that write, so after it, and
+                                orders every later write that meets it, so it retires it */
+  KD_IVAL_WITNESS_SHIFT = 4, /* bits 4-6: how many witness runs it has (kd_ival_witnesses) */
+  KD_IVAL_WITNESS_MASK = 7 << 4,
+  KD_IVAL_RETIRED = 1 << 7   /* retired from a set of more than KD_IVSET_SCAN entries:
+                                removed at the next kd_ivset_sweep */
+};
+
+/* Witness runs an entry keeps, from different writes (the two colours of
+ * a red-black sweep each leave one on what they both overwrite in part). */
+#define KD_IVAL_WITNESSES 4
+_Static_assert(KD_IVAL_WITNESSES <= KD_FP_SPARE_RUNS, "a footprint block has room for every witness");
+
+/* 32 bytes: two entries a cache line; that is what a query scans and an
+ * insert moves. */
 typedef struct kd_ival {
   int64_t lo, hi;          /* the footprint's bounding interval [lo, hi), not empty */
-  void *data;              /* the footprint's runs or box: owned; NULL for the one run [lo, hi) */
-  /* Part of what a later write of another node wrote over this entry
-   * without covering it ([wlo, whi), empty when none did): every later
-   * access that meets it meets that write, so follows it, and with it this
-   * entry. Their edge from this entry is implied. */
-  int64_t wlo, whi;
+  void *data;              /* the footprint's runs or box, then room for the witness runs:
+                              owned; NULL for the one run [lo, hi) without a witness */
   uint32_t node;
   uint16_t count;          /* as kd_footprint.count: at most KD_IVAL_MAX_RUNS */
   uint8_t mode;            /* kd_access */
-  uint8_t kind : 2;        /* kd_fp_kind */
-  uint8_t shadowed : 1;    /* a write that a later read of another node covers:
-                              later writes are ordered after it through that read */
-  uint8_t overwritten : 1; /* a read that a later write of another node overlaps (without
-                              covering it: that retires it): a later read that covers it
-                              is ordered after that write, so after it, and orders every
-                              later write that meets it, so it retires it */
-  uint8_t retired : 1;     /* retired from a set of more than KD_IVSET_SCAN entries:
-                              removed at the next kd_ivset_sweep */
+  uint8_t flags;           /* KD_IVAL_* */
 } kd_ival;
-_Static_assert(sizeof(kd_ival) <= 48, "an interval entry grew past 48 bytes");
+_Static_assert(sizeof(kd_ival) <= 32, "an interval entry grew past 32 bytes");
+
+static inline int kd_ival_kind(const kd_ival *e) { return e->flags & KD_IVAL_KIND; }
+
+/* Parts of what later writes of other nodes wrote over the entry without
+ * covering it: every later access that meets one meets that write, so
+ * follows it, and with it the entry, whose edge to it is then implied.
+ * Kept after the footprint's numbers, in room every runs list and box
+ * block has (kd_footprint_build). Sets *n to how many (0: none). */
+static inline kd_run *kd_ival_witnesses(const kd_ival *e, uint32_t *n) {
+  *n = (e->flags & KD_IVAL_WITNESS_MASK) >> KD_IVAL_WITNESS_SHIFT;
+  if (!e->data) return NULL;
+  if (kd_ival_kind(e) == KD_FP_BOX) return (kd_run *)((int64_t *)e->data + 4 * e->count);
+  return (kd_run *)e->data + e->count;
+}
 
 /* An entry's run count is 16 bits. */
 #define KD_IVAL_MAX_RUNS UINT16_MAX
@@ -65,20 +89,21 @@ typedef struct kd_ivset {
 
 /* The entry's footprint, for the kd_footprint tests (borrows its numbers). */
 static inline kd_footprint kd_ival_footprint(const kd_ival *e) {
-  kd_footprint f = {e->data, {e->lo, e->hi}, e->count, e->kind, 0};
+  kd_footprint f = {kd_ival_kind(e) == KD_FP_RUNS && e->count == 1 ? NULL : e->data, {e->lo, e->hi}, e->count,
+                    (uint8_t)kd_ival_kind(e), 0};
   return f;
 }
 
 /* kd_footprint_overlap and kd_footprint_covers against an entry, without
  * building its footprint when both are one run (the common case). */
 static inline int kd_ival_overlaps(const kd_ival *e, const kd_footprint *fp) {
-  if (e->count == 1 && fp->count == 1 && e->kind == KD_FP_RUNS && fp->kind == KD_FP_RUNS)
+  if (e->count == 1 && fp->count == 1 && kd_ival_kind(e) == KD_FP_RUNS && fp->kind == KD_FP_RUNS)
     return e->lo < fp->one.hi && fp->one.lo < e->hi; /* one run each: the intervals are the runs */
   kd_footprint f = kd_ival_footprint(e);
   return kd_footprint_overlap(&f, fp);
 }
 static inline int kd_ival_covered(const kd_ival *e, const kd_footprint *outer) {
-  if (e->count == 1 && outer->count == 1 && e->kind != KD_FP_BOX && outer->kind == KD_FP_RUNS)
+  if (e->count == 1 && outer->count == 1 && kd_ival_kind(e) != KD_FP_BOX && outer->kind == KD_FP_RUNS)
     return outer->one.lo <= e->lo && e->hi <= outer->one.hi; /* a run holds a run or an interval */
   kd_footprint f = kd_ival_footprint(e);
   return kd_footprint_covers(outer, &f);
@@ -123,18 +148,24 @@ static inline uint32_t kd_ivset_find(kd_ivset *s, int64_t lo, int64_t hi, kd_iva
  * first: pointers to entries before e stay valid); from a large one, which
  * must stay sorted, by marking it for the next sweep. */
 void kd_ivset_retire(kd_ivset *s, kd_ival *e);
+/* Blocks for the witnesses of entries of one run, which have none of their
+ * own: taken from here, so that noting a witness cannot fail (the caller
+ * reserves as many as it may take, kd_witness_pool_reserve). */
+typedef struct kd_witness_pool {
+  kd_run **blocks;         /* each malloc'd, 1 + KD_IVAL_WITNESSES runs: freed as an entry's data */
+  uint32_t count, cap;
+} kd_witness_pool;
+/* At least n blocks in the pool: 0 out of memory (the pool keeps what it
+ * got). */
+int kd_witness_pool_reserve(kd_witness_pool *p, uint32_t n);
+void kd_witness_pool_free(kd_witness_pool *p);
+
 /* Notes that a later write of another node overlaps e (in set s) without
- * covering it: part of that write (witness, if any) becomes e's witness
- * unless e has one, and a read is flagged overwritten, counted in s. */
-static inline void kd_ivset_overwrite(kd_ivset *s, kd_ival *e, const kd_run *witness) {
-  if (witness && e->wlo == e->whi) {
-    e->wlo = witness->lo;
-    e->whi = witness->hi;
-  }
-  if (e->mode & 2) return; /* KD_OUT: a write */
-  s->overwritten += !e->overwritten;
-  e->overwritten = 1;
-}
+ * covering it: part of that write (witness, if any) becomes a witness of e
+ * while it has fewer than KD_IVAL_WITNESSES and none that meets it (an
+ * entry of one run takes a block from pool, which must have one), and a
+ * read is flagged overwritten, counted in s. */
+void kd_ivset_overwrite(kd_ivset *s, kd_ival *e, const kd_run *witness, kd_witness_pool *pool);
 /* Drops the retired entries. */
 void kd_ivset_sweep_retired(kd_ivset *s);
 static inline void kd_ivset_sweep(kd_ivset *s) {
@@ -155,11 +186,7 @@ static inline void kd_ivset_put(kd_ivset *s, uint32_t at, uint32_t node, uint8_t
   e->node = node;
   e->count = (uint16_t)fp->count;
   e->mode = mode;
-  e->kind = fp->kind & 3;
-  e->wlo = e->whi = 0;
-  e->shadowed = 0;
-  e->overwritten = 0;
-  e->retired = 0;
+  e->flags = fp->kind & KD_IVAL_KIND;
   fp->data = NULL; /* moved in */
   fp->count = 0;
   s->count++;

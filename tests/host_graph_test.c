@@ -10,7 +10,7 @@
 
 #include "engine/serial.h"
 #include "graph/grow.h"
-#include "graph/interval.h"
+#include "graph/graph_impl.h"
 #include "kdag_test.h"
 #include <criterion/redirect.h> /* after criterion.h */
 #include "kernels/host.h"
@@ -1613,9 +1613,9 @@ Test(host_graph, footprints_answer_as_the_elements_do) {
       kd_extent e;
       KDT_OK(kd_view_extent("test", &v[i], t.elements, &e));
       fp_elements(&v[i], set[i]);
-      KDT_OK(kd_footprint_build(&v[i], &e, t.rank, t.shape, 4096, &fp[i][0], "test"));
+      KDT_OK(kd_footprint_build(&v[i], &e, &t.rank, t.shape, 4096, &fp[i][0], "test"));
       KDT_OK(kd_footprint_build_runs(&v[i], &e, 4096, &fp[i][1], "test"));
-      KDT_OK(kd_footprint_build(&v[i], &e, t.rank, t.shape, 1, &fp[i][2], "test"));
+      KDT_OK(kd_footprint_build(&v[i], &e, &t.rank, t.shape, 1, &fp[i][2], "test"));
       boxes += fp[i][0].kind == KD_FP_BOX;
       lists += fp[i][0].kind == KD_FP_RUNS && fp[i][0].count > 1;
       spans += fp[i][2].kind == KD_FP_SPAN;
@@ -1662,4 +1662,138 @@ Test(host_graph, footprints_answer_as_the_elements_do) {
               (unsigned long long)overlaps, (unsigned long long)covers, (unsigned long long)revisiting);
   cr_assert(boxes > 5000 && lists > 1000 && spans > 5000 && overlaps > 2000 && covers > 500 && revisiting > 500,
             "the draws reach every kind and outcome");
+}
+
+/* ---- inference on iterative patterns ----------------------------------- */
+
+/* What one sweep of an iterative pattern declares (sweep k), over two
+ * grids of R x C floats. */
+#define SWEEP_R 34
+#define SWEEP_C 26
+typedef void sweep_fn(kd_graph *g, kd_tensor *t, int k);
+
+static kd_view grid_box(kd_tensor t, int64_t i0, int64_t j0, int64_t rows, int64_t cols, int64_t step) {
+  kd_view v = {.tensor = t, .rank = 2, .offset = i0 + j0 * SWEEP_R, .shape = {rows, cols},
+               .strides = {step, step * SWEEP_R}};
+  return v;
+}
+static kd_view interior(kd_tensor t, int di, int dj) { return grid_box(t, 1 + di, 1 + dj, SWEEP_R - 2, SWEEP_C - 2, 1); }
+
+static void host_node(kd_graph *g, const kd_garg *acc, size_t n) {
+  KDT_OK(kd_graph_host(g, "n", no_op, NULL, acc, n, NULL));
+}
+
+/* Jacobi of built-ins: y's interior from four shifted views of x, then the
+ * grids swap. */
+static void sweep_jacobi(kd_graph *g, kd_tensor *t, int k) {
+  kd_tensor x = t[k & 1], y = t[!(k & 1)];
+  kd_view in = interior(y, 0, 0);
+  KDT_OK(kd_graph_add(g, "up+down", in, interior(x, -1, 0), interior(x, 1, 0), NULL));
+  KDT_OK(kd_graph_axpy(g, "+left", in, interior(x, 0, -1), 1.0, NULL));
+  KDT_OK(kd_graph_axpy(g, "+right", in, interior(x, 0, 1), 1.0, NULL));
+  KDT_OK(kd_graph_scale(g, "/4", in, 0.25, NULL));
+}
+
+/* A halo exchange: the interior in place from a 5-point read of itself
+ * (through a second grid), then the four boundary strips from the rows and
+ * columns next to the opposite edges (periodic). */
+static void sweep_halo(kd_graph *g, kd_tensor *t, int k) {
+  (void)k;
+  kd_tensor u = t[0], w = t[1];
+  kd_garg st[] = {kd_g_out(interior(w, 0, 0)), kd_g_in(interior(u, -1, 0)), kd_g_in(interior(u, 1, 0)),
+                  kd_g_in(interior(u, 0, -1)), kd_g_in(interior(u, 0, 1)), kd_g_in(interior(u, 0, 0))};
+  host_node(g, st, 6);
+  kd_garg back[] = {kd_g_out(interior(u, 0, 0)), kd_g_in(interior(w, 0, 0))};
+  host_node(g, back, 2);
+  kd_garg top[] = {kd_g_out(grid_box(u, 0, 1, 1, SWEEP_C - 2, 1)), kd_g_in(grid_box(u, SWEEP_R - 2, 1, 1, SWEEP_C - 2, 1))};
+  kd_garg bottom[] = {kd_g_out(grid_box(u, SWEEP_R - 1, 1, 1, SWEEP_C - 2, 1)), kd_g_in(grid_box(u, 1, 1, 1, SWEEP_C - 2, 1))};
+  kd_garg left[] = {kd_g_out(grid_box(u, 0, 0, SWEEP_R, 1, 1)), kd_g_in(grid_box(u, 0, SWEEP_C - 2, SWEEP_R, 1, 1))};
+  kd_garg right[] = {kd_g_out(grid_box(u, 0, SWEEP_C - 1, SWEEP_R, 1, 1)), kd_g_in(grid_box(u, 0, 1, SWEEP_R, 1, 1))};
+  host_node(g, top, 2);
+  host_node(g, bottom, 2);
+  host_node(g, left, 2);
+  host_node(g, right, 2);
+}
+
+/* Tiles updated in place, then a reduction of the whole grid into one
+ * element, which the next sweep's tiles read. */
+static void sweep_tiles(kd_graph *g, kd_tensor *t, int k) {
+  (void)k;
+  kd_view one = {.tensor = t[1], .rank = 1, .offset = 0, .shape = {1}, .strides = {1}};
+  for (int q = 0; q < 4; ++q) {
+    int64_t h = SWEEP_R / 2, w = SWEEP_C / 2;
+    kd_garg acc[] = {kd_g_inout(grid_box(t[0], q & 1 ? h : 0, q & 2 ? w : 0, h, w, 1)), kd_g_in(one)};
+    host_node(g, acc, 2);
+  }
+  kd_garg sum[] = {kd_g_out(one), kd_g_in(kd_whole(t[0]))};
+  host_node(g, sum, 2);
+}
+
+/* Red-black Gauss-Seidel: each colour of the interior (two stepped boxes)
+ * from the other colour's neighbours. */
+static void sweep_red_black(kd_graph *g, kd_tensor *t, int k) {
+  (void)k;
+  for (int colour = 0; colour < 2; ++colour) {
+    /* (i + j) even or odd, as two boxes of step 2 */
+    kd_garg acc[] = {kd_g_inout(grid_box(t[0], 1 + colour, 1, (SWEEP_R - 2) / 2, (SWEEP_C - 2) / 2, 2)),
+                     kd_g_inout(grid_box(t[0], 2 - colour, 2, (SWEEP_R - 2) / 2, (SWEEP_C - 2) / 2, 2)),
+                     kd_g_in(grid_box(t[0], 2 - colour, 1, (SWEEP_R - 2) / 2, (SWEEP_C - 2) / 2, 2)),
+                     kd_g_in(grid_box(t[0], 1 + colour, 2, (SWEEP_R - 2) / 2, (SWEEP_C - 2) / 2, 2))};
+    host_node(g, acc, 4);
+  }
+}
+
+typedef struct sweep_stats {
+  uint32_t max_in, last_edges, active;
+} sweep_stats;
+
+static sweep_stats run_sweeps(kd_session *s, sweep_fn *fn, int sweeps) {
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 2, .shape = {SWEEP_R, SWEEP_C}};
+  kd_tensor t[2];
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  float zero = 0;
+  for (int i = 0; i < 2; ++i) {
+    KDT_OK(kd_tensor_create(s, &d, &t[i]));
+    KDT_OK(kd_graph_fill(g, "init", kd_whole(t[i]), &zero, NULL)); /* whole grids: boundaries included */
+  }
+  uint32_t before = 0;
+  for (int k = 0; k < sweeps; ++k) {
+    before = g->edge_count;
+    fn(g, t, k);
+  }
+  sweep_stats st = {.last_edges = g->edge_count - before};
+  uint32_t *in = calloc(g->node_count, sizeof *in);
+  for (uint32_t e = 0; e < g->edge_count; ++e) in[g->edges[e].to]++;
+  for (uint32_t n = 0; n < g->node_count; ++n) st.max_in = in[n] > st.max_in ? in[n] : st.max_in;
+  free(in);
+  for (uint32_t b = 0; b < g->binding_count; ++b) st.active += g->bindings[b].reads.count + g->bindings[b].writes.count;
+  kd_graph_destroy(g);
+  for (int i = 0; i < 2; ++i) KDT_OK(kd_tensor_release(s, t[i]));
+  return st;
+}
+
+/* The edges a sweep adds, the most any node gets and the accesses kept
+ * active do not grow with the number of sweeps, on each pattern; and a
+ * sweep adds no edge another implies (the counts are each pattern's
+ * transitive reduction: a chain of four for Jacobi; for the tiles, each
+ * tile after the last sum and the sum after the four tiles). */
+Test(host_graph, inference_stays_bounded_on_iterative_patterns) {
+  kd_session *s = kdt_host_session();
+  static const struct { const char *name; sweep_fn *fn; uint32_t most_in, sweep_edges; } patterns[] = {
+      {"jacobi", sweep_jacobi, 2, 4}, {"halo", sweep_halo, 3, 11}, {"tiles", sweep_tiles, 4, 8},
+      {"red-black", sweep_red_black, 1, 2}};
+  for (size_t p = 0; p < sizeof patterns / sizeof patterns[0]; ++p) {
+    sweep_stats few = run_sweeps(s, patterns[p].fn, 20), many = run_sweeps(s, patterns[p].fn, 400);
+    cr_log_info("%s: last sweep %u edges, most into a node %u, %u accesses active (400 sweeps)", patterns[p].name,
+                many.last_edges, many.max_in, many.active);
+    cr_assert_eq(many.last_edges, few.last_edges, "%s: a sweep adds %u edges after 400 sweeps, %u after 20",
+                 patterns[p].name, many.last_edges, few.last_edges);
+    cr_assert_eq(many.active, few.active, "%s: %u accesses active after 400 sweeps, %u after 20", patterns[p].name,
+                 many.active, few.active);
+    cr_assert_leq(many.max_in, patterns[p].most_in, "%s: a node has %u edges in", patterns[p].name, many.max_in);
+    cr_assert_eq(many.last_edges, patterns[p].sweep_edges, "%s: a sweep adds %u edges", patterns[p].name,
+                 many.last_edges);
+  }
+  kd_session_destroy(s);
 }
