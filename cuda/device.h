@@ -45,7 +45,13 @@ typedef struct kd_device {
   kd_staging_block *staging_free[KD_STAGING_CLASSES];
   kd_staging_block *staging_all;
   uint64_t staging_bytes;
+  uint64_t staging_blocks;
+  uint64_t staging_idle_bytes; /* in the free lists */
   uint64_t staging_grows;   /* blocks allocated: each pins memory, which synchronises */
+  /* Driver calls made that wait for all work in the context, whoever
+   * enqueued it (tools/wait-probe measured which: module loads and
+   * unloads, freeing pinned memory). Counted where they are made. */
+  uint64_t context_waits;
 } kd_device;
 
 /* Opens the device for a session. On failure everything is released and
@@ -87,5 +93,8 @@ kd_status kd_staging_init(kd_device *d);
 void kd_staging_fini(kd_device *d);
 kd_status kd_staging_get(kd_device *d, const char *op, size_t bytes, kd_staging_block **out);
 void kd_staging_put(kd_device *d, kd_staging_block *b);
+/* Frees the blocks no transfer holds: unpinning waits for all work in the
+ * context (each call counted in context_waits). */
+void kd_staging_trim(kd_device *d);
 
 #endif

@@ -14,6 +14,7 @@ static kd_status load_data(kd_device *d, const char *op, const void *data,
   char *log = calloc(1, KD_JIT_LOG_BYTES);
   CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *vals[2] = {log, (void *)(uintptr_t)(log ? KD_JIT_LOG_BYTES : 0)};
+  d->context_waits++;
   CUresult r = d->cu->cuModuleLoadDataEx(&out->mod, data, log ? 2 : 0, opts, vals);
   if (r != CUDA_SUCCESS) {
     kd_status st = kd_fail_cu(r, op, "cuModuleLoadDataEx");
@@ -34,6 +35,7 @@ kd_status kd_cu_module_load_ptx(kd_device *d, const char *op, const char *ptx,
   st = kd_ptx_parse(op, ptx, &out->ptx);
   if (st) return st;
   out->has_ptx = 1;
+  out->image_bytes = len;
   st = kd_ptx_check_isa(op, out->ptx.isa, d->info.max_ptx_isa, d->info.driver_version);
   if (!st) st = load_data(d, op, ptx, "PTX", out);
   if (st == KD_ERR_UNSUPPORTED_PTX && out->ptx.isa)
@@ -63,6 +65,7 @@ kd_status kd_cu_module_load_image(kd_device *d, const char *op, const void *imag
     return kd_fail(KD_ERR_NO_BINARY_FOR_GPU,
                    "%s: the %s holds code for %s, but this GPU (%s) is sm_%d: "
                    "rebuild for sm_%d or ship PTX", op, kind, have, d->info.name, d->sm, d->sm);
+  out->image_bytes = size;
   kd_status st = load_data(d, op, image, kind, out);
   if (st == KD_ERR_NO_BINARY_FOR_GPU)
     st = kd_fail_context(st, "%s: the %s holds %s, this GPU is sm_%d", op, kind, have, d->sm);
@@ -76,7 +79,10 @@ void kd_cu_module_unload(kd_device *d, kd_cu_module *m) {
   }
   free(m->fns);
   if (m->has_ptx) kd_ptx_info_free(&m->ptx);
-  if (m->mod) d->cu->cuModuleUnload(m->mod);
+  if (m->mod) {
+    d->context_waits++;
+    d->cu->cuModuleUnload(m->mod);
+  }
   memset(m, 0, sizeof *m);
 }
 

@@ -19,6 +19,7 @@ typedef struct kd_cu_function {
 
 typedef struct kd_cu_module {
   CUmodule mod;
+  size_t image_bytes;      /* what was loaded: the PTX text or the image */
   int has_ptx;
   kd_ptx_info ptx;         /* when loaded from PTX: the .entry signatures */
   kd_cu_function *fns;
@@ -32,6 +33,10 @@ kd_status kd_cu_module_load_image(kd_device *d, const char *op, const void *imag
 /* Looks up (or finds already looked up) a kernel; *index into fns. */
 kd_status kd_cu_module_function(kd_device *d, const char *op, kd_cu_module *m,
                                 const char *name, uint32_t *index);
+/* Loading and unloading wait for all work in the context, whoever
+ * enqueued it (tools/wait-probe): each call is counted in
+ * d->context_waits, and the engine makes them only where a caller asked
+ * for a wait (engine/module.c). */
 void kd_cu_module_unload(kd_device *d, kd_cu_module *m);
 
 /* Checks a config against the function and the device, raising the

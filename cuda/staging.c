@@ -1,6 +1,9 @@
 /* Pinned host staging for uploads and downloads, placed on the GPU's NUMA
  * node. Blocks come in power-of-two size classes and are reused, so steady
- * state never registers or frees pinned memory (both synchronise). */
+ * state never pins or unpins memory; unpinning (cuMemHostUnregister,
+ * cuMemFreeHost) waits for all work in the context (tools/wait-probe), so
+ * it happens only where a caller asked for a wait: kd_staging_trim and
+ * kd_staging_fini. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,20 +61,46 @@ kd_status kd_staging_init(kd_device *d) {
   return KD_OK;
 }
 
+/* Unpins and frees one block (a wait for the whole context). */
+static void free_block(kd_device *d, kd_staging_block *b) {
+  d->context_waits++;
+  if (b->registered) {
+    d->cu->cuMemHostUnregister(b->host);
+    hwloc_free(d->topo, b->host, b->size);
+  } else {
+    d->cu->cuMemFreeHost(b->host);
+  }
+  d->staging_bytes -= b->size;
+  d->staging_blocks--;
+  free(b);
+}
+
+void kd_staging_trim(kd_device *d) {
+  for (kd_staging_block **at = &d->staging_all; *at;) {
+    kd_staging_block *b = *at;
+    int idle = 0; /* in its class's free list */
+    for (kd_staging_block *f = d->staging_free[b->size_class]; f && !idle; f = f->next) idle = f == b;
+    if (!idle) {
+      at = &b->all_next;
+      continue;
+    }
+    *at = b->all_next;
+    kd_staging_block **link = &d->staging_free[b->size_class];
+    while (*link != b) link = &(*link)->next;
+    *link = b->next;
+    d->staging_idle_bytes -= b->size;
+    free_block(d, b);
+  }
+}
+
 void kd_staging_fini(kd_device *d) {
   for (kd_staging_block *b = d->staging_all, *next; b; b = next) {
     next = b->all_next;
-    if (b->registered) {
-      d->cu->cuMemHostUnregister(b->host);
-      hwloc_free(d->topo, b->host, b->size);
-    } else {
-      d->cu->cuMemFreeHost(b->host);
-    }
-    free(b);
+    free_block(d, b);
   }
   d->staging_all = NULL;
   memset(d->staging_free, 0, sizeof d->staging_free);
-  d->staging_bytes = 0;
+  d->staging_bytes = d->staging_idle_bytes = 0;
   if (d->nodeset) hwloc_bitmap_free(d->nodeset);
   d->nodeset = NULL;
   if (d->topo) hwloc_topology_destroy(d->topo);
@@ -93,6 +122,7 @@ kd_status kd_staging_get(kd_device *d, const char *op, size_t bytes, kd_staging_
     kd_staging_block *b = d->staging_free[c];
     d->staging_free[c] = b->next;
     b->next = NULL;
+    d->staging_idle_bytes -= b->size;
     *out = b;
     return KD_OK;
   }
@@ -123,6 +153,7 @@ kd_status kd_staging_get(kd_device *d, const char *op, size_t bytes, kd_staging_
   b->all_next = d->staging_all;
   d->staging_all = b;
   d->staging_bytes += size;
+  d->staging_blocks++;
   d->staging_grows++;
   *out = b;
   return KD_OK;
@@ -131,4 +162,5 @@ kd_status kd_staging_get(kd_device *d, const char *op, size_t bytes, kd_staging_
 void kd_staging_put(kd_device *d, kd_staging_block *b) {
   b->next = d->staging_free[b->size_class];
   d->staging_free[b->size_class] = b;
+  d->staging_idle_bytes += b->size;
 }

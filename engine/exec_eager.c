@@ -11,25 +11,34 @@
 #include "engine/exec.h"
 #include "kernels/embedded.h"
 
-kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out) {
-  if (!s->builtins) {
-    /* Loaded once per session, before any pipeline runs: with lazy loading
-     * the driver may wait for running kernels when it loads code. */
-    kd_cu_module cu;
-    kd_session_device(s); /* a node's declaration gets here, a host-only call */
-    kd_status st = kd_cu_module_load_image(&s->dev, op, kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size, &cu);
-    if (st == KD_ERR_NO_BINARY_FOR_GPU)
-      st = kd_cu_module_load_ptx(&s->dev, op, (const char *)kd_kernel_builtins_ptx, kd_kernel_builtins_ptx_size, &cu);
-    if (st) return kd_session_note(s, kd_fail_context(st, "%s: loading kdag's built-in kernels", op));
-    kd_module_obj *m = calloc(1, sizeof *m);
-    if (!m) {
-      kd_cu_module_unload(&s->dev, &cu);
-      return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
-    }
-    m->cu = cu;
-    m->refs = 1; /* the session's, dropped at destroy */
-    s->builtins = m;
+void kd_builtins_load(kd_session *s, const char *op) {
+  /* Loaded with the session, not at the first built-in node: loading
+   * waits for all work in the context, and declaring a node must not
+   * reach the driver. */
+  kd_cu_module cu;
+  kd_status st = kd_cu_module_load_image(&s->dev, op, kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size, &cu);
+  if (st == KD_ERR_NO_BINARY_FOR_GPU)
+    st = kd_cu_module_load_ptx(&s->dev, op, (const char *)kd_kernel_builtins_ptx, kd_kernel_builtins_ptx_size, &cu);
+  kd_module_obj *m = st ? NULL : calloc(1, sizeof *m);
+  if (!st && !m) {
+    kd_cu_module_unload(&s->dev, &cu);
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
   }
+  if (st) {
+    s->builtins_status = kd_session_note(s, st);
+    snprintf(s->builtins_error, sizeof s->builtins_error, "%s", kd_last_error());
+    return;
+  }
+  m->cu = cu;
+  m->refs = 1; /* the session's, dropped at destroy */
+  s->builtins = m;
+}
+
+kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out) {
+  if (!s->builtins) /* a status kept from the load: never KD_OK */
+    return kd_fail(s->builtins_status ? s->builtins_status : KD_ERR_DRIVER,
+                   "%s: kdag's built-in kernels did not load when the session was created: %s", op,
+                   s->builtins_error);
   if (out) *out = s->builtins;
   return KD_OK;
 }
@@ -48,7 +57,7 @@ static const char *dtype_suffix(kd_dtype d) {
  * per element size), grid-stride loops over the view's elements. */
 static kd_status resolve_builtin(kd_graph *g, const char *op, kd_gnode *node, kd_node_launch *L) {
   kd_session *s = g->session;
-  kd_module_obj *m;
+  kd_module_obj *m = NULL; /* set on KD_OK */
   kd_status st = kd_builtins_module(s, op, &m);
   if (st) return st;
   for (uint32_t k = 0; k < node->access_count && k < 3; ++k) {

@@ -13,14 +13,40 @@ kd_status kd_module_lookup(kd_session *s, kd_module m, kd_module_obj **out, cons
 
 void kd_module_ref(kd_module_obj *o) { ck_pr_inc_32(&o->refs); }
 
+/* Unloading waits for all work in the context, whoever enqueued it (the
+ * driver's cuModuleUnload; tools/wait-probe): a release, a reap or a
+ * graph's destruction would wait for unrelated kernels. So a module whose
+ * last reference goes is listed, and unloaded where a caller asked for a
+ * wait (kd_session_release_idle). */
 void kd_module_unref(kd_session *s, kd_module_obj *o) {
   bool zero = false;
   ck_pr_dec_32_zero(&o->refs, &zero);
   if (!zero) return;
   if (o->handle) kd_handle_free(&s->handles, o->handle);
-  kd_session_device(s); /* should a host-only call drop the last reference */
-  kd_cu_module_unload(&s->dev, &o->cu);
-  free(o);
+  o->handle = 0;
+  if (s->unload_now) {
+    kd_session_device(s); /* should a host-only call drop the last reference */
+    kd_cu_module_unload(&s->dev, &o->cu);
+    free(o);
+    return;
+  }
+  o->next_unload = s->unloads;
+  s->unloads = o;
+  s->unloads_waiting++;
+  s->unload_bytes += o->cu.image_bytes;
+}
+
+void kd_modules_unload_deferred(kd_session *s) {
+  if (!s->unloads) return;
+  kd_session_device(s);
+  while (s->unloads) {
+    kd_module_obj *o = s->unloads;
+    s->unloads = o->next_unload;
+    kd_cu_module_unload(&s->dev, &o->cu);
+    free(o);
+  }
+  s->unloads_waiting = 0;
+  s->unload_bytes = 0;
 }
 
 /* Wraps a loaded module in a handle owned by the caller. */
@@ -28,7 +54,7 @@ kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_mo
   kd_module_obj *o = calloc(1, sizeof *o);
   kd_status st = o ? kd_handle_alloc(&s->handles, KD_HANDLE_MODULE, o, &o->handle, op)
                    : kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the module", op);
-  if (st) {
+  if (st) { /* loading waited already; the unload is part of this call */
     free(o);
     kd_cu_module_unload(&s->dev, cu);
     return st;

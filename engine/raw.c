@@ -462,6 +462,7 @@ kd_status kd_raw_synchronize(kd_raw *raw) {
   if (r != CUDA_SUCCESS) return with_op(raw, op, kd_session_note(s, kd_fail_cu(r, op, "cuStreamSynchronize")));
   /* The whole stream is idle: every earlier completion has fired. */
   kd_completion_retire_before(s, s->next_seq);
+  kd_session_waited(s);
   return KD_OK;
 }
 

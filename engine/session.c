@@ -20,6 +20,8 @@ void kd_session_options_init(kd_session_options *o) {
   o->flags = 0;
   o->exec_mode = KD_EXEC_AUTO;
   o->graph_after = 2;
+  o->unload_cap = 64;
+  o->idle_staging_cap = (uint64_t)1 << 30;
 }
 
 static void *ht_malloc(size_t n) { return malloc(n); }
@@ -127,8 +129,41 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the module cache", op);
   }
   s->module_cache_ready = 1;
+  if (s->has_device) { /* a failure is the first built-in node's to report */
+    kd_fail_keep keep;
+    kd_fail_keep_begin(&keep);
+    kd_builtins_load(s, op);
+    kd_fail_keep_end(&keep);
+  }
   *out = s;
   return KD_OK;
+}
+
+void kd_session_release_idle(kd_session *s) {
+  if (!s->has_device) return;
+  kd_modules_unload_deferred(s);
+  if (s->dev.staging_idle_bytes) {
+    kd_session_device(s);
+    kd_staging_trim(&s->dev);
+  }
+}
+
+void kd_session_waited(kd_session *s) {
+  if (s->unloads_waiting > s->opts.unload_cap || (s->has_device && s->dev.staging_idle_bytes > s->opts.idle_staging_cap))
+    kd_session_release_idle(s);
+}
+
+kd_status kd_session_trim(kd_session *s) {
+  static const char *op = "kd_session_trim";
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  /* What finished work held goes first, so its modules unload too. */
+  st = kd_completion_reap(s, op);
+  s->unload_now = 1;
+  kd_session_release_idle(s);
+  s->unload_now = 0;
+  kd_session_leave(s);
+  return st;
 }
 
 static void cache_clear(kd_session *s) {
@@ -155,6 +190,7 @@ void kd_session_destroy(kd_session *s) {
     return;
   }
   if (s->has_device) s->ctx_current = !kd_device_make_current(&s->dev, "kd_session_destroy");
+  s->unload_now = 1; /* a documented wait: modules go as their last reference does */
   if (s->ring) kd_completion_drain(s);
   /* Sink copies of destroyed graphs left after the drain belong to a
    * submission that issued no completion (its record failed, and the
@@ -170,6 +206,7 @@ void kd_session_destroy(kd_session *s) {
   s->capture_stream = NULL;
   cache_clear(s);
   kd_module_destroy_all(s);
+  kd_modules_unload_deferred(s);
   kd_tensor_destroy_all(s);
   kd_completion_ring_fini(s);
   if (s->has_device) kd_device_close(&s->dev);
@@ -279,6 +316,11 @@ kd_status kd_session_counters(kd_session *s, kd_counters *out) {
   *out = s->counters;
   out->bytes_staging = s->has_device ? s->dev.staging_bytes : 0;
   out->staging_grows = s->has_device ? s->dev.staging_grows : 0;
+  out->context_waits = s->has_device ? s->dev.context_waits : 0;
+  out->modules_deferred = s->unloads_waiting;
+  out->module_bytes_deferred = s->unload_bytes;
+  out->staging_blocks = s->has_device ? s->dev.staging_blocks : 0;
+  out->staging_idle_bytes = s->has_device ? s->dev.staging_idle_bytes : 0;
   pthread_mutex_unlock(&s->lock);
   return KD_OK;
 }

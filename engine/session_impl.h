@@ -43,6 +43,7 @@ typedef struct kd_module_obj {
   uint64_t handle;
   kd_cu_module cu;
   uint64_t held_by_scope;
+  struct kd_module_obj *next_unload; /* on the session's deferred unloads (engine/module.c) */
 } kd_module_obj;
 
 typedef enum kd_held_kind {
@@ -151,7 +152,17 @@ struct kd_session {
   kd_host_pool pool;        /* HOST sessions: the workers */
   struct kd_host_run *last_run; /* HOST sessions: the newest submission */
   int has_pool;
-  kd_module_obj *builtins;  /* CUDA sessions: kdag's built-in kernels, loaded on first use */
+  kd_module_obj *builtins;  /* CUDA sessions: kdag's built-in kernels, loaded by kd_session_create */
+  kd_status builtins_status; /* the load's failure, which a built-in node then reports */
+  char builtins_error[512];
+  /* Modules whose last reference went, not yet unloaded: unloading waits
+   * for all work in the context (tools/wait-probe), so it waits for a
+   * call that waits (engine/module.c). unload_now: the session is being
+   * destroyed or trimmed, and unloads at once. */
+  kd_module_obj *unloads;
+  uint32_t unloads_waiting;
+  uint64_t unload_bytes;
+  int unload_now;
   CUstream capture_stream;  /* GRAPH: where foreign nodes are captured; created on first use */
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
@@ -263,6 +274,17 @@ kd_status kd_module_lookup(kd_session *s, kd_module m, kd_module_obj **out, cons
                            const char *what);
 size_t kd_arg_size(const kd_arg *a);
 kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out);
+/* Loads kdag's built-in kernels (kd_session_create): a failure is kept
+ * for the first built-in node to report. */
+void kd_builtins_load(kd_session *s, const char *op);
+/* Unloads the deferred modules and frees the staging no transfer holds:
+ * waits for all work in the context. Past the session's caps
+ * (kd_session_options.unload_cap, idle_staging_cap) after a wait the
+ * caller asked for (kd_session_waited), else only in kd_session_trim and
+ * kd_session_destroy. */
+void kd_session_release_idle(kd_session *s);
+void kd_session_waited(kd_session *s);
+void kd_modules_unload_deferred(kd_session *s);
 struct kd_foreign_res;
 void kd_foreign_res_unref(struct kd_foreign_res *r);
 struct kd_sink;

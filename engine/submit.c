@@ -218,6 +218,7 @@ kd_status kd_sink_wait(kd_sink *sk) {
       kd_completion_retire_before(s, sk->seq);
     }
   }
+  if (!st) kd_session_waited(s);
   kd_session_leave(s);
   return st;
 }

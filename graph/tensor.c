@@ -299,7 +299,10 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
     }
     kd_staging_put(&s->dev, b);
   }
-  if (!st) s->counters.downloads++;
+  if (!st) {
+    s->counters.downloads++;
+    kd_session_waited(s);
+  }
 out:
   kd_session_leave(s);
   return st;

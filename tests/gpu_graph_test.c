@@ -518,3 +518,124 @@ Test(gpu_graph, debug_nodes_name_the_node_that_faulted) {
   kd_graph_destroy(g);
   kd_session_destroy(s);
 }
+
+/* ---- no hidden wait on the context ------------------------------------- */
+
+typedef struct two_modules {
+  kd_module spin_m, add_m;
+  kd_function spin, add;
+} two_modules;
+
+static kd_status load_two(kd_raw *raw, void *user) {
+  two_modules *t = user;
+  kd_session *s = kd_raw_session(raw);
+  kd_status st = kd_raw_load_image(raw, kd_kernel_test_cubin, kd_kernel_test_cubin_size, &t->spin_m);
+  if (!st) st = kd_module_function(s, t->spin_m, "spin_kernel", &t->spin);
+  if (!st) st = kd_raw_load_image(raw, kd_kernel_add_cubin, kd_kernel_add_cubin_size, &t->add_m);
+  if (!st) st = kd_module_function(s, t->add_m, "add_kernel", &t->add);
+  return st;
+}
+
+/* Unloading a module waits for every kernel in the context (tools/
+ * wait-probe): while a kernel spins for 200 ms, in the given mode, the
+ * calls that may drop a module's last reference return at once and make
+ * no such driver call (kd_counters.context_waits stays): a submission,
+ * releasing every handle (modules included), destroying a graph (the one
+ * holding a module's last reference, and the spinning one), 64 more
+ * submissions (a reap among them), kd_session_reap and a ticket query.
+ * kd_session_trim then unloads what was deferred, and waits. */
+static void nothing_waits_behind_a_spin(kd_exec_mode mode) {
+  kd_session *s = kdt_gpu_session();
+  two_modules m;
+  KDT_OK(kd_with_raw(s, "test.load", load_two, &m));
+  enum { N = 1024 };
+  float x[N], y[N];
+  kdt_fill_random(x, N, 7);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {N}};
+  kd_tensor_desc di = {.dtype = KD_I32, .rank = 1, .shape = {1}};
+  kd_tensor a, b, flag;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &a));
+  KDT_OK(kd_tensor_create(s, &d, &b));
+  KDT_OK(kd_tensor_create(s, &di, &flag));
+  kd_graph *adds, *spin, *scales;
+  kd_sink *sink;
+  kd_launch_config cfg, one = {{1, 1, 1}, {1, 1, 1}, 0};
+  KDT_OK(kd_launch_config_flat(N, 256, 0, &cfg));
+  kd_garg add_args[] = {kd_g_out(kd_whole(b)), kd_g_in(kd_whole(a)), kd_g_in(kd_whole(a)), kd_g_value(kd_arg_i32(N))};
+  kd_garg spin_args[] = {kd_g_value(kd_arg_u64(200ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
+  KDT_OK(kd_graph_create(s, &adds));
+  KDT_OK(kd_graph_create(s, &spin));
+  KDT_OK(kd_graph_create(s, &scales));
+  kd_graph *all[] = {adds, spin, scales};
+  for (int i = 0; i < 3; ++i) KDT_OK(kd_graph_set_exec_mode(all[i], mode));
+  KDT_OK(kd_graph_kernel(adds, "b=a+a", m.add, &cfg, add_args, 4, NULL));
+  KDT_OK(kd_graph_sink(adds, "b", b, y, sizeof y, &sink));
+  KDT_OK(kd_graph_kernel(spin, "spin", m.spin, &one, spin_args, 2, NULL));
+  KDT_OK(kd_graph_scale(scales, "a*=1", kd_whole(a), 1.0, NULL));
+  for (int r = 0; r < 3; ++r) { /* AUTO reaches GRAPH mode; staging is warm */
+    KDT_OK(kd_graph_submit(adds, NULL));
+    KDT_OK(kd_sink_wait(sink));
+  }
+  for (int i = 0; i < N; ++i) cr_assert_eq(y[i], x[i] + x[i]);
+  kd_counters k0;
+  KDT_OK(kd_session_counters(s, &k0));
+  double t[8], worst_submit = 0;
+  kd_ticket spun;
+  t[0] = now_ms();
+  KDT_OK(kd_graph_submit(spin, &spun));
+  t[1] = now_ms();
+  KDT_OK(kd_module_release(s, m.add_m));
+  KDT_OK(kd_module_release(s, m.spin_m));
+  KDT_OK(kd_tensor_release(s, a));
+  KDT_OK(kd_tensor_release(s, b));
+  KDT_OK(kd_tensor_release(s, flag));
+  t[2] = now_ms();
+  kd_graph_destroy(adds); /* its node held add's module last: it goes now, unloaded later */
+  t[3] = now_ms();
+  for (int r = 0; r < 64; ++r) {
+    double s0 = now_ms();
+    KDT_OK(kd_graph_submit(scales, NULL));
+    double s1 = now_ms();
+    worst_submit = s1 - s0 > worst_submit ? s1 - s0 : worst_submit;
+  }
+  t[4] = now_ms();
+  kd_graph_destroy(spin); /* in flight */
+  t[5] = now_ms();
+  uint32_t pending;
+  KDT_OK(kd_session_reap(s, &pending));
+  t[6] = now_ms();
+  int done = 1;
+  KDT_OK(kd_ticket_done(s, spun, &done));
+  t[7] = now_ms();
+  kd_counters k1;
+  KDT_OK(kd_session_counters(s, &k1));
+  static const char *what[] = {"submit", "release every handle", "destroy a graph", "64 submissions",
+                               "destroy the spinning graph", "kd_session_reap", "kd_ticket_done"};
+  fprintf(stderr, "no hidden wait (mode %d):", (int)mode);
+  for (int i = 0; i < 7; ++i) fprintf(stderr, " %s %.3f ms,", what[i], t[i + 1] - t[i]);
+  fprintf(stderr, " worst submission %.3f ms, spin done=%d, modules deferred %llu\n", worst_submit, done,
+          (unsigned long long)k1.modules_deferred);
+  cr_assert_eq(done, 0, "the spin kernel is still running");
+  for (int i = 0; i < 7; ++i)
+    if (i != 3) cr_assert_lt(t[i + 1] - t[i], 1.0, "%s took %.3f ms behind a 200 ms kernel", what[i], t[i + 1] - t[i]);
+  cr_assert_lt(worst_submit, 1.0, "a submission took %.3f ms behind a 200 ms kernel", worst_submit);
+  cr_assert_eq(k1.context_waits, k0.context_waits, "%llu driver calls that wait for the context were made",
+               (unsigned long long)(k1.context_waits - k0.context_waits));
+  cr_assert_eq(k1.stream_syncs + k1.device_syncs, 0);
+  cr_assert_geq(k1.modules_deferred, 1, "add's module waits for a wait to unload");
+  double t8 = now_ms();
+  KDT_OK(kd_session_trim(s)); /* unloads: a wait on the context */
+  double t9 = now_ms();
+  kd_counters k2;
+  KDT_OK(kd_session_counters(s, &k2));
+  fprintf(stderr, "no hidden wait (mode %d): kd_session_trim %.3f ms, %llu context waits\n", (int)mode, t9 - t8,
+          (unsigned long long)(k2.context_waits - k1.context_waits));
+  cr_assert_gt(k2.context_waits, k1.context_waits);
+  cr_assert_eq(k2.modules_deferred, 0);
+  kd_graph_destroy(scales);
+  kd_session_destroy(s);
+}
+
+Test(gpu_graph, nothing_waits_behind_a_spinning_kernel_eager) { nothing_waits_behind_a_spin(KD_EXEC_EAGER); }
+Test(gpu_graph, nothing_waits_behind_a_spinning_kernel_graph) { nothing_waits_behind_a_spin(KD_EXEC_GRAPH); }
+Test(gpu_graph, nothing_waits_behind_a_spinning_kernel_auto) { nothing_waits_behind_a_spin(KD_EXEC_AUTO); }

@@ -1668,8 +1668,13 @@ Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
   nd.hold(0);
   KDT_OK(kd_session_reap(s, NULL));
   kdag_null_calls c2 = calls();
-  cr_assert_eq(c2.module_unloads, c1.module_unloads + 1);
+  cr_assert_eq(c2.module_unloads, c1.module_unloads, "an unload waits for the context: deferred");
+  cr_assert_eq(counters(s).modules_deferred, 1);
   cr_assert_eq(c2.device_frees, c1.device_frees + 2);
+  KDT_OK(kd_session_trim(s));
+  cr_assert_eq(calls().module_unloads, c1.module_unloads + 1, "kd_session_trim unloads it");
+  cr_assert_eq(counters(s).modules_deferred, 0);
+  cr_assert_eq(counters(s).module_bytes_deferred, 0);
   /* A kernel node in GRAPH mode: module handle, graph and tensors let go
    * of while three launches are pending. */
   raw_add k = {0};
@@ -1697,7 +1702,12 @@ Test(host_null_driver, user_kernels_keep_module_and_tensors_until_done) {
   cr_assert_eq(calls().lifetime_violations, 0);
   nd.hold(0);
   KDT_OK(kd_session_reap(s, NULL));
+  cr_assert_eq(calls().module_unloads, unloads);
+  cr_assert_eq(counters(s).modules_deferred, 1);
+  cr_assert_gt(counters(s).module_bytes_deferred, 0);
+  KDT_OK(kd_session_trim(s));
   cr_assert_eq(calls().module_unloads, unloads + 1);
+  cr_assert_eq(calls().context_waits, 0, "no call waited for the context while work was pending");
   KDT_OK(kd_tensor_release(s, c.out));
   KDT_OK(kd_tensor_release(s, k.lhs));
   KDT_OK(kd_tensor_release(s, k.rhs));
@@ -1787,11 +1797,11 @@ static void *host_only_calls_run(void *p) {
  * graph touch host structures alone: they call no driver function, not
  * even cuCtxGetCurrent (4-15 ns a call on the GPU lane's H100 host), so they
  * work on a thread where no context is current, and the submission that
- * follows there makes the session's context current itself. The two
- * declarations that do call the driver, the first built-in node (it loads
- * the built-in kernels) and a kernel node raising its kernel's shared
- * memory limit, make the context current first, on a thread where none
- * was. */
+ * follows there makes the session's context current itself. The first
+ * built-in node calls none either: the session loaded the built-in
+ * kernels when it was created. The one declaration that does call the
+ * driver, a kernel node raising its kernel's shared memory limit, makes
+ * the context current first, on a thread where none was. */
 Test(host_null_driver, declaring_and_rebinding_call_no_driver_function) {
   host_only_calls h = {.s = null_session(KD_EXEC_EAGER, 0)};
   static const float zeros[LEN];
@@ -1812,8 +1822,7 @@ Test(host_null_driver, declaring_and_rebinding_call_no_driver_function) {
   cr_assert_eq(pthread_create(&t, NULL, host_only_calls_run, &h), 0);
   pthread_join(t, NULL);
   for (int i = 0; i < 11; ++i) cr_assert_eq(h.st[i], KD_OK, "call %d on the bare thread: %d", i, h.st[i]);
-  cr_assert_eq(h.loaded.module_loads, h.start.module_loads + 1, "the built-in kernels were loaded there");
-  cr_assert_eq(h.loaded.ctx_set_current, h.start.ctx_set_current + 1);
+  cr_assert_eq(h.loaded.calls, h.start.calls, "the first built-in node called the driver");
   cr_assert_eq(h.declared.calls, h.before.calls, "%llu driver calls while declaring, %llu cuCtxGetCurrent",
                (unsigned long long)(h.declared.calls - h.before.calls),
                (unsigned long long)(h.declared.ctx_get_current - h.before.ctx_get_current));
@@ -1975,6 +1984,145 @@ Test(host_null_driver, module_handles_are_checked) {
   KDT_FAILS(kd_module_release(s, zero), KD_ERR_INVALID_ARGUMENT, "kd_module_release");
   KDT_OK(kd_module_release(other, foreign));
   kd_session_destroy(other);
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+/* ---- waits on the whole context ---------------------------------------- */
+
+/* Module loads and unloads, and unpinning memory, wait for all work in
+ * the context on a GPU (tools/wait-probe); the null driver counts each such
+ * call made while work is pending (context_waits). With a submission held
+ * pending, in each mode: submitting, releasing every handle (modules
+ * included: the last reference to one goes), destroying the graphs, a
+ * reap every 64th submission, kd_session_reap and a ticket query make
+ * none, and kdag's own counter agrees; kd_session_trim then unloads, a
+ * wait on the context, counted by both. */
+static void no_hidden_wait(kd_exec_mode mode) {
+  kd_session *s = null_session(mode, 0);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
+  static const float zeros[LEN];
+  raw_add k = {0};
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &k.lhs));
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &k.rhs));
+  KDT_OK(kd_with_raw(s, "test.add", raw_add_fn, &k)); /* loads a module: a documented wait */
+  kd_graph *g, *other;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config cfg;
+  KDT_OK(kd_launch_config_flat(LEN, 128, 0, &cfg));
+  kd_garg args[] = {kd_g_out(kd_whole(k.out)), kd_g_in(kd_whole(k.lhs)), kd_g_in(kd_whole(k.rhs)),
+                    kd_g_value(kd_arg_i32(LEN))};
+  float out[LEN];
+  kd_sink *sink;
+  KDT_OK(kd_graph_kernel(g, "out=l+r", k.fn, &cfg, args, 4, NULL));
+  KDT_OK(kd_graph_scale(g, "out*=2", kd_whole(k.out), 2.0, NULL));
+  KDT_OK(kd_graph_sink(g, "out", k.out, out, sizeof out, &sink));
+  KDT_OK(kd_graph_create(s, &other));
+  KDT_OK(kd_graph_scale(other, "lhs*=1", kd_whole(k.lhs), 1.0, NULL));
+  for (int r = 0; r < 3; ++r) { /* AUTO reaches GRAPH mode */
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_sink_wait(sink));
+  }
+  kd_counters k0 = counters(s);
+  kdag_null_calls c0 = calls();
+  nd.hold(1); /* every submission from here stays pending, as behind a long kernel */
+  kd_ticket t;
+  KDT_OK(kd_graph_submit(g, &t));
+  KDT_OK(kd_module_release(s, k.m));
+  KDT_OK(kd_tensor_release(s, k.lhs));
+  KDT_OK(kd_tensor_release(s, k.rhs));
+  KDT_OK(kd_tensor_release(s, k.out));
+  kd_graph_destroy(g); /* its node held the module's last reference */
+  for (int r = 0; r < 2 * 64; ++r) KDT_OK(kd_graph_submit(other, NULL)); /* two reaps */
+  kd_graph_destroy(other);
+  uint32_t pending;
+  KDT_OK(kd_session_reap(s, &pending));
+  int done = 1;
+  KDT_OK(kd_ticket_done(s, t, &done));
+  cr_assert_eq(done, 0);
+  cr_assert_gt(pending, 0);
+  kd_counters k1 = counters(s);
+  kdag_null_calls c1 = calls();
+  cr_assert_eq(c1.context_waits, c0.context_waits, "mode %d: %llu calls waited for the context", (int)mode,
+               (unsigned long long)(c1.context_waits - c0.context_waits));
+  cr_assert_eq(k1.context_waits, k0.context_waits, "mode %d: kdag counted a call that waits for the context",
+               (int)mode);
+  cr_assert_eq(c1.module_unloads, c0.module_unloads);
+  cr_assert_eq(k1.modules_deferred, 0, "the module is still in use");
+  /* The work completes; new work is pending when a reap retires the
+   * completed work, which drops the module's last reference: unloading
+   * then would wait for the new work. */
+  kd_tensor x;
+  KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &x));
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_scale(g, "x*=2", kd_whole(x), 2.0, NULL));
+  nd.hold(0);
+  nd.hold(1);
+  KDT_OK(kd_graph_submit(g, NULL)); /* pending */
+  KDT_OK(kd_session_reap(s, NULL));
+  cr_assert_eq(calls().context_waits, c0.context_waits, "the reap waited for the pending work");
+  cr_assert_eq(calls().module_unloads, c0.module_unloads, "an unload waits for the context: deferred");
+  cr_assert_eq(counters(s).modules_deferred, 1);
+  KDT_OK(kd_session_trim(s));
+  kd_counters k2 = counters(s);
+  cr_assert_eq(calls().module_unloads, c0.module_unloads + 1, "kd_session_trim unloads");
+  cr_assert_eq(calls().context_waits, c0.context_waits + 1, "and waits for the context, as documented");
+  cr_assert_geq(k2.context_waits, k1.context_waits + 1, "kdag counts the unload (and any unpinning)");
+  cr_assert_eq(k2.modules_deferred, 0);
+  nd.hold(0);
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, x));
+  kd_session_destroy(s);
+  assert_all_returned();
+}
+
+Test(host_null_driver, no_call_but_the_documented_ones_waits_for_the_context_eager) { no_hidden_wait(KD_EXEC_EAGER); }
+Test(host_null_driver, no_call_but_the_documented_ones_waits_for_the_context_graph) { no_hidden_wait(KD_EXEC_GRAPH); }
+Test(host_null_driver, no_call_but_the_documented_ones_waits_for_the_context_auto) { no_hidden_wait(KD_EXEC_AUTO); }
+
+/* Past unload_cap deferred modules, the next wait the caller asks for
+ * unloads them (and past idle_staging_cap, unpins the idle staging). */
+static kd_status load_and_release(kd_raw *raw, void *user) {
+  (void)user;
+  kd_module m;
+  kd_status st = kd_raw_load_ptx(raw, (const char *)kd_kernel_add_ptx, kd_kernel_add_ptx_size, &m);
+  return st ? st : kd_module_release(kd_raw_session(raw), m);
+}
+
+Test(host_null_driver, past_the_caps_a_requested_wait_releases) {
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  cr_assert_eq(o.unload_cap, 64);
+  cr_assert_eq(o.idle_staging_cap, (uint64_t)1 << 30);
+  o.backend = KD_BACKEND_CUDA;
+  o.unload_cap = 2;
+  o.idle_staging_cap = 0;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  cr_assert(kdag_null_api_get(KDAG_NULL_DRIVER, &nd));
+  pipeline p;
+  pipeline_make(s, &p);
+  submit_and_check(&p, 0);
+  for (int i = 0; i < 3; ++i) KDT_OK(kd_with_raw(s, "test.load", load_and_release, NULL));
+  cr_assert_eq(counters(s).modules_deferred, 3);
+  cr_assert_gt(counters(s).module_bytes_deferred, 0);
+  uint64_t unloads = calls().module_unloads;
+  submit_and_check(&p, 1); /* 3 > 2: this wait unloads them */
+  cr_assert_eq(calls().module_unloads, unloads + 3);
+  cr_assert_eq(counters(s).modules_deferred, 0);
+  cr_assert_eq(counters(s).module_bytes_deferred, 0);
+  /* A download's staging block is idle once its wait is over: past a cap
+   * of 0 bytes that wait unpins it. */
+  uint64_t frees = calls().pinned_frees;
+  KDT_OK(kd_tensor_download(s, p.b, p.out, sizeof p.out));
+  cr_assert_gt(calls().pinned_frees, frees, "the idle staging went");
+  cr_assert_eq(counters(s).staging_idle_bytes, 0);
+  cr_assert_gt(counters(s).staging_blocks, 0, "the sink keeps its block for its next copy");
+  submit_and_check(&p, 2);
+  kd_graph_destroy(p.g);
+  KDT_OK(kd_tensor_release(s, p.a));
+  KDT_OK(kd_tensor_release(s, p.b));
   kd_session_destroy(s);
   assert_all_returned();
 }

@@ -25,6 +25,11 @@
  * or a later one, cuStreamSynchronize) or kdag_null_hold(0) finishes it
  * all.
  *
+ * A call that waits for all work in the context on a GPU (a module load
+ * or unload, cuMemFree, cuMemFreeHost, cuMemHostUnregister: what
+ * tools/wait-probe measured waiting) made while the timeline is not
+ * finished counts as a context wait, and finishes it, as the wait would.
+ *
  * A launch (of a kernel, or of an executable graph) or a copy counts as
  * complete once the timeline is finished through its place: an event
  * recorded after it has finished, or a stream wait. Unloading
@@ -245,6 +250,14 @@ static void finish_through(uint64_t serial) {
   uint64_t done = atomic_load(&g_done);
   while (done < serial && !atomic_compare_exchange_weak(&g_done, &done, serial)) {
   }
+}
+
+/* A call that waits for all work in the context (see the top). */
+static void context_wait(void) {
+  uint64_t seq = atomic_load(&g_seq);
+  if (atomic_load(&g_done) >= seq || atomic_load(&g_fault)) return;
+  COUNT(context_waits);
+  finish_through(seq);
 }
 
 /* Each entry point is declared with its type from cuda.h (typeof of the
@@ -510,6 +523,7 @@ static CUresult nd_cuMemFree(CUdeviceptr p) {
   COUNT(calls);
   NEED_CTX();
   COUNT(sync_frees);
+  context_wait();
   return dealloc(p);
 }
 /* Pinned allocations, and until when an enqueued copy uses each. */
@@ -562,6 +576,7 @@ static CUresult nd_cuMemFreeHost(void *p) {
   COUNT(sync_frees);
   COUNT(pinned_frees);
   use_pinned(p, 0, 1);
+  context_wait();
   free(p);
   return CUDA_SUCCESS;
 }
@@ -573,7 +588,9 @@ static CUresult nd_cuMemHostRegister(void *p, size_t bytes, unsigned int flags) 
 }
 static CUresult nd_cuMemHostUnregister(void *p) {
   COUNT(calls);
-  return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  context_wait();
+  return CUDA_SUCCESS;
 }
 
 /* Stream work happens when enqueued, unless the stream is capturing, when
@@ -630,6 +647,7 @@ static CUresult nd_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned i
   (void)n, (void)o, (void)v;
   NEED_CTX();
   if (!m || !image) return CUDA_ERROR_INVALID_VALUE;
+  context_wait();
   *m = calloc(1, sizeof **m);
   if (!*m) return CUDA_ERROR_OUT_OF_MEMORY;
   COUNT(module_loads);
@@ -640,6 +658,7 @@ static CUresult nd_cuModuleUnload(CUmodule m) {
   NEED_CTX();
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
   check_idle(m->busy_until);
+  context_wait();
   for (struct CUfunc_st *f = m->funcs, *next; f; f = next) {
     next = f->next;
     free(f);

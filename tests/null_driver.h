@@ -33,7 +33,12 @@ typedef struct kdag_null_calls {
   /* A module unloaded, or an executable graph destroyed, before the
    * launches that use it were complete (see null_driver.c). */
   uint64_t lifetime_violations;
-  uint64_t ctx_get_current;     /* last: a field added later goes after the rest */
+  uint64_t ctx_get_current;
+  /* Calls that wait for all work in the context on a GPU (module loads
+   * and unloads, cuMemFree, cuMemFreeHost, cuMemHostUnregister: measured
+   * by tools/wait-probe) made while any enqueued work was not complete:
+   * each then completes it, as the wait would. */
+  uint64_t context_waits;       /* last: a field added later goes after the rest */
 } kdag_null_calls;
 
 /* on != 0: events recorded from now on stay pending until a synchronize

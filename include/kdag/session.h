@@ -87,6 +87,14 @@ typedef struct kd_session_options {
   kd_exec_mode exec_mode;          /* default for the session's graphs; default AUTO */
   uint32_t graph_after;            /* AUTO: eager submissions of a plan before it
                                       switches to GRAPH (0: from the first); default 2 */
+  /* What kdag releases only in a wait (see "Waits" below): modules whose
+   * last reference went (kd_counters.modules_deferred), and pinned staging
+   * no transfer holds (staging_idle_bytes). Past either cap, the next wait
+   * the caller asks for (kd_sink_wait, kd_tensor_download,
+   * kd_raw_synchronize) releases them, and so waits for all work in the
+   * device's context; kd_session_trim and kd_session_destroy always do. */
+  uint32_t unload_cap;             /* modules; default 64 */
+  uint64_t idle_staging_cap;       /* bytes; default 1 GiB */
 } kd_session_options;
 
 /* Fills the defaults above. Thread-safe: it writes every field of the
@@ -115,8 +123,10 @@ KD_API void kd_session_options_init(kd_session_options *options);
 KD_API kd_status kd_session_create(const kd_session_options *options,
                                    kd_session **out_session);
 
-/* Waits for the session's in-flight work (its own events only), then frees
- * it. NULL is ignored. Destroy the session's graphs (kd_graph_destroy)
+/* Waits for the session's in-flight work (its own events), then frees it:
+ * unloading its modules and unpinning its staging memory waits for all
+ * work in the device's context, other sessions' and other libraries'
+ * (PyTorch, CuPy) included (see "Waits" below). NULL is ignored. Destroy the session's graphs (kd_graph_destroy)
  * first: they hold no reference on it. No other thread may be inside a call
  * on the session, or enter one, during or after this call. Called inside the session's own raw callback, it takes
  * effect when kd_with_raw returns; called from a callback that must not
@@ -152,6 +162,34 @@ typedef struct kd_device_info {
  * only on success. Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_WRONG_BACKEND on
  * a HOST session. */
 KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out);
+
+/* Waits. Besides the waits a caller asks for (kd_sink_wait,
+ * kd_tensor_download, kd_raw_synchronize, and a full completion ring, see
+ * kdag/graph.h), some driver calls wait for all work in the device's
+ * context, whoever enqueued it: loading and unloading a module, unpinning
+ * host memory, cuMemFree (tools/wait-probe measures them on a GPU; an
+ * H100 with driver 580 waited 190 ms for an unrelated 200 ms kernel in
+ * each). kdag makes them only in these calls, each documented as a wait on
+ * the context:
+ *   - loading: kd_session_create (kdag's built-in kernels), kd_raw_load_ptx,
+ *     kd_raw_load_image, kd_raw_load_binary, kd_raw_compile_nvrtc,
+ *     kd_raw_cached_module (when it loads);
+ *   - releasing: kd_session_trim, kd_session_destroy, and the caller's waits
+ *     above once a cap of kd_session_options is passed (unload_cap,
+ *     idle_staging_cap).
+ * Everything else defers them: a module whose last reference goes (its
+ * release, a graph's destruction, a reap that retires the last work using
+ * it) is unloaded in one of those calls. kd_counters.context_waits counts
+ * the calls made, so a test can show it stays still between a submission
+ * and its sink's wait. */
+
+/* Unloads the modules whose last reference went and unpins the staging
+ * memory no transfer holds, after retiring what has completed. A wait on
+ * the device's whole context (see "Waits"): call it where the pipeline may
+ * wait, between phases. Errors: KD_ERR_INVALID_ARGUMENT (NULL),
+ * KD_ERR_DEVICE_FAULT (found while retiring; the release happens all the
+ * same). A HOST session has nothing to release. */
+KD_API kd_status kd_session_trim(kd_session *session);
 
 /* Monotonic counters, readable at any time (but from a callback that must
  * not call kdag: KD_ERR_BUSY) so tests can prove what the session did (and
@@ -189,6 +227,13 @@ typedef struct kd_counters {
                                     or edge added (not one dropped as a repeat)
                                     replans at the next submit, rebinding and new
                                     scalars do not */
+  uint64_t context_waits;        /* driver calls made that wait for all work in the device's
+                                    context (module loads and unloads, unpinning memory): only
+                                    in the calls "Waits" names */
+  uint64_t modules_deferred;     /* modules released, unloaded at the next such call (gauge) */
+  uint64_t module_bytes_deferred; /* their PTX or image bytes (gauge) */
+  uint64_t staging_blocks;       /* pinned staging blocks the session holds (gauge) */
+  uint64_t staging_idle_bytes;   /* of bytes_staging, what no transfer holds (gauge) */
 } kd_counters;
 
 /* Copies the counters into the caller's *out. Errors: KD_ERR_INVALID_ARGUMENT. */
