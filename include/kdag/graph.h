@@ -7,16 +7,22 @@
  * nothing has written, launch config, argument count and sizes); a rejected
  * node leaves the graph exactly as it was. Order follows insertion order:
  * read-after-write, write-after-read and write-after-write edges are added
- * only where the accessed elements can overlap. The overlap test is exact
- * for views of up to KD_GRAPH_EXACT_RUNS contiguous runs each (even and odd
- * columns of a matrix are independent) and falls back to the views' element
- * intervals beyond that (conservative: it may order, never misses). Per
- * tensor, the accesses that can still conflict are kept, reads and writes
- * apart (a set of up to 32 in no order, scanned whole; a larger one sorted
- * by element interval), so a new access is compared only with those whose
- * interval meets its own; a write that covers an earlier access retires it, and a write is
- * not tied to an earlier write that a read in between covered (ordered
- * through that read).
+ * only where the accessed elements overlap. The overlap test is exact: a
+ * strided view that steps along the tensor's own dimensions (an interior,
+ * a shifted stencil view, a row, every other column) is a box of
+ * per-dimension progressions, tested in O(rank) at any size; another view
+ * is its list of contiguous runs, up to KD_GRAPH_EXACT_RUNS of them, and
+ * past that its element interval (conservative: it may order, never
+ * misses). Per tensor only the accesses that can still conflict are kept:
+ * a write that covers an earlier access retires it, a read that covers an
+ * earlier read some write has since overwritten in part retires it, and an
+ * access overwritten in part keeps runs of those writes as witnesses that
+ * make later edges from it redundant; so an iterative pipeline (stencil
+ * sweeps, ping-pong buffers, tiles, boundary strips, reductions, in-place
+ * updates) keeps a bounded state and adds the same edges every sweep.
+ * Each node's edges are reduced: an edge from a node that reaches another
+ * of its predecessors is dropped (searched among the 64 nodes below its
+ * latest predecessor), and EAGER, GRAPH and HOST all run the reduced set.
  *
  * Running: kd_graph_submit plans the graph once (topological order, edges,
  * resolved arguments) and reuses the plan on every later submission. A CUDA
@@ -34,7 +40,8 @@
  * release waits for the work in flight instead, and when the driver
  * refuses a completion event after work was enqueued, the session stream
  * is waited for before what that work uses is let go
- * (kd_counters.stream_syncs).
+ * (kd_counters.stream_syncs). No call here waits for work of the device's
+ * context beyond its own (kdag/session.h, "Waits").
  *
  * Ownership: the graph is owned by the caller (kd_graph_destroy, before its
  * session is destroyed) and holds a reference on every tensor and module it
@@ -252,7 +259,8 @@ KD_API kd_status kd_graph_write_dot(kd_graph *g, FILE *out);
 typedef struct kd_graph_stats {
   uint32_t nodes, edges, accesses;
   uint32_t edges_dropped; /* edges not added: a repeat between one pair of nodes (hazard or
-                             kd_graph_edge), or one a covering read implies */
+                             kd_graph_edge), or one that other edges imply (a covering
+                             read, a witness, the reduction of a node's edges) */
 } kd_graph_stats;
 /* out is written during the call only. Errors: KD_ERR_INVALID_ARGUMENT
  * (NULL graph or out). */

@@ -77,17 +77,23 @@ typedef struct kd_function {
   uint32_t index; /* slot inside the module */
 } kd_function;
 
+/* ---- modules ----------------------------------------------------------
+ * Loading a module is a wait: the driver waits for all work in flight in
+ * the device's context, of every session and library, before it returns
+ * (kdag/session.h, "Waits"). Load modules before a pipeline runs, or where
+ * it may wait. Releasing never waits: the unload is deferred. */
+
 /* PTX text of len bytes that must end with its terminating NUL (len counts
  * it) and contain no other NUL: otherwise KD_ERR_INVALID_ARGUMENT. A PTX
  * ISA newer than the driver accepts is KD_ERR_UNSUPPORTED_PTX. The text is
- * copied; *out is owned. */
+ * copied; *out is owned. A wait on the context (above). */
 KD_API kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len,
                                  kd_module *out);
 
 /* CUBIN (ELF) or fatbin image of size bytes, copied. A CUBIN or fatbin
  * without code for this GPU is KD_ERR_NO_BINARY_FOR_GPU, naming both
  * architectures; a NULL or empty image, or one that is neither, is
- * KD_ERR_INVALID_ARGUMENT. *out is owned. */
+ * KD_ERR_INVALID_ARGUMENT. *out is owned. A wait on the context. */
 KD_API kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
                                    kd_module *out);
 
@@ -95,12 +101,13 @@ KD_API kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
  * sm_XX, so the result is CUBIN) and loads the result. Compile errors are
  * KD_ERR_COMPILE_FAILED with the full log in the message. *out is owned.
  * source and options (with what they point to) are read during the call
- * only, as by kd_nvrtc_compile. */
+ * only, as by kd_nvrtc_compile. A wait on the context (its load). */
 KD_API kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source,
                                       const kd_nvrtc_options *options, kd_module *out);
 
 /* Loads a binary produced by kd_nvrtc_compile (PTX, CUBIN or fatbin); the
  * binary is only read during the call (the caller keeps it). *out is owned.
+ * A wait on the context.
  * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_INVALID_ARGUMENT (NULL binary or out,
  * LTO-IR or a library: link those first), and the loaders' errors. */
 KD_API kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
@@ -123,15 +130,17 @@ KD_API kd_status kd_function_params(kd_session *session, kd_function fn,
                                     size_t *count, size_t *sizes, size_t cap);
 
 /* Drops the caller's reference; in-flight launches keep the module loaded
- * until they complete. After a device fault it still succeeds, as
- * kd_tensor_release does. Errors: KD_ERR_INVALID_ARGUMENT (NULL session, a
+ * until they complete, and the unload waits for a call that may wait
+ * (kd_session_trim, kd_session_destroy, or a requested wait past
+ * kd_session_options.unload_cap): it never waits itself. After a device
+ * fault it still succeeds, as kd_tensor_release does. Errors: KD_ERR_INVALID_ARGUMENT (NULL session, a
  * module the session's module cache owns), KD_ERR_RELEASED,
  * KD_ERR_WRONG_SESSION. */
 KD_API kd_status kd_module_release(kd_session *session, kd_module module);
 
-/* The session's module cache (the seed's Session::resource): returns the
- * module stored under key, calling build(raw, user, &module) only on the
- * first request. The cache owns the module: do not release it; it lives
+/* The session's module cache: returns the module stored under key, calling
+ * build(raw, user, &module) only on the first request (whose load is a
+ * wait on the context). The cache owns the module: do not release it; it lives
  * until the session is destroyed. key is copied; user is passed to build as
  * is (only on a miss) and not kept after the call. */
 typedef kd_status (*kd_module_build_fn)(kd_raw *raw, void *user, kd_module *out);
