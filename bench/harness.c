@@ -49,9 +49,12 @@ struct kb_run {
   uint64_t min_batch;      /* batch mode: never fewer iterations per batch */
   char message[KB_MESSAGE_MAX];
   int not_applicable; /* the KB_SKIP came from kb_run_not_applicable */
-  char count_name[32];   /* kb_run_count: "" if none */
-  double count_sum, count_min, count_max;
-  uint64_t count_n;
+  struct kb_count {       /* kb_run_count, by name, in the order first reported */
+    char name[32];
+    double sum, min, max;
+    uint64_t n;
+  } counts[KB_MAX_COUNTS];
+  unsigned count_names;
 };
 
 const char *kb_mode_name(kb_mode mode) { return mode == KB_MODE_COLD ? "cold" : "batch"; }
@@ -228,14 +231,18 @@ void kb_run_throughput(kb_run *run, double items, double bytes) {
   run->tp_bytes = bytes > 0 ? bytes : 0;
 }
 void kb_run_count(kb_run *run, const char *name, double per_item) {
-  if (!run->count_n) {
-    if (!name_copy(run->count_name, sizeof run->count_name, name)) return; /* no row for a bad name */
-    run->count_min = run->count_max = per_item;
+  unsigned k = 0;
+  while (k < run->count_names && strcmp(run->counts[k].name, name ? name : "")) ++k;
+  struct kb_count *c = &run->counts[k];
+  if (k == run->count_names) { /* a new name */
+    if (k == KB_MAX_COUNTS || !name_copy(c->name, sizeof c->name, name)) return; /* no row for a bad name */
+    run->count_names++;
+    c->min = c->max = per_item;
   }
-  run->count_sum += per_item;
-  run->count_min = per_item < run->count_min ? per_item : run->count_min;
-  run->count_max = per_item > run->count_max ? per_item : run->count_max;
-  run->count_n++;
+  c->sum += per_item;
+  c->min = per_item < c->min ? per_item : c->min;
+  c->max = per_item > c->max ? per_item : c->max;
+  c->n++;
 }
 
 void kb_run_max_batch(kb_run *run, uint64_t iterations) {
@@ -560,19 +567,20 @@ static int add_rate_row(kb_harness *h, const kb_run *run, const measured *m, con
 
 /* What the case counted (kb_run_count): the mean over the reports, beside
  * their least and greatest; no noise, it is a count, not a time. */
-static int add_count_row(kb_harness *h, const kb_run *run, const measured *m) {
+static int add_count_row(kb_harness *h, const kb_run *run, const measured *m, const struct kb_count *c) {
   kb_result row;
   base_row(run, m, &row);
-  snprintf(row.metric, sizeof row.metric, "%.24s_per_%.31s", run->count_name, run->item);
+  snprintf(row.metric, sizeof row.metric, "%.24s_per_%.31s", c->name, run->item);
   snprintf(row.unit, sizeof row.unit, "count");
-  row.median = run->count_sum / (double)run->count_n;
-  row.min = run->count_min, row.max = run->count_max, row.noise = 0;
-  row.samples = (size_t)run->count_n;
+  row.median = c->sum / (double)c->n;
+  row.min = c->min, row.max = c->max, row.noise = 0;
+  row.samples = (size_t)c->n;
   return kb_report_add(&h->report, &row) ? 0 : -1;
 }
 
 static int add_rows(kb_harness *h, const kb_run *run, const measured *m) {
-  if (run->count_n && add_count_row(h, run, m)) return -1;
+  for (unsigned k = 0; k < run->count_names; ++k)
+    if (add_count_row(h, run, m, &run->counts[k])) return -1;
   const double *primary = m->s.has_gpu ? m->s.gpu : m->s.host;
   if (m->s.has_gpu && add_time_row(h, run, m, m->s.gpu, "gpu")) return -1;
   if (add_time_row(h, run, m, m->s.host, "host")) return -1;

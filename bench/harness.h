@@ -62,6 +62,7 @@ extern "C" {
 #define KB_MAX_RATIOS 16
 #define KB_MESSAGE_MAX 512
 #define KB_MAX_ROUNDS 100 /* kb_options.rounds */
+#define KB_MAX_COUNTS 4   /* kb_run_count names per case */
 
 typedef enum kb_status {
   KB_OK = 0,
@@ -306,8 +307,9 @@ void kb_run_throughput(kb_run *run, double items, double bytes);
  * from inside batch: the run gets a row "<name>_per_<item>" (unit
  * "count") with the mean, least and greatest of every report, warm-up
  * included. It says what work a time was for, where that work depends on
- * the axis. One name per case; name is copied (a name that is not a valid
- * metric word of under 32 characters is ignored, with its report). */
+ * the axis. Up to KB_MAX_COUNTS names per case (later ones are ignored);
+ * name is copied (a name that is not a valid metric word of under 32
+ * characters is ignored, with its report). */
 void kb_run_count(kb_run *run, const char *name, double per_item);
 /* At most this many iterations per batch (e.g. 1 for one-shot work). */
 void kb_run_max_batch(kb_run *run, uint64_t iterations);

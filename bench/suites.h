@@ -34,6 +34,11 @@ int kb_register_hostexec_suite(kb_harness *h);
  * cuSOLVER batched, and the MathDx module's cold and warm start. */
 int kb_register_dx_suite(kb_harness *h);
 
+/* workloads_*: Jacobi (built-ins, and an NVRTC kernel), CG and an image
+ * pipeline against a cuLaunchKernel loop and a hand-built CUDA graph of
+ * the same kernels; workloads_declare (CPU): declaring the Jacobi. */
+int kb_register_workloads_suites(kb_harness *h);
+
 /* Removes a scratch folder a suite made with mkdtemp (its whole tree); ""
  * does nothing. Returns 0, or -1 when it could not. */
 int kb_remove_scratch_dir(const char *dir);

@@ -1217,10 +1217,24 @@ kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out) {
   if (!g || !out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_stats_get: argument %s is NULL", g ? "out" : "graph");
   kd_status st = kd_session_enter_host(g->session, "kd_graph_stats_get");
   if (st) return st;
-  out->nodes = g->node_count;
-  out->edges = g->edge_count;
-  out->accesses = g->access_count;
-  out->edges_dropped = g->edges_dropped;
+  kd_graph_stats r = {g->node_count, g->edge_count, g->access_count, g->edges_dropped, 0};
+  /* Inferred edges are each node's run (kd_gnode.edge_count); declared
+   * ones, when there are any, are counted into their nodes by a pass. */
+  uint32_t inferred = 0;
+  for (uint32_t i = 0; i < g->node_count; ++i) {
+    uint32_t in = g->nodes[i].edge_count;
+    r.edges_in_max = in > r.edges_in_max ? in : r.edges_in_max;
+    inferred += in;
+  }
+  if (inferred != g->edge_count) {
+    uint32_t *in = calloc(g->node_count ? g->node_count : 1, sizeof *in);
+    if (!in) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "kd_graph_stats_get: no memory to count the edges into each node");
+    r.edges_in_max = 0;
+    for (uint32_t e = 0; in && e < g->edge_count; ++e)
+      if (++in[g->edges[e].to] > r.edges_in_max) r.edges_in_max = in[g->edges[e].to];
+    free(in);
+  }
+  if (!st) *out = r;
   kd_session_leave(g->session);
-  return KD_OK;
+  return st;
 }

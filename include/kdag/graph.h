@@ -261,9 +261,11 @@ typedef struct kd_graph_stats {
   uint32_t edges_dropped; /* edges not added: a repeat between one pair of nodes (hazard or
                              kd_graph_edge), or one that other edges imply (a covering
                              read, a witness, the reduction of a node's edges) */
+  uint32_t edges_in_max;  /* the most edges into one node */
 } kd_graph_stats;
-/* out is written during the call only. Errors: KD_ERR_INVALID_ARGUMENT
- * (NULL graph or out). */
+/* out is written during the call only, on success. Errors:
+ * KD_ERR_INVALID_ARGUMENT (NULL graph or out), KD_ERR_OUT_OF_MEMORY (a graph
+ * with declared edges is counted by target in a scratch array). */
 KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
 
 /* A submission's ticket, a value: seq orders the session's submissions;

@@ -1,0 +1,635 @@
+/* Pipelines written as a user would write them (bench/workloads.h). */
+#include "bench/workloads.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/host.h"
+
+/* ---- the user kernels ----------------------------------------------------- */
+
+static const char jacobi_source[] =
+    "extern \"C\" __global__ void jacobi_step(float *out, const float *in, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x + 1, j = blockIdx.y * blockDim.y + threadIdx.y + 1;\n"
+    "  if (i >= n - 1 || j >= n - 1) return;\n"
+    "  long long c = (long long)j * n + i;\n"
+    "  out[c] = 0.25f * ((in[c - 1] + in[c + 1]) + (in[c - n] + in[c + n]));\n"
+    "}\n";
+
+static const char cg_source[] =
+    "extern \"C\" __global__ void poisson_apply(float *ap, const float *p, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;\n"
+    "  if (i >= n || j >= n) return;\n"
+    "  long long c = (long long)j * n + i;\n"
+    "  float v = 4.0f * p[c];\n"
+    "  if (i > 0) v -= p[c - 1];\n"
+    "  if (i < n - 1) v -= p[c + 1];\n"
+    "  if (j > 0) v -= p[c - n];\n"
+    "  if (j < n - 1) v -= p[c + n];\n"
+    "  ap[c] = v;\n"
+    "}\n"
+    /* One block of 256: slot t sums a[i] b[i] for i = t, t + 256, ... in
+     * order, then a fixed tree. */
+    "extern \"C\" __global__ void dot(float *out, const float *a, const float *b, int len) {\n"
+    "  __shared__ float s[256];\n"
+    "  int t = threadIdx.x;\n"
+    "  float v = 0.0f;\n"
+    "  for (int i = t; i < len; i += 256) v += a[i] * b[i];\n"
+    "  s[t] = v;\n"
+    "  __syncthreads();\n"
+    "  for (int h = 128; h > 0; h >>= 1) {\n"
+    "    if (t < h) s[t] += s[t + h];\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  if (t == 0) *out = s[0];\n"
+    "}\n"
+    "extern \"C\" __global__ void cg_alpha(float *alpha, const float *rr, const float *pap) { *alpha = *rr / *pap; }\n"
+    "extern \"C\" __global__ void cg_update(float *x, float *r, const float *p, const float *ap, const float *alpha,\n"
+    "                                       int len) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i >= len) return;\n"
+    "  float a = *alpha;\n"
+    "  x[i] = x[i] + a * p[i];\n"
+    "  r[i] = r[i] - a * ap[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void cg_beta(float *beta, float *rr, const float *rrn) {\n"
+    "  *beta = *rrn / *rr;\n"
+    "  *rr = *rrn;\n"
+    "}\n"
+    "extern \"C\" __global__ void cg_direction(float *p, const float *r, const float *beta, int len) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < len) p[i] = r[i] + *beta * p[i];\n"
+    "}\n";
+
+static const char image_source[] =
+    "__device__ int at(const int *img, int w, int h, int x, int y) {\n"
+    "  x = x < 0 ? 0 : x >= w ? w - 1 : x;\n"
+    "  y = y < 0 ? 0 : y >= h ? h - 1 : y;\n"
+    "  return img[(long long)y * w + x];\n"
+    "}\n"
+    "extern \"C\" __global__ void blur3(int *out, const int *in, int w, int h) {\n"
+    "  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;\n"
+    "  if (x >= w || y >= h) return;\n"
+    "  int v = 0;\n"
+    "  for (int dy = -1; dy <= 1; ++dy)\n"
+    "    for (int dx = -1; dx <= 1; ++dx) v += at(in, w, h, x + dx, y + dy);\n"
+    "  out[(long long)y * w + x] = v;\n"
+    "}\n"
+    "extern \"C\" __global__ void gradient(int *out, const int *in, int w, int h) {\n"
+    "  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;\n"
+    "  if (x >= w || y >= h) return;\n"
+    "  int gx = at(in, w, h, x + 1, y) - at(in, w, h, x - 1, y), gy = at(in, w, h, x, y + 1) - at(in, w, h, x, y - 1);\n"
+    "  out[(long long)y * w + x] = (gx < 0 ? -gx : gx) + (gy < 0 ? -gy : gy);\n"
+    "}\n"
+    "extern \"C\" __global__ void threshold(int *mask, const int *grad, int t, int len) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < len) mask[i] = grad[i] > t;\n"
+    "}\n"
+    /* One block: counts in shared memory, then written out whole. */
+    "extern \"C\" __global__ void histogram(int *hist, const int *img, const int *mask, int len, int bins, int shift) {\n"
+    "  __shared__ int c[256];\n"
+    "  for (int b = threadIdx.x; b < bins; b += blockDim.x) c[b] = 0;\n"
+    "  __syncthreads();\n"
+    "  for (int i = threadIdx.x; i < len; i += blockDim.x)\n"
+    "    if (mask[i]) atomicAdd(&c[img[i] >> shift], 1);\n"
+    "  __syncthreads();\n"
+    "  for (int b = threadIdx.x; b < bins; b += blockDim.x) hist[b] = c[b];\n"
+    "}\n";
+
+#define IMAGE_THRESHOLD 200
+#define IMAGE_BINS 64
+#define IMAGE_SHIFT 6 /* a blur sums 9 pixels of 0..255: at most 2295, bin 35 */
+
+const char *kb_wl_source(kb_wl_kind kind) {
+  switch (kind) {
+  case KB_WL_JACOBI_KERNEL: return jacobi_source;
+  case KB_WL_CG: return cg_source;
+  case KB_WL_IMAGE: return image_source;
+  default: return NULL;
+  }
+}
+
+static uint32_t blocks(int64_t n, uint32_t per) { return (uint32_t)((n + per - 1) / per); }
+
+kb_wl_launch_cfg kb_wl_config(const kb_wl_spec *spec, const char *kernel, int64_t elements) {
+  kb_wl_launch_cfg c = {{1, 1, 1}, {1, 1, 1}};
+  int64_t n = spec->n;
+  if (!strcmp(kernel, "jacobi_step")) {
+    c.block[0] = 32, c.block[1] = 8;
+    c.grid[0] = blocks(n - 2, 32), c.grid[1] = blocks(n - 2, 8);
+  } else if (!strcmp(kernel, "poisson_apply") || !strcmp(kernel, "blur3") || !strcmp(kernel, "gradient")) {
+    c.block[0] = 32, c.block[1] = 8;
+    c.grid[0] = blocks(n, 32), c.grid[1] = blocks(n, 8);
+  } else if (!strcmp(kernel, "dot")) {
+    c.block[0] = 256;
+  } else if (!strcmp(kernel, "histogram")) {
+    c.block[0] = 1024;
+  } else if (!strcmp(kernel, "cg_alpha") || !strcmp(kernel, "cg_beta")) {
+    /* one thread */
+  } else { /* cg_update, cg_direction, threshold: one thread an element */
+    c.block[0] = 256;
+    c.grid[0] = blocks(elements, 256);
+  }
+  return c;
+}
+
+int64_t kb_wl_nodes(const kb_wl_spec *spec) {
+  switch (spec->kind) {
+  case KB_WL_JACOBI: return 4 * (int64_t)spec->iters;
+  case KB_WL_JACOBI_KERNEL: return spec->iters;
+  case KB_WL_CG: return 7 * (int64_t)spec->iters;
+  case KB_WL_IMAGE: return 4 * (int64_t)spec->iters * spec->batch;
+  }
+  return 0;
+}
+
+static int fail(char *why, size_t cap, const char *what) {
+  snprintf(why, cap, "%s: %s", what, kd_last_error());
+  return -1;
+}
+
+int kb_wl_spec_check(const kb_wl_spec *spec, char *why, size_t cap) {
+  if (spec->kind < KB_WL_JACOBI || spec->kind > KB_WL_IMAGE)
+    return snprintf(why, cap, "workload kind %d is not one of 1..4", (int)spec->kind), -1;
+  if (spec->n < 3 || spec->n > 65536) return snprintf(why, cap, "n = %lld: 3..65536", (long long)spec->n), -1;
+  if (spec->iters < 1) return snprintf(why, cap, "iters = %d: at least 1", spec->iters), -1;
+  if (spec->kind == KB_WL_IMAGE && (spec->batch < 1 || spec->batch > 64))
+    return snprintf(why, cap, "batch = %d: 1..64", spec->batch), -1;
+  return 0;
+}
+
+/* ---- host twins of the kernels ---------------------------------------------
+ * The same arithmetic in the same order as the CUDA source above. */
+
+static void host_jacobi_step(float *out, const float *in, int n) {
+  for (int j = 1; j < n - 1; ++j)
+    for (int i = 1; i < n - 1; ++i) {
+      int64_t c = (int64_t)j * n + i;
+      out[c] = 0.25f * ((in[c - 1] + in[c + 1]) + (in[c - n] + in[c + n]));
+    }
+}
+
+static void host_poisson_apply(float *ap, const float *p, int n) {
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < n; ++i) {
+      int64_t c = (int64_t)j * n + i;
+      float v = 4.0f * p[c];
+      if (i > 0) v -= p[c - 1];
+      if (i < n - 1) v -= p[c + 1];
+      if (j > 0) v -= p[c - n];
+      if (j < n - 1) v -= p[c + n];
+      ap[c] = v;
+    }
+}
+
+static void host_dot(float *out, const float *a, const float *b, int len) {
+  float s[256];
+  for (int t = 0; t < 256; ++t) {
+    float v = 0.0f;
+    for (int i = t; i < len; i += 256) {
+      float prod = a[i] * b[i]; /* rounded, then added: --fmad=false */
+      v += prod;
+    }
+    s[t] = v;
+  }
+  for (int h = 128; h > 0; h >>= 1)
+    for (int t = 0; t < h; ++t) s[t] += s[t + h];
+  *out = s[0];
+}
+
+static void host_cg_alpha(float *alpha, const float *rr, const float *pap) { *alpha = *rr / *pap; }
+
+static void host_cg_update(float *x, float *r, const float *p, const float *ap, const float *alpha, int len) {
+  float a = *alpha;
+  for (int i = 0; i < len; ++i) {
+    float ax = a * p[i], ar = a * ap[i];
+    x[i] = x[i] + ax;
+    r[i] = r[i] - ar;
+  }
+}
+
+static void host_cg_beta(float *beta, float *rr, const float *rrn) {
+  *beta = *rrn / *rr;
+  *rr = *rrn;
+}
+
+static void host_cg_direction(float *p, const float *r, const float *beta, int len) {
+  for (int i = 0; i < len; ++i) {
+    float bp = *beta * p[i];
+    p[i] = r[i] + bp;
+  }
+}
+
+static int pixel(const int32_t *img, int w, int h, int x, int y) {
+  x = x < 0 ? 0 : x >= w ? w - 1 : x;
+  y = y < 0 ? 0 : y >= h ? h - 1 : y;
+  return img[(int64_t)y * w + x];
+}
+
+static void host_blur3(int32_t *out, const int32_t *in, int w, int h) {
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      int v = 0;
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) v += pixel(in, w, h, x + dx, y + dy);
+      out[(int64_t)y * w + x] = v;
+    }
+}
+
+static void host_gradient(int32_t *out, const int32_t *in, int w, int h) {
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      int gx = pixel(in, w, h, x + 1, y) - pixel(in, w, h, x - 1, y);
+      int gy = pixel(in, w, h, x, y + 1) - pixel(in, w, h, x, y - 1);
+      out[(int64_t)y * w + x] = (gx < 0 ? -gx : gx) + (gy < 0 ? -gy : gy);
+    }
+}
+
+static void host_threshold(int32_t *mask, const int32_t *grad, int t, int len) {
+  for (int i = 0; i < len; ++i) mask[i] = grad[i] > t;
+}
+
+static void host_histogram(int32_t *hist, const int32_t *img, const int32_t *mask, int len, int bins, int shift) {
+  memset(hist, 0, (size_t)bins * sizeof *hist);
+  for (int i = 0; i < len; ++i)
+    if (mask[i]) hist[img[i] >> shift]++;
+}
+
+/* The same, called with a launch's parameters (each points at its bytes;
+ * a device pointer is a host address on a driver that runs them so). */
+#define P(T, i) (*(T *)params[i])
+static void emu_jacobi_step(void *const *params) { host_jacobi_step(P(float *, 0), P(const float *, 1), P(int, 2)); }
+static void emu_poisson_apply(void *const *params) {
+  host_poisson_apply(P(float *, 0), P(const float *, 1), P(int, 2));
+}
+static void emu_dot(void *const *params) {
+  host_dot(P(float *, 0), P(const float *, 1), P(const float *, 2), P(int, 3));
+}
+static void emu_cg_alpha(void *const *params) {
+  host_cg_alpha(P(float *, 0), P(const float *, 1), P(const float *, 2));
+}
+static void emu_cg_update(void *const *params) {
+  host_cg_update(P(float *, 0), P(float *, 1), P(const float *, 2), P(const float *, 3), P(const float *, 4),
+                 P(int, 5));
+}
+static void emu_cg_beta(void *const *params) { host_cg_beta(P(float *, 0), P(float *, 1), P(const float *, 2)); }
+static void emu_cg_direction(void *const *params) {
+  host_cg_direction(P(float *, 0), P(const float *, 1), P(const float *, 2), P(int, 3));
+}
+static void emu_blur3(void *const *params) {
+  host_blur3(P(int32_t *, 0), P(const int32_t *, 1), P(int, 2), P(int, 3));
+}
+static void emu_gradient(void *const *params) {
+  host_gradient(P(int32_t *, 0), P(const int32_t *, 1), P(int, 2), P(int, 3));
+}
+static void emu_threshold(void *const *params) {
+  host_threshold(P(int32_t *, 0), P(const int32_t *, 1), P(int, 2), P(int, 3));
+}
+static void emu_histogram(void *const *params) {
+  host_histogram(P(int32_t *, 0), P(const int32_t *, 1), P(const int32_t *, 2), P(int, 3), P(int, 4), P(int, 5));
+}
+/* kdag's built-in kernels (kernels/builtins.cu ABI): views by value. */
+static void emu_add_f32(void *const *params) {
+  kd_host_add(KD_K_F32, P(kd_kview, 0), P(kd_kview, 1), P(kd_kview, 2));
+}
+static void emu_axpy_f32(void *const *params) { kd_host_axpy(KD_K_F32, P(kd_kview, 0), P(kd_kview, 1), P(double, 2)); }
+static void emu_scale_f32(void *const *params) { kd_host_scale(KD_K_F32, P(kd_kview, 0), P(double, 1)); }
+#undef P
+
+int kb_wl_register_host_kernels(kb_wl_kind kind, kb_wl_register_fn *reg) {
+  enum { PTR = 8, INT = 4, VIEW = sizeof(kd_kview), DBL = 8 };
+  static const struct {
+    kb_wl_kind kind;
+    const char *name;
+    uint32_t count, sizes[6];
+    kb_wl_host_kernel *fn;
+  } k[] = {
+      {KB_WL_JACOBI, "kd_add_f32", 3, {VIEW, VIEW, VIEW}, emu_add_f32},
+      {KB_WL_JACOBI, "kd_axpy_f32", 3, {VIEW, VIEW, DBL}, emu_axpy_f32},
+      {KB_WL_JACOBI, "kd_scale_f32", 2, {VIEW, DBL}, emu_scale_f32},
+      {KB_WL_JACOBI_KERNEL, "jacobi_step", 3, {PTR, PTR, INT}, emu_jacobi_step},
+      {KB_WL_CG, "poisson_apply", 3, {PTR, PTR, INT}, emu_poisson_apply},
+      {KB_WL_CG, "dot", 4, {PTR, PTR, PTR, INT}, emu_dot},
+      {KB_WL_CG, "cg_alpha", 3, {PTR, PTR, PTR}, emu_cg_alpha},
+      {KB_WL_CG, "cg_update", 6, {PTR, PTR, PTR, PTR, PTR, INT}, emu_cg_update},
+      {KB_WL_CG, "cg_beta", 3, {PTR, PTR, PTR}, emu_cg_beta},
+      {KB_WL_CG, "cg_direction", 4, {PTR, PTR, PTR, INT}, emu_cg_direction},
+      {KB_WL_IMAGE, "blur3", 4, {PTR, PTR, INT, INT}, emu_blur3},
+      {KB_WL_IMAGE, "gradient", 4, {PTR, PTR, INT, INT}, emu_gradient},
+      {KB_WL_IMAGE, "threshold", 4, {PTR, PTR, INT, INT}, emu_threshold},
+      {KB_WL_IMAGE, "histogram", 6, {PTR, PTR, PTR, INT, INT, INT}, emu_histogram},
+  };
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i)
+    if (k[i].kind == kind && !reg(k[i].name, k[i].count, k[i].sizes, k[i].fn)) return -1;
+  return 0;
+}
+
+/* ---- the host reference ------------------------------------------------------ */
+
+/* Tensors, in kb_wl_create's order: jacobi x, y; cg x, r, p, ap (n*n) and
+ * the scalars rr, pap, rrn, alpha, beta (one tensor of 5); image the
+ * images, blurred, gradients, masks (w*h*batch) and histograms. */
+enum { SC_RR, SC_PAP, SC_RRN, SC_ALPHA, SC_BETA, SC_COUNT };
+
+int kb_wl_buffers(const kb_wl_spec *spec) {
+  return spec->kind == KB_WL_CG ? 5 : spec->kind == KB_WL_IMAGE ? 5 : 2;
+}
+
+size_t kb_wl_buffer_bytes(const kb_wl_spec *spec, int i) {
+  size_t plane = (size_t)spec->n * (size_t)spec->n * 4;
+  if (spec->kind == KB_WL_CG && i == 4) return SC_COUNT * sizeof(float);
+  if (spec->kind == KB_WL_IMAGE) return i == 4 ? (size_t)IMAGE_BINS * spec->batch * 4 : plane * (size_t)spec->batch;
+  return plane;
+}
+
+unsigned kb_wl_results(const kb_wl_spec *spec) {
+  switch (spec->kind) {
+  case KB_WL_CG: return 1u << 0 | 1u << 1 | 1u << 4; /* x, r, the scalars */
+  case KB_WL_IMAGE: return 1u << 1 | 1u << 2 | 1u << 3 | 1u << 4;
+  default: return 3; /* both grids */
+  }
+}
+
+static uint64_t next(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+void kb_wl_init(const kb_wl_spec *spec, void **b) {
+  int64_t n = spec->n, plane = n * n;
+  uint64_t seed = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+  if (spec->kind == KB_WL_JACOBI || spec->kind == KB_WL_JACOBI_KERNEL) {
+    float *x = b[0], *y = b[1];
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i) {
+        int edge = i == 0 || j == 0 || i == n - 1 || j == n - 1;
+        /* a hot left edge, a cold rest of the boundary, noise inside */
+        x[j * n + i] = edge ? (j == 0 ? 1.0f : 0.0f) : (float)(next(&seed) >> 40) / (float)(1 << 24);
+      }
+    memcpy(y, x, (size_t)plane * sizeof *y);
+  } else if (spec->kind == KB_WL_CG) {
+    float *x = b[0], *r = b[1], *p = b[2], *ap = b[3], *sc = b[4];
+    for (int64_t i = 0; i < plane; ++i) {
+      x[i] = 0.0f;
+      r[i] = p[i] = (float)(next(&seed) >> 40) / (float)(1 << 24) - 0.5f;
+      ap[i] = 0.0f;
+    }
+    memset(sc, 0, SC_COUNT * sizeof *sc);
+    host_dot(&sc[SC_RR], r, r, (int)plane);
+  } else {
+    int32_t *img = b[0];
+    for (int64_t i = 0; i < plane * spec->batch; ++i) img[i] = (int32_t)(next(&seed) >> 56);
+    for (int k = 1; k < 5; ++k) memset(b[k], 0, kb_wl_buffer_bytes(spec, k));
+  }
+}
+
+static void jacobi_builtin_sweep(float *out, const float *in, int64_t n) {
+  for (int64_t j = 1; j < n - 1; ++j)
+    for (int64_t i = 1; i < n - 1; ++i) {
+      int64_t c = j * n + i;
+      float v = in[c - 1] + in[c + 1]; /* add(up, down) */
+      v = v + in[c - n];               /* axpy(left, 1): 1 * x is exact */
+      v = v + in[c + n];               /* axpy(right, 1) */
+      out[c] = 0.25f * v;              /* scale */
+    }
+}
+
+void kb_wl_run(const kb_wl_spec *spec, void **b, int64_t submissions) {
+  int n = (int)spec->n, plane = n * n;
+  for (int64_t s = 0; s < submissions; ++s)
+    for (int it = 0; it < spec->iters; ++it) {
+      switch (spec->kind) {
+      case KB_WL_JACOBI:
+        jacobi_builtin_sweep(b[1 - it % 2], b[it % 2], n);
+        break;
+      case KB_WL_JACOBI_KERNEL:
+        host_jacobi_step(b[1 - it % 2], b[it % 2], n);
+        break;
+      case KB_WL_CG: {
+        float *x = b[0], *r = b[1], *p = b[2], *ap = b[3], *sc = b[4];
+        host_poisson_apply(ap, p, n);
+        host_dot(&sc[SC_PAP], p, ap, plane);
+        host_cg_alpha(&sc[SC_ALPHA], &sc[SC_RR], &sc[SC_PAP]);
+        host_cg_update(x, r, p, ap, &sc[SC_ALPHA], plane);
+        host_dot(&sc[SC_RRN], r, r, plane);
+        host_cg_beta(&sc[SC_BETA], &sc[SC_RR], &sc[SC_RRN]);
+        host_cg_direction(p, r, &sc[SC_BETA], plane);
+        break;
+      }
+      case KB_WL_IMAGE:
+        for (int k = 0; k < spec->batch; ++k) {
+          int32_t *img = (int32_t *)b[0] + (int64_t)k * plane, *blur = (int32_t *)b[1] + (int64_t)k * plane;
+          int32_t *grad = (int32_t *)b[2] + (int64_t)k * plane, *mask = (int32_t *)b[3] + (int64_t)k * plane;
+          host_blur3(blur, img, n, n);
+          host_gradient(grad, blur, n, n);
+          host_threshold(mask, grad, IMAGE_THRESHOLD, plane);
+          host_histogram((int32_t *)b[4] + k * IMAGE_BINS, blur, mask, plane, IMAGE_BINS, IMAGE_SHIFT);
+        }
+        break;
+      }
+    }
+}
+
+/* ---- on a session ----------------------------------------------------------- */
+
+typedef struct compile_job {
+  kb_wl *w;
+  const char *const *names;
+  int count;
+} compile_job;
+
+static kd_status compile(kd_raw *raw, void *user) {
+  compile_job *j = user;
+  const char *opts[] = {KB_WL_FMAD};
+  kd_nvrtc_options o = {.extra_flags = opts, .extra_flag_count = 1, .program_name = "workload.cu"};
+  kd_status st = kd_raw_compile_nvrtc(raw, kb_wl_source(j->w->spec.kind), &o, &j->w->m);
+  if (st) return st;
+  j->w->has_module = 1;
+  for (int i = 0; i < j->count && !st; ++i) st = kd_module_function(kd_raw_session(raw), j->w->m, j->names[i], &j->w->fn[i]);
+  return st;
+}
+
+static const char *const cg_kernels[] = {"poisson_apply", "dot", "cg_alpha", "cg_update", "cg_beta", "cg_direction"};
+static const char *const image_kernels[] = {"blur3", "gradient", "threshold", "histogram"};
+static const char *const jacobi_kernels[] = {"jacobi_step"};
+enum { K_APPLY, K_DOT, K_ALPHA, K_UPDATE, K_BETA, K_DIRECTION };
+enum { K_BLUR, K_GRADIENT, K_THRESHOLD, K_HISTOGRAM };
+
+void kb_wl_destroy(kb_wl *w) {
+  if (!w->s) return;
+  kd_graph_destroy(w->g);
+  for (int i = 0; i < w->tensors; ++i) kd_tensor_release(w->s, w->t[i]);
+  if (w->has_module) kd_module_release(w->s, w->m);
+  memset(w, 0, sizeof *w);
+}
+
+int kb_wl_create(kd_session *s, const kb_wl_spec *spec, kb_wl *w, char *why, size_t cap) {
+  memset(w, 0, sizeof *w);
+  if (kb_wl_spec_check(spec, why, cap)) return -1;
+  w->spec = *spec;
+  w->s = s;
+  int count = kb_wl_buffers(spec);
+  void *host[8] = {0};
+  int rc = 0;
+  for (int i = 0; i < count && !rc; ++i) rc = !(host[i] = malloc(kb_wl_buffer_bytes(spec, i)));
+  if (rc) {
+    snprintf(why, cap, "out of memory");
+  } else {
+    kb_wl_init(spec, host);
+    int64_t n = spec->n;
+    for (int i = 0; i < count && !rc; ++i) {
+      kd_tensor_desc d = {.dtype = spec->kind == KB_WL_IMAGE ? KD_I32 : KD_F32, .rank = 2, .shape = {n, n}};
+      if (spec->kind == KB_WL_CG && i == 4) d = (kd_tensor_desc){.dtype = KD_F32, .rank = 1, .shape = {SC_COUNT}};
+      if (spec->kind == KB_WL_IMAGE) {
+        d.rank = 3, d.shape[2] = spec->batch;
+        if (i == 4) d = (kd_tensor_desc){.dtype = KD_I32, .rank = 2, .shape = {IMAGE_BINS, spec->batch}};
+      }
+      if (kd_tensor_from_host(s, &d, host[i], kb_wl_buffer_bytes(spec, i), &w->t[i]))
+        rc = fail(why, cap, "kd_tensor_from_host");
+      else w->tensors++;
+    }
+  }
+  for (int i = 0; i < count; ++i) free(host[i]);
+  if (!rc && kb_wl_source(spec->kind)) {
+    compile_job j = {w, spec->kind == KB_WL_CG ? cg_kernels : spec->kind == KB_WL_IMAGE ? image_kernels : jacobi_kernels,
+                     spec->kind == KB_WL_CG ? 6 : spec->kind == KB_WL_IMAGE ? 4 : 1};
+    if (kd_with_raw(s, "kb_wl_create", compile, &j)) rc = fail(why, cap, "compiling the kernels");
+  }
+  if (!rc && kd_graph_create(s, &w->g)) rc = fail(why, cap, "kd_graph_create");
+  if (!rc) rc = kb_wl_declare(w, w->g, why, cap);
+  if (rc) kb_wl_destroy(w);
+  return rc;
+}
+
+static kd_view grid_view(kd_tensor t, int64_t n, int64_t i0, int64_t j0) {
+  kd_view v = {.tensor = t, .rank = 2, .offset = i0 + j0 * n, .shape = {n - 2, n - 2}, .strides = {1, n}};
+  return v;
+}
+
+/* Element k of a rank-1 tensor: a compact view. */
+static kd_view element(kd_tensor t, int64_t k) {
+  kd_view v = {.tensor = t, .rank = 1, .offset = k, .shape = {1}, .strides = {1}};
+  return v;
+}
+
+/* Image k of a (w, h, batch) tensor, or histogram k of a (bins, batch) one. */
+static kd_view slice(kd_tensor t, int64_t len, int64_t k) {
+  kd_view v = {.tensor = t, .rank = 1, .offset = k * len, .shape = {len}, .strides = {1}};
+  return v;
+}
+
+static kd_status kernel(kd_graph *g, const char *name, kb_wl *w, int fn, const char *kname, int64_t elements,
+                        const kd_garg *args, size_t n) {
+  kb_wl_launch_cfg c = kb_wl_config(&w->spec, kname, elements);
+  kd_launch_config cfg = {{c.grid[0], c.grid[1], c.grid[2]}, {c.block[0], c.block[1], c.block[2]}, 0};
+  return kd_graph_kernel(g, name, w->fn[fn], &cfg, args, n, NULL);
+}
+
+int kb_wl_declare(kb_wl *w, kd_graph *g, char *why, size_t cap) {
+  const kb_wl_spec *spec = &w->spec;
+  int64_t n = spec->n, plane = n * n;
+  kd_status st = KD_OK;
+  for (int it = 0; it < spec->iters && !st; ++it) {
+    switch (spec->kind) {
+    case KB_WL_JACOBI: {
+      kd_tensor a = w->t[it % 2], b = w->t[1 - it % 2];
+      kd_view in = grid_view(b, n, 1, 1);
+      st = kd_graph_add(g, "up+down", in, grid_view(a, n, 0, 1), grid_view(a, n, 2, 1), NULL);
+      if (!st) st = kd_graph_axpy(g, "+left", in, grid_view(a, n, 1, 0), 1.0, NULL);
+      if (!st) st = kd_graph_axpy(g, "+right", in, grid_view(a, n, 1, 2), 1.0, NULL);
+      if (!st) st = kd_graph_scale(g, "/4", in, 0.25, NULL);
+      break;
+    }
+    case KB_WL_JACOBI_KERNEL: {
+      kd_garg args[] = {kd_g_out(kd_whole(w->t[1 - it % 2])), kd_g_in(kd_whole(w->t[it % 2])),
+                        kd_g_value(kd_arg_i32((int32_t)n))};
+      st = kernel(g, "sweep", w, 0, "jacobi_step", plane, args, 3);
+      break;
+    }
+    case KB_WL_CG: {
+      kd_tensor x = w->t[0], r = w->t[1], p = w->t[2], ap = w->t[3], sc = w->t[4];
+      kd_view all[4] = {kd_whole(x), kd_whole(r), kd_whole(p), kd_whole(ap)};
+      kd_garg apply[] = {kd_g_out(all[3]), kd_g_in(all[2]), kd_g_value(kd_arg_i32((int32_t)n))};
+      kd_garg pap[] = {kd_g_out(element(sc, SC_PAP)), kd_g_in(all[2]), kd_g_in(all[3]),
+                       kd_g_value(kd_arg_i32((int32_t)plane))};
+      kd_garg alpha[] = {kd_g_out(element(sc, SC_ALPHA)), kd_g_in(element(sc, SC_RR)), kd_g_in(element(sc, SC_PAP))};
+      kd_garg update[] = {kd_g_inout(all[0]), kd_g_inout(all[1]), kd_g_in(all[2]), kd_g_in(all[3]),
+                          kd_g_in(element(sc, SC_ALPHA)), kd_g_value(kd_arg_i32((int32_t)plane))};
+      kd_garg rrn[] = {kd_g_out(element(sc, SC_RRN)), kd_g_in(all[1]), kd_g_in(all[1]),
+                       kd_g_value(kd_arg_i32((int32_t)plane))};
+      kd_garg beta[] = {kd_g_out(element(sc, SC_BETA)), kd_g_inout(element(sc, SC_RR)), kd_g_in(element(sc, SC_RRN))};
+      kd_garg dir[] = {kd_g_inout(all[2]), kd_g_in(all[1]), kd_g_in(element(sc, SC_BETA)),
+                       kd_g_value(kd_arg_i32((int32_t)plane))};
+      st = kernel(g, "Ap", w, K_APPLY, "poisson_apply", plane, apply, 3);
+      if (!st) st = kernel(g, "pAp", w, K_DOT, "dot", plane, pap, 4);
+      if (!st) st = kernel(g, "alpha", w, K_ALPHA, "cg_alpha", 1, alpha, 3);
+      if (!st) st = kernel(g, "x,r", w, K_UPDATE, "cg_update", plane, update, 6);
+      if (!st) st = kernel(g, "rr", w, K_DOT, "dot", plane, rrn, 4);
+      if (!st) st = kernel(g, "beta", w, K_BETA, "cg_beta", 1, beta, 3);
+      if (!st) st = kernel(g, "p", w, K_DIRECTION, "cg_direction", plane, dir, 4);
+      break;
+    }
+    case KB_WL_IMAGE:
+      for (int k = 0; k < spec->batch && !st; ++k) {
+        kd_view img = slice(w->t[0], plane, k), blur = slice(w->t[1], plane, k), grad = slice(w->t[2], plane, k);
+        kd_view mask = slice(w->t[3], plane, k), hist = slice(w->t[4], IMAGE_BINS, k);
+        kd_arg side = kd_arg_i32((int32_t)n), len = kd_arg_i32((int32_t)plane);
+        kd_garg b3[] = {kd_g_out(blur), kd_g_in(img), kd_g_value(side), kd_g_value(side)};
+        kd_garg gr[] = {kd_g_out(grad), kd_g_in(blur), kd_g_value(side), kd_g_value(side)};
+        kd_garg th[] = {kd_g_out(mask), kd_g_in(grad), kd_g_value(kd_arg_i32(IMAGE_THRESHOLD)), kd_g_value(len)};
+        kd_garg hi[] = {kd_g_out(hist), kd_g_in(blur), kd_g_in(mask), kd_g_value(len),
+                        kd_g_value(kd_arg_i32(IMAGE_BINS)), kd_g_value(kd_arg_i32(IMAGE_SHIFT))};
+        st = kernel(g, "blur", w, K_BLUR, "blur3", plane, b3, 4);
+        if (!st) st = kernel(g, "gradient", w, K_GRADIENT, "gradient", plane, gr, 4);
+        if (!st) st = kernel(g, "threshold", w, K_THRESHOLD, "threshold", plane, th, 4);
+        if (!st) st = kernel(g, "histogram", w, K_HISTOGRAM, "histogram", plane, hi, 6);
+      }
+      break;
+    }
+  }
+  return st ? fail(why, cap, "declaring the graph") : 0;
+}
+
+int kb_wl_check(kb_wl *w, double *max_err, char *why, size_t cap) {
+  const kb_wl_spec *spec = &w->spec;
+  int count = kb_wl_buffers(spec), rc = 0;
+  void *want[8] = {0}, *got[8] = {0};
+  for (int i = 0; i < count && !rc; ++i)
+    rc = !(want[i] = malloc(kb_wl_buffer_bytes(spec, i))) || !(got[i] = malloc(kb_wl_buffer_bytes(spec, i)));
+  if (rc) snprintf(why, cap, "out of memory");
+  if (!rc) {
+    kb_wl_init(spec, want);
+    kb_wl_run(spec, want, w->submitted);
+  }
+  double worst = 0, scale = 0;
+  unsigned results = kb_wl_results(spec);
+  for (int i = 0; i < count && !rc; ++i) {
+    if (!(results >> i & 1)) continue;
+    size_t bytes = kb_wl_buffer_bytes(spec, i);
+    if (kd_tensor_download(w->s, w->t[i], got[i], bytes)) {
+      rc = fail(why, cap, "kd_tensor_download");
+      break;
+    }
+    for (size_t e = 0; e < bytes / 4; ++e) {
+      if (spec->kind == KB_WL_IMAGE) {
+        worst = ((int32_t *)got[i])[e] != ((int32_t *)want[i])[e] ? 1 : worst;
+        continue;
+      }
+      double a = ((float *)got[i])[e], b = ((float *)want[i])[e];
+      double d = a > b ? a - b : b - a;
+      if (d != d || a != a) d = 1e300; /* NaN */
+      worst = d > worst ? d : worst;
+      scale = (b < 0 ? -b : b) > scale ? (b < 0 ? -b : b) : scale;
+    }
+  }
+  *max_err = spec->kind == KB_WL_IMAGE || scale == 0 ? worst : worst / scale;
+  for (int i = 0; i < count; ++i) {
+    free(want[i]);
+    free(got[i]);
+  }
+  return rc;
+}
+
