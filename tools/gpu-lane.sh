@@ -118,16 +118,20 @@ run() {
   # What a sticky fault leaves usable in one process, route by route.
   "$build/kdag-fault-probe" > "$out/fault-probe.log" 2>&1
   cat "$out/fault-probe.log"
+  # Which driver calls wait for unrelated work in the context (what kdag
+  # defers or documents as a wait: kdag/session.h, "Waits").
+  "$build/kdag-wait-probe" > "$out/wait-probe.log" 2>&1
+  cat "$out/wait-probe.log"
   # KDAG_LANE_TESTS=0: benchmarks only (a diagnostic run).
   if [ "${KDAG_LANE_TESTS:-1}" = 1 ]; then
   # KDAG_LANE_TESTS_REGEX: only the ctest tests it matches (ctest -R), and
   # no examples (a rerun of one suite after a change to it).
   local only=()
   [ -n "${KDAG_LANE_TESTS_REGEX:-}" ] && only=(-R "$KDAG_LANE_TESTS_REGEX")
-  (cd "$src" && ctest --test-dir "$build" -V --timeout 300 -E '^host_.*_test_asan$' "${only[@]}") > "$out/ctest.log" 2>&1
+  (cd "$src" && ctest --test-dir "$build" -V --timeout 300 -E '^host_.*_test_asan$' -LE long "${only[@]}") > "$out/ctest.log" 2>&1
   rc=$?
   grep -E "tests passed|Test +#" "$out/ctest.log"
-  grep -E "Synthesis|SKIP|witness|pipeline|submissions" "$out/ctest.log" | head -80
+  grep -E "Synthesis|SKIP|witness|pipeline|submissions|hidden wait" "$out/ctest.log" | head -80
   if [ -z "${KDAG_LANE_TESTS_REGEX:-}" ]; then
     "$build/examples/add"
     "$build/examples/dx_gemm"
@@ -184,7 +188,7 @@ run() {
   fi
   # The device tool returns at most 8 files: the bench tables stay as they
   # are (6), the logs travel as one archive.
-  (cd "$out" && tar -cf logs.tar --remove-files $(ls ctest.log memcheck.log fault-probe.log pipeline.dot ab.log ./*.stderr 2>/dev/null)) || echo "gpu-lane: could not archive the logs"
+  (cd "$out" && tar -cf logs.tar --remove-files $(ls ctest.log memcheck.log fault-probe.log wait-probe.log pipeline.dot ab.log ./*.stderr 2>/dev/null)) || echo "gpu-lane: could not archive the logs"
   echo "gpu-lane: ctest exit $rc"
   return $rc
 }
