@@ -45,7 +45,7 @@ static const char usage[] =
     "                         launch, fanout, rebind, oneshot, pipeline; default\n"
     "                         1: one case after another)\n"
     "output:\n"
-    "  --json FILE            write the results as JSON\n"
+    "  --json FILE            write the results as JSON (after each case, and at the end)\n"
     "  --csv FILE             write the results as CSV\n"
     "  --quiet                no progress on stderr\n"
     "compare:\n"
@@ -235,8 +235,18 @@ static int run_compare(const cli *c) {
   return c->fail_on_regression && sum.regressed ? 1 : 0;
 }
 
+/* --json after each case: what a run cut off at a time limit measured stays. */
+static void write_json_so_far(kb_report *r, void *user) {
+  char why[KB_MESSAGE_MAX];
+  (void)kb_write_json_file(r, (const char *)user, why, sizeof why); /* the final write reports a failure */
+}
+
 static int run_suites(kb_harness *h, const cli *c, kb_options *o) {
   char why[KB_MESSAGE_MAX];
+  if (c->json) {
+    o->on_case = write_json_so_far;
+    o->on_case_user = (void *)c->json; /* read only: write_json_so_far takes it as the path */
+  }
   o->suites = (const char *const *)c->filters[0];
   o->suite_count = c->filter_count[0];
   o->cases = (const char *const *)c->filters[1];

@@ -698,6 +698,10 @@ static int case_end(kb_harness *h, case_run *r, const kb_options *o) {
   }
   free(m->s.host);
   free(m->s.gpu);
+  if (o->on_case) {
+    kb_report_finalize(&h->report, h->ref_suite[0] ? h->ref_suite : NULL, h->ref_case[0] ? h->ref_case : NULL);
+    o->on_case(&h->report, o->on_case_user);
+  }
   return failed;
 }
 

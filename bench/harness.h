@@ -349,6 +349,11 @@ typedef struct kb_options {
   uint64_t (*clock_ns)(void *clock_user);
   void *clock_user;
   size_t host_flush_bytes; /* cold mode without a flush hook; default 64 MiB */
+  /* Called after each case's rows are in, with the report as it stands
+   * (ratios computed): a run that is cut off keeps what it measured
+   * (kdag-bench --json rewrites its file here). NULL: none. */
+  void (*on_case)(kb_report *report, void *user);
+  void *on_case_user;
 } kb_options;
 
 void kb_options_init(kb_options *o);

@@ -92,7 +92,7 @@ typedef struct fake_case {
   double bytes;            /* kb_run_throughput */
   int fail;
   uint64_t min_batch;      /* kb_run_min_batch when > 0 */
-  int count;               /* kb_run_count "widgets": 2 per item, 4 every third batch */
+  int count;               /* kb_run_count "widgets": 2 per item, 4 every third batch; 2: more names */
   uint64_t batches, iterations, max_iterations_seen, min_iterations_seen;
 } fake_case;
 
@@ -118,6 +118,12 @@ static kb_status fake_batch(kb_run *run, void *state, uint64_t k, kb_timing *out
   if (c->gpu_quiet_ns > 0) out->gpu_ns = c->gpu_quiet_ns * (double)k;
   fake_now += (uint64_t)out->host_ns;
   if (c->count) kb_run_count(run, "widgets", c->batches % 3 == 2 ? 4.0 : 2.0);
+  if (c->count > 1) { /* more names: each its own row, up to KB_MAX_COUNTS (4) */
+    kb_run_count(run, "gadgets", 7.0);
+    kb_run_count(run, "more", 1.0);
+    kb_run_count(run, "extra", 1.0);
+    kb_run_count(run, "overflow", 1.0); /* a fifth: no row */
+  }
   c->batches++;
   c->iterations += k;
   if (k > c->max_iterations_seen) c->max_iterations_seen = k;
@@ -444,7 +450,7 @@ Test(host_bench, throughput_rows) {
 }
 
 Test(host_bench, count_rows_give_mean_least_and_greatest) {
-  fake_case c = {.per_iteration_ns = 1e6, .items = 10, .count = 1};
+  fake_case c = {.per_iteration_ns = 1e6, .items = 10, .count = 2};
   kb_options o = fake_options();
   kb_harness *h = fake_harness(NULL, 0, &c, (const char *[]){"c"}, NULL, 1);
   char why[256];
@@ -464,6 +470,45 @@ Test(host_bench, count_rows_give_mean_least_and_greatest) {
   kb_format_value(row->median, row->unit, text, sizeof text);
   cr_assert(strstr(text, "count") == NULL, "a count prints as a number: %s", text);
   cr_assert(find_row(kb_harness_report(h), "c", "host_time_per_node", -1), "the time row stays");
+  const kb_result *gadgets = find_row(kb_harness_report(h), "c", "gadgets_per_node", -1);
+  cr_assert(gadgets && gadgets->median == 7.0, "a second name has its own row");
+  cr_assert(find_row(kb_harness_report(h), "c", "more_per_node", -1) &&
+            find_row(kb_harness_report(h), "c", "extra_per_node", -1), "up to KB_MAX_COUNTS names");
+  cr_assert_null(find_row(kb_harness_report(h), "c", "overflow_per_node", -1), "a fifth name has no row");
+  kb_harness_destroy(h);
+}
+
+/* After each case the report so far, its ratios computed, goes to
+ * on_case: what kdag-bench --json writes, so a run cut off keeps it. */
+typedef struct seen_report {
+  int calls;
+  size_t rows[3];
+  double fast_ratio;
+} seen_report;
+
+static void on_case(kb_report *r, void *user) {
+  seen_report *s = user;
+  if (s->calls < 3) s->rows[s->calls] = r->count;
+  for (size_t i = 0; i < r->count; ++i)
+    if (!strcmp(r->rows[i].case_name, "fast") && r->rows[i].ratio_count) s->fast_ratio = r->rows[i].ratios[0].value;
+  s->calls++;
+}
+
+Test(host_bench, each_finished_case_hands_the_report_so_far_on) {
+  fake_case c[3] = {{.per_iteration_ns = 2e6}, {.per_iteration_ns = 1e6}, {.per_iteration_ns = 4e6}};
+  const char *names[] = {"base", "fast", "slow"};
+  const int baselines[] = {1, 0, 0};
+  kb_harness *h = fake_harness(NULL, 0, c, names, baselines, 3);
+  kb_options o = fake_options();
+  seen_report seen = {0};
+  o.on_case = on_case;
+  o.on_case_user = &seen;
+  char why[256];
+  cr_assert_eq(kb_harness_run(h, &o, why, sizeof why), 0, "%s", why);
+  cr_assert_eq(seen.calls, 3);
+  cr_assert(seen.rows[0] > 0 && seen.rows[1] > seen.rows[0] && seen.rows[2] > seen.rows[1], "%zu %zu %zu",
+            seen.rows[0], seen.rows[1], seen.rows[2]);
+  cr_assert_float_eq(seen.fast_ratio, 0.5, 1e-12, "the report handed on had its ratios");
   kb_harness_destroy(h);
 }
 
