@@ -759,28 +759,10 @@ int kb_wl_declare(kb_wl *w, kd_graph *g, char *why, size_t cap) {
   return st ? fail(why, cap, "declaring the graph") : 0;
 }
 
-/* The worst ||A0 x - b0|| / ||b0|| over the systems. */
-static double residual(const kb_wl_spec *spec, const double *x, const double *a0, const double *b0) {
-  double worst = 0;
-  for (int p = 0; p < spec->batch; ++p) {
-    const double *m = a0 + (size_t)p * DX_N * DX_N, *bp = b0 + (size_t)p * DX_N, *xp = x + (size_t)p * DX_N;
-    double rn = 0, bn = 0;
-    for (int i = 0; i < DX_N; ++i) {
-      double r = -bp[i];
-      for (int k = 0; k < DX_N; ++k) r += m[k * DX_N + i] * xp[k];
-      rn += r * r;
-      bn += bp[i] * bp[i];
-    }
-    double rel = sqrt(rn / bn);
-    if (!(rel <= worst)) worst = rel; /* NaN counts as worst */
-  }
-  return worst;
-}
-
 double kb_wl_compare(const kb_wl_spec *spec, int i, const void *got, void *const *want) {
   size_t n = kb_wl_buffer_bytes(spec, i) / 4;
   if (spec->kind == KB_WL_CHOLESKY) {
-    if (i == CH_X) return residual(spec, got, want[CH_A0], want[CH_B0]);
+    if (i == CH_X) return dx_residual(want[CH_A0], want[CH_B0], got, (size_t)spec->batch);
     for (int p = 0; p < spec->batch; ++p)
       if (((const int32_t *)got)[p]) return 1; /* a factorization failed */
     return 0;

@@ -15,6 +15,7 @@
 #ifndef KDAG_EXAMPLES_DX_KERNELS_H
 #define KDAG_EXAMPLES_DX_KERNELS_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,25 @@ static inline kd_status dx_load_module(kd_session *s, const kd_binary *cubin, kd
   kd_status st = kd_with_raw(s, "dx.load_module", dx_load_cb, &job);
   if (!st) *out = job.module;
   return st;
+}
+
+/* The worst ||A x - b|| / ||b|| over `batches` 32 x 32 systems in the
+ * batched layout above (a NaN counts as the worst). */
+static inline double dx_residual(const double *a, const double *b, const double *x, size_t batches) {
+  double worst = 0;
+  for (size_t p = 0; p < batches; ++p) {
+    const double *m = a + p * DX_N * DX_N, *bp = b + p * DX_N, *xp = x + p * DX_N;
+    double rn = 0, bn = 0;
+    for (int i = 0; i < DX_N; ++i) {
+      double r = -bp[i];
+      for (int k = 0; k < DX_N; ++k) r += m[k * DX_N + i] * xp[k];
+      rn += r * r;
+      bn += bp[i] * bp[i];
+    }
+    double rel = sqrt(rn) / sqrt(bn);
+    if (!(rel <= worst)) worst = rel;
+  }
+  return worst;
 }
 
 /* 1 when the GPU lane demands a GPU (a would-be skip is a failure). */

@@ -181,16 +181,7 @@ Test(host_graph_oom, an_edge_refused_for_want_of_memory_leaves_the_graph_as_it_w
  * With relaunch, the submission after it, a tensor rebound in between
  * (which patches a CUDA graph): warm, it makes no allocation at all. */
 /* A CUDA session of mode on the null driver. */
-static kd_session *null_session(kd_exec_mode mode) {
-  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.exec_mode = mode;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
-  return s;
-}
+static kd_session *null_session(kd_exec_mode mode) { return kdt_null_session(KDAG_NULL_DRIVER, mode, NULL); }
 
 static void submit_oom(kd_exec_mode mode, int relaunch) {
   kd_session *s = null_session(mode);

@@ -12,17 +12,7 @@
 
 static kdag_null_api nd;
 
-static kd_session *null_session(kd_exec_mode mode) {
-  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.exec_mode = mode;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
-  cr_assert(kdag_null_api_get(KDAG_NULL_DRIVER, &nd), "the null driver is not the library kdag loaded");
-  return s;
-}
+static kd_session *null_session(kd_exec_mode mode) { return kdt_null_session(KDAG_NULL_DRIVER, mode, &nd); }
 
 /* Submits w's graph `submissions` times and holds the result to the
  * reference; the graph's edges too. */

@@ -103,4 +103,22 @@ static inline int kdag_null_api_get(const char *path, kdag_null_api *api) {
   return api->hold && api->calls_get && api->fail && api->fault && api->emulate && api->get_proc;
 }
 
+/* A CUDA session of exec mode `mode` on the null driver at path (kdag
+ * loads it through KDAG_CUDA_DRIVER_PATH, in the test's own process), with
+ * its interface in *api when api is non-NULL. Criterion asserts on failure:
+ * for tests that include it after kdag_test.h. */
+#ifdef KDAG_TESTS_KDAG_TEST_H
+static inline kd_session *kdt_null_session(const char *path, kd_exec_mode mode, kdag_null_api *api) {
+  setenv("KDAG_CUDA_DRIVER_PATH", path, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.exec_mode = mode;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  if (api) cr_assert(kdag_null_api_get(path, api), "the null driver is not the library kdag loaded");
+  return s;
+}
+#endif
+
 #endif
