@@ -155,10 +155,13 @@ void kd_session_waited(kd_session *s) {
 
 kd_status kd_session_trim(kd_session *s) {
   static const char *op = "kd_session_trim";
-  kd_status st = kd_session_enter(s, op);
+  kd_status st = kd_session_enter_release(s, op); /* after a fault too: what waits is released all the same */
   if (st) return st;
-  /* What finished work held goes first, so its modules unload too. */
-  st = kd_completion_reap(s, op);
+  /* What finished work held goes first, so its modules unload too. After
+   * a fault the work will never be seen to finish (kd_session_destroy
+   * lets it go), and the unloads fail harmlessly in the poisoned context. */
+  st = s->fault ? kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op, s->fault_msg)
+                : kd_completion_reap(s, op);
   s->unload_now = 1;
   kd_session_release_idle(s);
   s->unload_now = 0;

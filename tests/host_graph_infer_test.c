@@ -18,9 +18,30 @@
 #include "kdag_test.h"
 
 #define IT_TENSORS 6
-#define IT_MAX_NODES 64 /* the closure is a 64-bit mask per node */
+#define IT_MAX_NODES 256 /* past the reduction's window of 64 */
+#define IT_WORDS (IT_MAX_NODES / 64)
 #define IT_MAX_ELEMS 256
 #define IT_MAX_ACC 3
+
+/* A set of nodes. */
+typedef struct it_set { uint64_t w[IT_WORDS]; } it_set;
+static int it_has(const it_set *s, int i) { return (int)(s->w[i / 64] >> (i % 64) & 1); }
+static void it_add(it_set *s, int i) { s->w[i / 64] |= 1ull << (i % 64); }
+static int it_union(it_set *to, const it_set *from) { /* 1 when to grew */
+  int grew = 0;
+  for (int k = 0; k < IT_WORDS; ++k) {
+    grew |= (from->w[k] & ~to->w[k]) != 0;
+    to->w[k] |= from->w[k];
+  }
+  return grew;
+}
+static int it_first_of(const it_set *a, const it_set *minus) { /* lowest node in a but not minus, or -1 */
+  for (int k = 0; k < IT_WORDS; ++k) {
+    uint64_t d = a->w[k] & ~minus->w[k];
+    if (d) return k * 64 + __builtin_ctzll(d);
+  }
+  return -1;
+}
 
 typedef struct it_rng { uint64_t s; } it_rng;
 
@@ -52,7 +73,7 @@ typedef struct it_graph {
   int acc_tensor[IT_MAX_NODES][IT_MAX_ACC];
   kd_access acc_mode[IT_MAX_NODES][IT_MAX_ACC];
   int acc_count[IT_MAX_NODES];
-  uint64_t explicit_pred[IT_MAX_NODES]; /* bit p: an explicit edge p -> n */
+  it_set explicit_pred[IT_MAX_NODES]; /* p: an explicit edge p -> n (p may come after n) */
 } it_graph;
 
 static kd_view it_box(const it_tensor *t, int64_t i0, int64_t j0, int64_t rows, int64_t cols, int64_t si,
@@ -210,11 +231,12 @@ static void it_build(it_rng *r, it_graph *g, kd_graph *kg, int max_nodes) {
   g->nodes = 0;
   memset(g->explicit_pred, 0, sizeof g->explicit_pred);
   while (g->nodes < max_nodes) {
-    if (g->nodes >= 2 && it_below(r, 20) == 0) { /* an explicit edge, forward */
-      int from = (int)it_below(r, (uint32_t)g->nodes - 1);
-      int to = from + 1 + (int)it_below(r, (uint32_t)(g->nodes - 1 - from));
-      KDT_OK(kd_graph_edge(kg, (kd_node)from, (kd_node)to));
-      g->explicit_pred[to] |= 1ull << from;
+    if (g->nodes >= 2 && it_below(r, 20) == 0) { /* an explicit edge, either way: refused if it closes a cycle */
+      int from = (int)it_below(r, (uint32_t)g->nodes), to = (int)it_below(r, (uint32_t)g->nodes);
+      if (from == to) continue;
+      kd_status st = kd_graph_edge(kg, (kd_node)from, (kd_node)to);
+      cr_assert(st == KD_OK || st == KD_ERR_CYCLE, "%s", kd_last_error());
+      if (!st) it_add(&g->explicit_pred[to], from);
       continue;
     }
     it_access acc[IT_MAX_ACC];
@@ -244,12 +266,15 @@ static int it_conflict(const it_graph *g, int i, int j) {
   return 0;
 }
 
-/* Bit p of out[n]: p runs before n (the transitive closure of pred). */
-static void it_closure(int nodes, const uint64_t *pred, uint64_t *out) {
-  for (int n = 0; n < nodes; ++n) { /* every edge goes forward: predecessors are closed first */
-    out[n] = pred[n];
-    for (int p = 0; p < n; ++p)
-      if (pred[n] >> p & 1) out[n] |= out[p];
+/* out[n]: the nodes that run before n (the transitive closure of pred; a
+ * declared edge may point to an earlier node, so to a fixed point). */
+static void it_closure(int nodes, const it_set *pred, it_set *out) {
+  for (int n = 0; n < nodes; ++n) out[n] = pred[n];
+  for (int grew = 1; grew;) {
+    grew = 0;
+    for (int n = 0; n < nodes; ++n)
+      for (int p = 0; p < nodes; ++p)
+        if (it_has(&pred[n], p)) grew |= it_union(&out[n], &out[p]);
   }
 }
 
@@ -261,45 +286,57 @@ static int it_graphs(int fallback) {
 Test(host_graph_infer, inferred_order_is_the_closure_of_the_conflicts, .timeout = 3600) {
   kd_session *s = kdt_host_session();
   static it_graph g;
+  static it_set want_pred[IT_MAX_NODES], got_pred[IT_MAX_NODES], want[IT_MAX_NODES], got[IT_MAX_NODES];
+  static it_set inferred_pred[IT_MAX_NODES], inferred[IT_MAX_NODES];
   it_rng r = {0xD1B54A32D192ED03ull};
-  int graphs = it_graphs(20000);
-  uint64_t nodes = 0, edges = 0, conflicts = 0, redundant = 0, boxes = 0, lists = 0;
+  int graphs = it_graphs(8000);
+  uint64_t nodes = 0, edges = 0, conflicts = 0, boxes = 0, lists = 0, backward = 0, long_graphs = 0;
+  uint64_t redundant_small = 0, redundant_long = 0;
   for (int gi = 0; gi < graphs; ++gi) {
     it_tensors(s, &r, &g);
     kd_graph *kg;
     KDT_OK(kd_graph_create(s, &kg));
-    it_build(&r, &g, kg, 8 + (int)it_below(&r, IT_MAX_NODES - 7));
-    uint64_t want_pred[IT_MAX_NODES], got_pred[IT_MAX_NODES] = {0}, want[IT_MAX_NODES], got[IT_MAX_NODES];
-    uint64_t inferred_pred[IT_MAX_NODES] = {0}, inferred[IT_MAX_NODES];
+    /* One graph in 8 runs past the reduction's window (64 nodes below a
+     * node's latest predecessor). */
+    int longer = it_below(&r, 8) == 0;
+    it_build(&r, &g, kg, longer ? 128 + (int)it_below(&r, IT_MAX_NODES - 127) : 8 + (int)it_below(&r, 57));
+    long_graphs += longer;
+    memset(got_pred, 0, sizeof got_pred);
+    memset(inferred_pred, 0, sizeof inferred_pred);
     for (int j = 0; j < g.nodes; ++j) {
       want_pred[j] = g.explicit_pred[j];
       for (int i = 0; i < j; ++i)
-        if (it_conflict(&g, i, j)) want_pred[j] |= 1ull << i, conflicts++;
+        if (it_conflict(&g, i, j)) it_add(&want_pred[j], i), conflicts++;
     }
     for (uint32_t k = 0; k < kg->edge_count; ++k) {
       const kd_gedge *x = &kg->edges[k];
-      cr_assert_lt(x->from, x->to, "graph %d: an edge goes backwards", gi);
-      got_pred[x->to] |= 1ull << x->from;
-      if (x->hazard != KD_HAZ_EXPLICIT) inferred_pred[x->to] |= 1ull << x->from;
+      it_add(&got_pred[x->to], (int)x->from);
+      if (x->hazard == KD_HAZ_EXPLICIT) {
+        backward += x->from > x->to;
+        continue;
+      }
+      cr_assert_lt(x->from, x->to, "graph %d: an inferred edge goes backwards", gi);
+      it_add(&inferred_pred[x->to], (int)x->from);
     }
     it_closure(g.nodes, want_pred, want);
     it_closure(g.nodes, got_pred, got);
     it_closure(g.nodes, inferred_pred, inferred);
     for (int j = 0; j < g.nodes; ++j) {
-      uint64_t missing = want[j] & ~got[j], extra = got[j] & ~want[j];
-      cr_assert(!missing, "graph %d (seed state %llx): node %d is not ordered after node %d, which it conflicts with",
-                gi, (unsigned long long)r.s, j, __builtin_ctzll(missing));
-      cr_assert(!extra, "graph %d: node %d is ordered after node %d without a conflict between them", gi, j,
-                __builtin_ctzll(extra));
+      int missing = it_first_of(&want[j], &got[j]), extra = it_first_of(&got[j], &want[j]);
+      cr_assert(missing < 0, "graph %d (seed state %llx): node %d is not ordered after node %d, which it must follow",
+                gi, (unsigned long long)r.s, j, missing);
+      cr_assert(extra < 0, "graph %d: node %d is ordered after node %d without a conflict or edge between them", gi, j,
+                extra);
       /* An inferred edge the other inferred edges imply (the search may
        * stop before it finds it; declared edges it does not follow). */
-      for (int p = 0; p < j; ++p)
-        if (inferred_pred[j] >> p & 1) {
-          uint64_t others = 0;
-          for (int q = 0; q < j; ++q)
-            if (q != p && (inferred_pred[j] >> q & 1)) others |= inferred[q] | 1ull << q;
-          redundant += (others >> p) & 1;
-        }
+      for (int p = 0; p < j; ++p) {
+        if (!it_has(&inferred_pred[j], p)) continue;
+        int implied = 0;
+        for (int q = 0; q < j && !implied; ++q)
+          implied = q != p && it_has(&inferred_pred[j], q) && it_has(&inferred[q], p);
+        if (longer) redundant_long += (uint64_t)implied;
+        else redundant_small += (uint64_t)implied;
+      }
     }
     for (uint32_t b = 0; b < kg->binding_count; ++b)
       for (int w = 0; w < 2; ++w) {
@@ -314,12 +351,20 @@ Test(host_graph_infer, inferred_order_is_the_closure_of_the_conflicts, .timeout 
     kd_graph_destroy(kg);
     for (int i = 0; i < IT_TENSORS; ++i) KDT_OK(kd_tensor_release(s, g.t[i].t));
   }
-  cr_log_info("%d graphs, %llu nodes, %llu conflicting pairs, %llu edges (%llu implied by the others), active at the "
-              "end: %llu boxes, %llu run lists", graphs, (unsigned long long)nodes, (unsigned long long)conflicts,
-              (unsigned long long)edges, (unsigned long long)redundant, (unsigned long long)boxes,
+  cr_log_info("%d graphs (%llu past the window), %llu nodes, %llu conflicting pairs, %llu edges (%llu declared "
+              "backwards; inferred ones implied by the others: %llu in short graphs, %llu in long), active at the "
+              "end: %llu boxes, %llu run lists", graphs, (unsigned long long)long_graphs, (unsigned long long)nodes,
+              (unsigned long long)conflicts, (unsigned long long)edges, (unsigned long long)backward,
+              (unsigned long long)redundant_small, (unsigned long long)redundant_long, (unsigned long long)boxes,
               (unsigned long long)lists);
-  cr_assert(boxes > 100 && lists > 10, "the draws reach boxes and run lists");
-  /* The graphs fit the search's window and budget: it finds every one. */
-  cr_assert_eq(redundant, 0, "%llu inferred edges are implied by the others", (unsigned long long)redundant);
+  cr_assert(boxes > 100 && lists > 10 && backward > 10 && long_graphs > 10, "the draws reach every case");
+  /* Short graphs fit the search's window and budget: it finds every one. */
+  cr_assert_eq(redundant_small, 0, "%llu inferred edges are implied by the others",
+               (unsigned long long)redundant_small);
+  /* Past the window the search stops early: on these dense graphs (6
+   * tensors, up to 256 nodes) it leaves about 3% of the edges that others
+   * imply; a window and budget of 256 found them all but cost the random
+   * declaration benchmark 18% a node and dropped nothing there. */
+  cr_assert_lt(redundant_long * 20, edges, "more than 5%% of the edges are implied by the others");
   kd_session_destroy(s);
 }

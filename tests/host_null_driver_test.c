@@ -2126,3 +2126,25 @@ Test(host_null_driver, past_the_caps_a_requested_wait_releases) {
   kd_session_destroy(s);
   assert_all_returned();
 }
+
+/* After a device fault kd_session_trim still releases what waits for a
+ * wait (and says the session faulted): nothing stays for destroy to find. */
+Test(host_null_driver, trim_after_a_fault_releases_all_the_same) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  for (int i = 0; i < 2; ++i) KDT_OK(kd_with_raw(s, "test.load", load_and_release, NULL));
+  cr_assert_eq(counters(s).modules_deferred, 2);
+  uint64_t unloads = calls().module_unloads;
+  pipeline p;
+  fill_in(&p, 0);
+  pipeline_make(s, &p);
+  nd.hold(1);
+  KDT_OK(kd_graph_submit(p.g, NULL)); /* in flight when the fault comes, which the reap then meets */
+  nd.fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+  KDT_FAILS(kd_session_reap(s, NULL), KD_ERR_DEVICE_FAULT, "CUDA_ERROR_ILLEGAL_ADDRESS");
+  KDT_FAILS(kd_session_trim(s), KD_ERR_DEVICE_FAULT, "kd_session_trim: the session is unusable after a device fault");
+  cr_assert_eq(counters(s).modules_deferred, 0);
+  cr_assert_eq(calls().module_unloads, unloads + 2);
+  release_pipeline(s, &p);
+  kd_session_destroy(s);
+  assert_all_returned();
+}

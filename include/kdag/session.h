@@ -93,8 +93,8 @@ typedef struct kd_session_options {
    * the caller asks for (kd_sink_wait, kd_tensor_download,
    * kd_raw_synchronize) releases them, and so waits for all work in the
    * device's context; kd_session_trim and kd_session_destroy always do. */
-  uint32_t unload_cap;             /* modules; default 64 */
-  uint64_t idle_staging_cap;       /* bytes; default 1 GiB */
+  uint32_t unload_cap;             /* modules; default 64 (0: every such wait releases) */
+  uint64_t idle_staging_cap;       /* bytes; default 1 GiB (0: as above) */
 } kd_session_options;
 
 /* Fills the defaults above. Thread-safe: it writes every field of the
@@ -187,8 +187,8 @@ KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out
  * memory no transfer holds, after retiring what has completed. A wait on
  * the device's whole context (see "Waits"): call it where the pipeline may
  * wait, between phases. Errors: KD_ERR_INVALID_ARGUMENT (NULL),
- * KD_ERR_DEVICE_FAULT (found while retiring; the release happens all the
- * same). A HOST session has nothing to release. */
+ * KD_ERR_DEVICE_FAULT (found while retiring, or earlier: the release
+ * happens all the same). A HOST session has nothing to release. */
 KD_API kd_status kd_session_trim(kd_session *session);
 
 /* Monotonic counters, readable at any time (but from a callback that must
