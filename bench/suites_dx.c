@@ -48,7 +48,7 @@
 #include "bench/gpu.h"
 #include "bench/kdag_session.h"
 #include "bench/suites.h"
-#include "cuda/dynlib.h"
+#include "base/dynlib.h"
 #include "examples/dx_kernels.h"
 
 #define DXB_BATCH 10000

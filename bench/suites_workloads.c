@@ -113,7 +113,7 @@ static void arg_int(hand_launch *l, int v) { arg(l, &v, sizeof v); }
 
 /* kdag's launch of a built-in kernel over `elements`: 256 threads, a
  * grid-stride loop over at most 32 blocks a multiprocessor
- * (engine/exec_eager.c). */
+ * (exec/eager.c). */
 static kb_wl_launch_cfg builtin_config(int64_t elements, int sm_count) {
   int64_t want = (elements + 255) / 256, cap = (int64_t)sm_count * 32;
   kb_wl_launch_cfg c = {{(uint32_t)(want < cap ? want : cap), 1, 1}, {256, 1, 1}};

@@ -2,8 +2,8 @@
 #include <unistd.h>
 
 #include "cuda/driver.h"
-#include "cuda/ptx.h"
-#include "graph/borrow.h"
+#include "compile/ptx.h"
+#include "session/borrow.h"
 #include "kdag_test.h"
 #include "kernels/embedded.h"
 

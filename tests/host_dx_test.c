@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cuda/dynlib.h"
+#include "base/dynlib.h"
 #include "examples/dx_kernels.h"
 #include "kdag_test.h"
 

@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/serial.h"
-#include "graph/grow.h"
+#include "base/serial.h"
+#include "base/grow.h"
 #include "graph/graph_impl.h"
 #include "kdag_test.h"
 #include <criterion/redirect.h> /* after criterion.h */

@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "cuda/module.h"
-#include "cuda/ptx.h"
+#include "compile/ptx.h"
 #include "kdag_test.h"
 #include "kernels/embedded.h"
 #include "kernels/host.h"

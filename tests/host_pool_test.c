@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine/host_pool.h"
+#include "exec/host_pool.h"
 #include "kdag_test.h"
 
 /* More items than the ring holds (4,096 slots). */

@@ -1,7 +1,7 @@
 /* Host lane: status codes, messages, option and argument validation. */
 #include <pthread.h>
 
-#include "cuda/status_internal.h"
+#include "base/status_internal.h"
 #include "kdag_test.h"
 
 Test(host_status, every_code_has_a_distinct_name) {

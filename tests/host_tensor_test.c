@@ -1,9 +1,9 @@
 /* Host lane: tensor handles, upload/download, views, on a HOST session. */
 #include <pthread.h>
 
-#include "engine/serial.h"
-#include "engine/stamp.h"
-#include "graph/handle.h"
+#include "base/serial.h"
+#include "base/stamp.h"
+#include "base/handle.h"
 #include "kdag_test.h"
 
 static kd_tensor vec(kd_session *s, int64_t n) {

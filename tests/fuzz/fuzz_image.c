@@ -1,5 +1,5 @@
 /* Fuzz target: CUBIN and fatbin images. kdag reads an image's ELF or
- * fatbin headers on the CPU to name its architectures (cuda/image.c) and
+ * fatbin headers on the CPU to name its architectures (compile/image.c) and
  * reads initialised globals out of a CUBIN's symbol table
  * (kd_binary_read_global); the driver is handed an image without its
  * length, so no read may leave the bytes given. Properties: no read out of
@@ -9,7 +9,7 @@
 #include <ctype.h>
 #include <string.h>
 
-#include "cuda/ptx.h"
+#include "compile/ptx.h"
 #include "kdag/compile.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -1,5 +1,5 @@
 /* Fuzz target: PTX text. kdag reads .version, .target and every .entry
- * signature of the PTX a caller hands it (cuda/ptx.c), on the CPU, before
+ * signature of the PTX a caller hands it (compile/ptx.c), on the CPU, before
  * the driver sees it. Properties: the text checks refuse exactly the texts
  * with a NUL inside; a parse succeeds exactly when it found a version, and
  * what it lists is well formed (names, counts within bounds, sizes that
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/ptx.h"
+#include "compile/ptx.h"
 #include "kdag/status.h"
 #include "tests/fuzz/fuzz.h"
 

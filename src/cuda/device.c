@@ -1,0 +1,211 @@
+/* Session device state: context, stream, pool, events, allocations. */
+#include <ck_pr.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+#include "base/status_internal.h"
+
+#define KD_CU(d, op, call, args)                        \
+  do {                                                  \
+    CUresult kd_r_ = (d)->cu->call args;                \
+    if (kd_r_ != CUDA_SUCCESS) return kd_fail_cu(kd_r_, op, #call); \
+  } while (0)
+
+#define KD_MAX_DEVICES 64
+
+static struct {
+  pthread_mutex_t mu;
+  struct { int faulted; char message[512]; } dev[KD_MAX_DEVICES];
+} g_devices = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void kd_device_fault_report(const kd_device *d, const char *message) {
+  if (d->info.ordinal < 0 || d->info.ordinal >= KD_MAX_DEVICES) return;
+  pthread_mutex_lock(&g_devices.mu);
+  if (!g_devices.dev[d->info.ordinal].faulted) {
+    snprintf(g_devices.dev[d->info.ordinal].message, sizeof g_devices.dev[0].message, "%s", message);
+    ck_pr_store_int(&g_devices.dev[d->info.ordinal].faulted, 1); /* after the message */
+  }
+  pthread_mutex_unlock(&g_devices.mu);
+}
+
+int kd_device_fault_get(const kd_device *d, char *message, size_t cap) {
+  if (d->info.ordinal < 0 || d->info.ordinal >= KD_MAX_DEVICES) return 0;
+  /* Every entry point asks: the common answer needs no lock. */
+  if (!ck_pr_load_int(&g_devices.dev[d->info.ordinal].faulted)) return 0;
+  pthread_mutex_lock(&g_devices.mu);
+  int f = g_devices.dev[d->info.ordinal].faulted;
+  if (f) snprintf(message, cap, "%s", g_devices.dev[d->info.ordinal].message);
+  pthread_mutex_unlock(&g_devices.mu);
+  return f;
+}
+
+static kd_status open_impl(const kd_session_options *o, kd_device *d) {
+  static const char *op = "kd_session_create";
+  kd_status st = kd_driver_load(op, &d->cu);
+  if (st) return st;
+  int count = 0;
+  KD_CU(d, op, cuDeviceGetCount, (&count));
+  if (count == 0) return kd_fail(KD_ERR_NO_DEVICE, "%s: the driver reports no CUDA device", op);
+  /* A caller's mistake, not a machine without a GPU: AUTO must not hide it
+   * behind a HOST session. */
+  if (o->device_ordinal < 0 || o->device_ordinal >= count)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->device_ordinal %d out of range (%d device%s)",
+                   op, o->device_ordinal, count, count == 1 ? "" : "s");
+  KD_CU(d, op, cuDeviceGet, (&d->dev, o->device_ordinal));
+  if (o->device_ordinal >= KD_MAX_DEVICES)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->device_ordinal %d: kdag handles devices 0..%d", op,
+                   o->device_ordinal, KD_MAX_DEVICES - 1);
+  d->info.ordinal = o->device_ordinal;
+  char why[512];
+  if (kd_device_fault_get(d, why, sizeof why))
+    return kd_fail(KD_ERR_DEVICE_FAULT, "%s: device %d faulted earlier in this process (%s); CUDA cannot "
+                   "recover from a sticky fault within a process: restart the process to use the device again",
+                   op, o->device_ordinal, why);
+  KD_CU(d, op, cuDevicePrimaryCtxRetain, (&d->ctx, d->dev));
+  KD_CU(d, op, cuCtxSetCurrent, (d->ctx));
+  kd_device_info *info = &d->info;
+  info->ordinal = o->device_ordinal;
+  KD_CU(d, op, cuDeviceGetName, (info->name, (int)sizeof info->name, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&d->max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&d->max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev));
+  KD_CU(d, op, cuDeviceGetPCIBusId, (info->pci_bus_id, (int)sizeof info->pci_bus_id, d->dev));
+  KD_CU(d, op, cuDeviceTotalMem, (&info->memory_bytes, d->dev));
+  int pools = 0;
+  KD_CU(d, op, cuDeviceGetAttribute, (&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, d->dev));
+  if (!pools)
+    return kd_fail(KD_ERR_NO_DEVICE, "%s: device %d (%s) does not support stream-ordered memory pools "
+                   "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0); kdag allocates tensors from one",
+                   op, o->device_ordinal, info->name);
+  d->sm = info->cc_major * 10 + info->cc_minor;
+  info->driver_version = d->cu->driver_version;
+  info->max_ptx_isa = kd_driver_max_ptx_isa(info->driver_version);
+  /* Non-blocking: the session's stream never implicitly waits on the legacy
+   * default stream that some other library in the process might use. */
+  KD_CU(d, op, cuStreamCreate, (&d->stream, CU_STREAM_NON_BLOCKING));
+  d->pool_release_threshold = o->pool_release_threshold;
+  return kd_staging_init(d);
+}
+
+/* The session's memory pool, made on its first allocation (under the
+ * session lock, as every allocation is): a session that never allocates
+ * device memory leaves no pool in the context. open_impl has checked that
+ * the device supports pools, so a device without them still fails at
+ * kd_session_create. */
+static kd_status pool_open(kd_device *d, const char *op) {
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = d->info.ordinal;
+  CUmemoryPool pool;
+  KD_CU(d, op, cuMemPoolCreate, (&pool, &props));
+  /* The threshold keeps freed memory cached in the pool across stream
+   * syncs, so steady-state pipelines never return memory to the OS. */
+  cuuint64_t threshold = d->pool_release_threshold;
+  CUresult r = d->cu->cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+  if (r != CUDA_SUCCESS) {
+    d->cu->cuMemPoolDestroy(pool);
+    return kd_fail_cu(r, op, "cuMemPoolSetAttribute");
+  }
+  d->pool = pool;
+  return KD_OK;
+}
+
+kd_status kd_device_open(const kd_session_options *o, kd_device *d) {
+  memset(d, 0, sizeof *d);
+  d->flags = o->flags;
+  d->info.numa_node = -1;
+  kd_status st = open_impl(o, d);
+  if (st) kd_device_close(d);
+  return st;
+}
+
+void kd_device_close(kd_device *d) {
+  if (!d->cu) return;
+  if (d->ctx) d->cu->cuCtxSetCurrent(d->ctx);
+  kd_staging_fini(d);
+  for (size_t i = 0; i < d->free_event_count; ++i) d->cu->cuEventDestroy(d->free_events[i]);
+  free(d->free_events);
+  d->free_events = NULL;
+  d->free_event_count = d->free_event_cap = 0;
+  if (d->pool) d->cu->cuMemPoolDestroy(d->pool);
+  if (d->stream) d->cu->cuStreamDestroy(d->stream);
+  if (d->ctx) d->cu->cuDevicePrimaryCtxRelease(d->dev);
+  d->pool = NULL;
+  d->stream = NULL;
+  d->ctx = NULL;
+  d->cu = NULL;
+}
+
+static CUresult make_current(kd_device *d) {
+  CUcontext cur = NULL;
+  if (d->cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == d->ctx) return CUDA_SUCCESS;
+  return d->cu->cuCtxSetCurrent(d->ctx);
+}
+
+int kd_device_try_current(kd_device *d) { return make_current(d) == CUDA_SUCCESS; }
+
+kd_status kd_device_make_current(kd_device *d, const char *op) {
+  CUresult r = make_current(d);
+  return r == CUDA_SUCCESS ? KD_OK : kd_fail_cu(r, op, "cuCtxSetCurrent");
+}
+
+kd_status kd_device_alloc(kd_device *d, const char *op, size_t bytes, CUdeviceptr *out) {
+  /* The pool hands out at least 1 byte so every tensor has a distinct
+   * address, including zero-sized ones. */
+  if (!d->pool) {
+    kd_status st = pool_open(d, op);
+    if (st) return st;
+  }
+  KD_CU(d, op, cuMemAllocFromPoolAsync, (out, bytes ? bytes : 1, d->pool, d->stream));
+  return KD_OK;
+}
+
+void kd_device_free(kd_device *d, CUdeviceptr p) {
+  /* Only called once every use has completed; stream order makes it safe
+   * regardless. A failure here can only be a context already faulted. */
+  (void)d->cu->cuMemFreeAsync(p, d->stream);
+}
+
+kd_status kd_device_poison(kd_device *d, const char *op, CUdeviceptr p, size_t bytes) {
+  if (!bytes) return KD_OK;
+  if (bytes % 4 == 0) KD_CU(d, op, cuMemsetD32Async, (p, 0x7FA5A5A5u, bytes / 4, d->stream));
+  else KD_CU(d, op, cuMemsetD8Async, (p, 0xA5, bytes, d->stream));
+  return KD_OK;
+}
+
+kd_status kd_event_acquire(kd_device *d, const char *op, CUevent *out) {
+  if (d->free_event_count) {
+    *out = d->free_events[--d->free_event_count];
+    return KD_OK;
+  }
+  KD_CU(d, op, cuEventCreate, (out, CU_EVENT_DISABLE_TIMING));
+  d->events_created++;
+  return KD_OK;
+}
+
+void kd_event_release_to_pool(kd_device *d, CUevent e) {
+  if (d->free_event_count == d->free_event_cap) {
+    size_t cap = d->free_event_cap ? d->free_event_cap * 2 : 64;
+    CUevent *grown = realloc(d->free_events, cap * sizeof *grown);
+    if (!grown) {
+      d->cu->cuEventDestroy(e); /* cannot pool it: destroy rather than leak */
+      return;
+    }
+    d->free_events = grown;
+    d->free_event_cap = cap;
+  }
+  d->free_events[d->free_event_count++] = e;
+}
+
+kd_status kd_event_record(kd_device *d, const char *op, CUevent e) {
+  KD_CU(d, op, cuEventRecord, (e, d->stream));
+  return KD_OK;
+}

@@ -1,0 +1,158 @@
+/* Internal: executing a planned graph. Each submission resolves every
+ * node's arguments against the current bindings (so rebinding and graph
+ * edits never touch work in flight) and keeps what it uses in a held set
+ * handed to the completion ring. */
+#ifndef KDAG_ENGINE_EXEC_H
+#define KDAG_ENGINE_EXEC_H
+
+#include "graph/graph_impl.h"
+#include "kernels/strided.h"
+
+typedef struct kd_host_task kd_host_task;
+
+/* A HOST submission in flight; refcounted by its completion and by sinks
+ * whose latest copy it holds. */
+typedef struct kd_host_run {
+  uint32_t refs;
+  uint32_t remaining;      /* tasks not yet finished */
+  int done;                /* set (under mu) when remaining reaches 0 */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint32_t task_count;
+  struct kd_host_task *tasks;
+  uint32_t *succ_start, *succ;
+  uint32_t *indegree;      /* atomically decremented */
+  uint32_t *roots;         /* tasks with no predecessor, listed before any runs */
+  uint32_t root_count;
+  void **buffers;          /* upload snapshots and sink copies, freed with the run */
+  uint32_t buffer_count, buffer_cap;
+  int jitter;              /* test option: random delay before each task */
+  struct kd_host_run *next;/* starts when this one is done (session order), under mu */
+  uint64_t seq;            /* its completion's sequence number (kd_graph submissions) */
+  kd_host_pool *pool;
+} kd_host_run;
+
+struct kd_host_task {
+  kd_host_item item;       /* the pool's link */
+  kd_host_run *run;
+  uint32_t node;
+  kd_node_kind kind;
+  kd_builtin_op op;
+  kd_kdtype kdt;
+  size_t esize;
+  double alpha;
+  kd_kpattern fill;
+  kd_kview v[3];
+  const void *src;         /* upload: snapshot; sink: tensor memory */
+  void *dst;               /* upload: tensor memory; sink: the run's copy */
+  size_t bytes;
+  kd_host_fn fn;
+  void *user;
+};
+
+/* A kernel or built-in node resolved against the graph's current bindings:
+ * what cuLaunchKernel, or a kernel node of a CUDA graph, needs. params
+ * point into the struct itself, so it is resolved in place and never
+ * copied. sizes[i] is the byte size of *params[i]. */
+typedef struct kd_node_launch {
+  kd_cu_function *fn;
+  kd_launch_config cfg;
+  uint32_t count;
+  int empty;               /* nothing to run: a built-in over zero elements */
+  void *params[KD_PTX_MAX_PARAMS];
+  uint32_t sizes[KD_PTX_MAX_PARAMS];
+  CUdeviceptr ptrs[KD_PTX_MAX_PARAMS];
+  kd_kview v[3];
+  kd_kpattern pat;
+} kd_node_launch;
+kd_status kd_node_launch_resolve(kd_graph *g, const char *op, kd_gnode *node, kd_node_launch *out);
+
+/* The device spans of a foreign node's accesses (spans has access_count
+ * entries). */
+void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans);
+
+/* A submission's transfers (exec/xfer.c). Both CUDA executors take the
+ * staging block of every transfer node and every sink's event before they
+ * enqueue anything, so that running out of pinned memory or events refuses
+ * the submission whole, and settle them after. The entries are the plan's
+ * (kd_plan.xfers: node set when the plan is built, the rest one
+ * submission's at a time, under the session lock). */
+typedef struct kd_xfer {
+  uint32_t node;
+  kd_staging_block *block; /* an upload's holds the caller's bytes, copied in at the take */
+  CUevent event;           /* sinks' */
+  uint8_t copying;         /* EAGER: its copy is enqueued (the block is in use) */
+  uint8_t recorded;        /* EAGER: its event is recorded */
+} kd_xfer;
+/* Takes the staging and events of every transfer of g's plan into the
+ * plan's entries, in node order; *out the entries (NULL when the plan has
+ * none, or on failure). On failure nothing is taken, and the error names
+ * the node. */
+kd_status kd_xfers_take(kd_graph *g, const char *op, kd_xfer **out);
+/* node's entry in xf (NULL: not a transfer node). */
+kd_xfer *kd_xfer_of(const kd_graph *g, kd_xfer *xf, uint32_t node);
+/* Hands xf's blocks and events on (xf NULL: nothing). ran (the whole
+ * submission was enqueued): uploads' blocks to held, sinks' copies to
+ * their sinks (kd_sink_commit). Otherwise (refused): what enqueued work
+ * uses (copying, recorded) to held, the rest back to the pools; no sink
+ * changes. held needs room for two entries per transfer. */
+void kd_xfers_settle(kd_graph *g, kd_xfer *xf, int ran, kd_held_set *held, const char *op);
+/* A sink copy's staging block and event: the ones its last waited copy
+ * used (sk->spare, sk->spare_event), or from the pools. On failure nothing
+ * is taken. A submit-and-wait loop thus copies into the same block and
+ * records the same event every round (GRAPH mode then re-points nothing). */
+kd_status kd_sink_take(kd_session *s, kd_sink *sk, size_t bytes, const char *op, kd_staging_block **block,
+                       CUevent *event);
+/* The sink's latest copy is now (block, written by the event's work): an
+ * earlier copy nobody waited for is handed to held, which completes after
+ * it (room for two entries reserved by the caller). */
+void kd_sink_commit(kd_session *s, kd_sink *sk, kd_staging_block *block, CUevent event, kd_held_set *held,
+                    const char *op);
+
+/* A view of one access as a kernel view over a base address. */
+kd_kview kd_access_kview(const kd_gaccess *a, uint64_t tensor_base, size_t esize);
+/* The kernel element type of a dtype (f32, f64, i32, i64). */
+kd_kdtype kd_kdtype_of(kd_dtype d);
+
+/* Both resolve and enqueue the whole plan, adding what it uses to held
+ * (each object once per stamp). */
+kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, kd_host_run **out);
+/* A HOST upload: a snapshot of host taken now, copied into o by a one-task
+ * run queued behind the session's submissions (in order, never waiting);
+ * o is added to held. */
+kd_status kd_exec_host_upload(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, kd_held_set *held,
+                              kd_host_run **out);
+/* EAGER: the nodes in plan order on the session stream. Staging, events
+ * and workspaces are taken first: a shortage enqueues nothing (*enqueued
+ * 0; held may have workspaces, whose frees are stream-ordered). A driver
+ * refusal or a foreign callback's failure later leaves the nodes before
+ * it enqueued (*enqueued 1), held, and commits no sink copy. */
+kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, int *enqueued);
+/* GRAPH mode (exec/cuda_graph.c): launches the plan's executable graph,
+ * building or patching it first. Enqueues nothing when it fails. */
+kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held);
+/* Whether this submission of g runs in GRAPH mode. */
+int kd_exec_graph_wanted(kd_graph *g);
+void kd_exec_host_task(kd_host_item *it, void *ctx);
+
+/* Calls a foreign node's fn as both CUDA executors do (EAGER on the
+ * session stream, GRAPH while capturing): marked as a callback, so a kdag
+ * call from it is refused, and given a message when it fails without one. */
+kd_status kd_foreign_invoke(const kd_gnode *node, const kd_foreign_call *call);
+
+/* What the driver calls back for a CUDA session's host function node
+ * (call: its kd_host_call), and what a HOST worker calls for one:
+ * fn(user), marked as a callback
+ * (kd_callback_enter), so a kdag call from it is refused instead of waiting
+ * for the lock that a thread waiting for this very callback holds. */
+void CUDA_CB kd_host_trampoline(void *call);
+
+void kd_host_run_unref(kd_host_run *r);
+/* Waits for every HOST submission of the session so far (they run in
+ * submission order, like work on a stream). */
+void kd_host_session_wait(kd_session *s);
+/* Blocks until the run is done. */
+void kd_host_run_wait(kd_host_run *r);
+int kd_host_run_done(kd_host_run *r);
+
+#endif

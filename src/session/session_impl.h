@@ -1,0 +1,299 @@
+/* Internal: the session, its objects and the raw scope. Shared by graph/
+ * (tensors) and engine/ (session, completions, raw scope). Every field is
+ * guarded by kd_session.lock. */
+#ifndef KDAG_ENGINE_SESSION_IMPL_H
+#define KDAG_ENGINE_SESSION_IMPL_H
+
+#include <ck_ht.h>
+#include <pthread.h>
+
+#include "cuda/device.h"
+#include "cuda/module.h"
+#include "exec/host_pool.h"
+#include "base/stamp.h"
+#include "session/borrow.h"
+#include "base/extent.h"
+#include "base/handle.h"
+#include "kdag/raw.h"
+
+/* Reference counts (ck_pr atomics) count the caller's hold (while its handle
+ * is live) plus one per in-flight completion that retains the object. */
+typedef struct kd_tensor_obj {
+  uint32_t refs;
+  uint32_t user_refs;
+  uint64_t handle;          /* 0 once the caller released it */
+  kd_dtype dtype;
+  int rank;
+  int64_t shape[KD_MAX_RANK];
+  int64_t elements;
+  size_t bytes;
+  kd_residency residency;
+  CUdeviceptr dptr;         /* CUDA session, device residency */
+  void *host;               /* host residency, or any tensor of a HOST session */
+  int initialized;          /* written by an upload, a submission or a mutable launch argument;
+                               an empty tensor is from its creation */
+  int counted_retained;     /* bytes are in counters.bytes_retained */
+  kd_borrow borrow;
+  uint64_t held_by_scope;   /* raw scope that already retains it */
+} kd_tensor_obj;
+
+typedef struct kd_module_obj {
+  uint32_t refs;
+  uint32_t user_refs;
+  uint64_t handle;
+  kd_cu_module cu;
+  uint64_t held_by_scope;
+  struct kd_module_obj *next_unload; /* on the session's deferred unloads (session/module.c) */
+} kd_module_obj;
+
+typedef enum kd_held_kind {
+  KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN,
+  KD_HELD_GEXEC,            /* an executable CUDA graph (exec/cuda_graph.c): only deferred */
+  KD_HELD_MEMORY            /* a malloc'd block the driver may still read (kd_host_call): only deferred */
+} kd_held_kind;
+
+typedef struct kd_held {
+  kd_held_kind kind;
+  void *obj;
+} kd_held;
+
+/* A growable set of objects one piece of work keeps alive. The first few
+ * live in the set itself: a typical submission holds one to three objects,
+ * and then costs no allocation. Zero-initialized is empty; a set may be
+ * moved by assignment (no pointer into itself). */
+#define KD_HELD_INLINE 4
+
+typedef struct kd_held_set {
+  kd_held *heap;            /* NULL while the items fit in small */
+  uint32_t count, cap;      /* cap: heap entries (0 while small is used) */
+  kd_held small[KD_HELD_INLINE];
+} kd_held_set;
+
+static inline kd_held *kd_held_items(kd_held_set *set) { return set->heap ? set->heap : set->small; }
+
+/* One completion: the event recorded after a piece of work, and what that
+ * work keeps alive until the event fires. */
+struct kd_host_run;
+
+typedef struct kd_completion {
+  CUevent event;            /* CUDA sessions */
+  struct kd_host_run *run;  /* HOST sessions: done when the run's tasks are */
+  uint64_t seq;
+  const char *what;         /* static: the kind of work, for fault messages */
+  kd_held_set held;
+} kd_completion;
+
+/* Submissions poll the ring every this many completions (see enqueue):
+ * what finished in between stays held at most that many submissions
+ * longer, and a poll costs a graph launch's worth of host time. */
+#define KD_REAP_EVERY 64
+
+struct kd_raw {
+  kd_session *session;
+  uint64_t scope;           /* unique per session and scope; 0 when none is open */
+  /* Read by kd_raw_* on any thread without the lock: active and owner are
+   * written (under the lock) before active is set, with a fence between,
+   * and read after it (ck_pr loads and stores). */
+  int active;
+  void *owner;              /* the scope's thread: the address of its kd_raw_thread_mark */
+  char op[128];
+  kd_held_set held;
+  uint32_t launches;
+};
+
+/* Whether raw's scope is open and runs its callback on this thread (any
+ * thread may ask, without the lock). */
+int kd_raw_open_here(kd_raw *raw);
+
+struct kd_session {
+  pthread_mutex_t lock;
+  kd_backend backend;
+  char reason[1024];
+  kd_session_options opts;
+  kd_handle_table handles;
+  kd_device dev;
+  int has_device;
+  kd_counters counters;
+  /* In-order completion ring, indexed by sequence number: completion seq
+   * is ring[seq & (ring_size - 1)] while retired_seq <= seq < next_seq.
+   * Entries live in the ring (no allocation per submission), and indexing
+   * by seq lets a reap binary-search for the newest finished entry, as
+   * finished entries are always a prefix (session/completion.c). Doubles
+   * on demand up to opts.completion_ring_capacity entries. */
+  kd_completion *ring;
+  uint32_t ring_size;
+  uint64_t next_seq;
+  uint64_t retired_seq;     /* every completion with seq < this has retired */
+  kd_raw raw;
+  kd_stamps stamps;         /* kd_stamp_next: one per holding pass */
+  uint32_t ticket_id;       /* names the session in its tickets: unlike the serial, not reused by a
+                               later session (for 2^32 - 1 sessions) */
+  /* Sink copies orphaned by a destroyed graph: each goes back to the
+   * staging pool when the completion it belongs to (seq) retires. */
+  struct kd_orphan { uint64_t seq; kd_staging_block *block; CUevent event; } *orphans; /* kd_orphans_release */
+  uint32_t orphan_count, orphan_cap;
+  /* What a graph let go of while work that may use it was in flight (a
+   * tensor rebound or unbound, an executable graph replaced, either of a
+   * destroyed graph): each is released once every completion up to seq
+   * has retired. A FIFO, as seq never decreases; so a GRAPH-mode launch
+   * holds no reference per tensor, nor one to its executable graph
+   * (session/completion.c). */
+  struct kd_deferred { uint64_t seq; kd_held item; } *deferred;
+  uint32_t deferred_head, deferred_count, deferred_cap;
+  /* Held arrays of retired completions, kept for the next submissions
+   * (kd_held_reserve_warm): a warm pipeline allocates none. As many as a
+   * reap retires at once, as a rule (one every KD_REAP_EVERY submits). */
+#define KD_HELD_SPARE_MAX 4096 /* entries (64 KiB): a larger array is freed, not kept */
+  struct kd_held_spare { kd_held *items; uint32_t cap; } held_spares[KD_REAP_EVERY];
+  uint32_t held_spare_count;
+  ck_ht_t module_cache;     /* key string -> kd_module_obj * */
+  int module_cache_ready;
+  int destroy_requested;    /* kd_session_destroy called inside a raw callback */
+  kd_host_pool pool;        /* HOST sessions: the workers */
+  struct kd_host_run *last_run; /* HOST sessions: the newest submission */
+  int has_pool;
+  kd_module_obj *builtins;  /* CUDA sessions: kdag's built-in kernels, loaded by kd_session_create */
+  kd_status builtins_status; /* the load's failure, which a built-in node then reports */
+  char builtins_error[512];
+  /* Modules whose last reference went, not yet unloaded: unloading waits
+   * for all work in the context (tools/wait-probe), so it waits for a
+   * call that waits (session/module.c). unload_now: the session is being
+   * destroyed or trimmed, and unloads at once. */
+  kd_module_obj *unloads;
+  uint32_t unloads_waiting;
+  uint64_t unload_bytes;
+  int unload_now;
+  CUstream capture_stream;  /* GRAPH: where foreign nodes are captured; created on first use */
+  kd_status fault;          /* sticky device fault, KD_OK when healthy */
+  char fault_msg[768];
+  /* Whether the call holding the lock has made the context current on its
+   * thread: every enter clears it, and it is set where the context is made
+   * current (kd_session_enter and _release, kd_session_device, the
+   * destroys, which take the lock themselves). */
+  int ctx_current;
+};
+
+/* Locks the session, checks it is healthy, makes its context current.
+ * Every public entry point starts with it and ends with kd_session_leave. */
+kd_status kd_session_enter(kd_session *s, const char *op);
+/* kd_session_enter for the release calls: after a device fault it takes
+ * the lock and returns KD_OK, writing no message. */
+kd_status kd_session_enter_release(kd_session *s, const char *op);
+/* kd_session_enter for calls whose work is on host structures only
+ * (declaring nodes and edges, rebinding, queries): it does not ask the
+ * driver for the thread's current context, which costs a driver call
+ * (4-15 ns on the GPU lane's H100 host, measured in a loop of rebinds;
+ * twice per node declared with its edge). A driver call such a call may
+ * still reach (a session's first built-in node loads kdag's kernels, a
+ * kernel node may raise a shared-memory limit, a release may free) comes
+ * after kd_session_device. */
+kd_status kd_session_enter_host(kd_session *s, const char *op);
+/* Makes the context current on the calling thread if the call holding the
+ * lock has not yet (entered by kd_session_enter_host): before any driver
+ * call, or any foreign release callback, a host-only call may reach. It
+ * writes no message: on failure the driver call that follows fails as it
+ * would have (a load reports it; a release, as ever, goes on). */
+void kd_session_device(kd_session *s);
+void kd_session_leave(kd_session *s);
+
+/* User callbacks that must not call kdag (foreign node functions and
+ * resource releases, host function nodes on a HOST pool worker) run between
+ * was = kd_callback_enter(what) and kd_callback_leave(was); meanwhile every
+ * kdag call on that thread is refused with KD_ERR_BUSY naming what, instead
+ * of re-entering an executor mid-walk or waiting for itself. */
+const char *kd_callback_enter(const char *what);
+void kd_callback_leave(const char *was);
+/* KD_OK, or KD_ERR_BUSY naming op and the callback it was called from. */
+kd_status kd_callback_check(const char *op);
+/* Records a device fault (if st is one) so later calls fail with it. */
+kd_status kd_session_note(kd_session *s, kd_status st);
+
+/* completion.c */
+kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op);
+/* Makes room for extra more adds, which then cannot fail. */
+kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op);
+/* The same for a submission's set: an array a retired completion left is
+ * taken before a new one is allocated. */
+kd_status kd_held_reserve_warm(kd_session *s, kd_held_set *set, uint32_t extra, const char *op);
+/* Releases every object of the set and empties it; on a CUDA session its
+ * array is kept for later submissions (or freed: past KD_HELD_SPARE_MAX
+ * entries, or with KD_REAP_EVERY kept already). */
+void kd_held_release_all(kd_session *s, kd_held_set *set);
+/* Frees the kept arrays (session destroy). */
+void kd_held_spares_free(kd_session *s);
+kd_status kd_completion_ring_init(kd_session *s);
+void kd_completion_ring_fini(kd_session *s);
+/* Records event (taken from the pool with kd_event_acquire before the
+ * work was enqueued, so that no event creation can fail after it; owned
+ * from here on) after the work enqueued so far and hands the set to the
+ * ring (which then owns it; set is emptied). On failure nothing was queued,
+ * the event is back in the pool and the set is still the caller's. */
+kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, CUevent event, const char *what);
+/* The same for a HOST submission: done when run is. */
+kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run,
+                                    const char *what);
+/* Gives back the orphaned sink copies of submissions before seq `before`
+ * (all with UINT64_MAX: at destroy, once everything is done). */
+void kd_orphans_release(kd_session *s, uint64_t before);
+/* Retires every finished completion without blocking. */
+kd_status kd_completion_reap(kd_session *s, const char *op);
+/* Polls the completion of ticket seq (< next_seq) alone; if it is done,
+ * retires it and everything before it. */
+kd_status kd_completion_poll_ticket(kd_session *s, uint64_t seq, const char *op, int *done);
+/* Adds an object to a held set once per stamp (a submission or scope),
+ * taking a reference. */
+kd_status kd_held_tensor_once(kd_held_set *set, kd_tensor_obj *o, uint64_t stamp, const char *op);
+kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp, const char *op);
+/* After a host wait on an event recorded when next_seq was seq: retire every
+ * earlier completion without querying (the stream is in order). */
+void kd_completion_retire_before(kd_session *s, uint64_t seq);
+void kd_completion_drain(kd_session *s);
+/* Releases one held object (a tensor a graph no longer binds, say) once
+ * all work submitted so far has completed: at once when none is in
+ * flight. Room comes from kd_deferred_reserve (an error for the caller to
+ * report) or kd_deferred_room (0 without memory, no error: for callers that
+ * cannot fail); without it, this waits for the work in flight first, so it
+ * cannot fail. */
+kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op);
+int kd_deferred_room(kd_session *s, uint32_t n);
+void kd_release_after_inflight(kd_session *s, kd_held_kind kind, void *obj);
+void kd_held_release_one(kd_session *s, const kd_held *h);
+
+/* tensor.c / module handles */
+static inline kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,
+                                         const char *what) {
+  return kd_handle_get(&s->handles, t.bits, KD_HANDLE_TENSOR, (void **)out, op, what);
+}
+kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
+                        const int64_t *shape, kd_residency residency, kd_tensor *out);
+void kd_tensor_ref(kd_tensor_obj *o);
+void kd_tensor_unref(kd_session *s, kd_tensor_obj *o);
+void kd_module_ref(kd_module_obj *o);
+void kd_module_unref(kd_session *s, kd_module_obj *o);
+kd_status kd_module_lookup(kd_session *s, kd_module m, kd_module_obj **out, const char *op,
+                           const char *what);
+size_t kd_arg_size(const kd_arg *a);
+kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out);
+/* Loads kdag's built-in kernels (kd_session_create): a failure is kept
+ * for the first built-in node to report. */
+void kd_builtins_load(kd_session *s, const char *op);
+/* Unloads the deferred modules and frees the staging no transfer holds:
+ * waits for all work in the context. Past the session's caps
+ * (kd_session_options.unload_cap, idle_staging_cap) after a wait the
+ * caller asked for (kd_session_waited), else only in kd_session_trim and
+ * kd_session_destroy. */
+void kd_session_release_idle(kd_session *s);
+void kd_session_waited(kd_session *s);
+void kd_modules_unload_deferred(kd_session *s);
+struct kd_foreign_res;
+void kd_foreign_res_unref(struct kd_foreign_res *r);
+struct kd_sink;
+void kd_sink_free(kd_session *s, struct kd_sink *sk);
+kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_module *out);
+kd_status kd_function_lookup(kd_session *s, kd_function f, kd_module_obj **mod,
+                             kd_cu_function **fn, const char *op);
+/* Frees whatever the caller never released (session teardown). */
+void kd_tensor_destroy_all(kd_session *s);
+void kd_module_destroy_all(kd_session *s);
+
+#endif

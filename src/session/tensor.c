@@ -1,0 +1,468 @@
+/* Tensors: creation, upload, download, references, views. */
+#include <ck_pr.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status_internal.h"
+#include "exec/exec.h"
+#include "session/session_impl.h"
+
+static const struct { size_t size; const char *name; } g_dtypes[KD_DTYPE_COUNT_] = {
+    [KD_F32] = {4, "f32"}, [KD_F64] = {8, "f64"}, [KD_I32] = {4, "i32"},
+    [KD_I64] = {8, "i64"}, [KD_U8] = {1, "u8"},   [KD_U32] = {4, "u32"},
+    [KD_U64] = {8, "u64"}, [KD_C32] = {8, "c32"}, [KD_C64] = {16, "c64"},
+};
+
+size_t kd_dtype_size(kd_dtype d) {
+  return (unsigned)d < KD_DTYPE_COUNT_ ? g_dtypes[d].size : 0;
+}
+
+const char *kd_dtype_name(kd_dtype d) {
+  return (unsigned)d < KD_DTYPE_COUNT_ ? g_dtypes[d].name : "invalid";
+}
+
+void kd_tensor_ref(kd_tensor_obj *o) { ck_pr_inc_32(&o->refs); }
+
+void kd_tensor_unref(kd_session *s, kd_tensor_obj *o) {
+  bool zero = false;
+  ck_pr_dec_32_zero(&o->refs, &zero);
+  if (!zero) return;
+  if (o->counted_retained) s->counters.bytes_retained -= o->bytes;
+  if (o->residency == KD_RESIDENCY_DEVICE && s->has_device) {
+    kd_session_device(s); /* should a host-only call drop the last reference */
+    kd_device_free(&s->dev, o->dptr);
+    s->counters.bytes_device -= o->bytes;
+  } else {
+    free(o->host);
+  }
+  free(o);
+}
+
+static kd_status check_shape(const char *op, kd_dtype dtype, int rank, const int64_t *shape,
+                             int64_t *elements, size_t *bytes) {
+  size_t esize = kd_dtype_size(dtype);
+  if (!esize) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: dtype %d is not a kd_dtype", op, (int)dtype);
+  if (rank < 0 || rank > KD_MAX_RANK)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: rank %d is outside [0, %d]", op, rank, KD_MAX_RANK);
+  if (rank > 0 && !shape) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape is NULL with rank %d", op, rank);
+  /* The product of the nonzero dimensions must fit too: a zero-sized
+   * tensor's strides (products of the dimensions before each) still do. */
+  int64_t n = 1, nonzero = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (shape[i] < 0)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape[%d] = %lld is negative", op, i,
+                     (long long)shape[i]);
+    if (shape[i] && nonzero > INT64_MAX / shape[i] / (int64_t)esize)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape overflows at dimension %d", op, i);
+    if (shape[i]) nonzero *= shape[i];
+    n *= shape[i];
+  }
+  *elements = n;
+  *bytes = (size_t)n * esize;
+  return KD_OK;
+}
+
+kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
+                        const int64_t *shape, kd_residency residency, kd_tensor *out) {
+  int64_t elements = 0;
+  size_t bytes = 0;
+  kd_status st = check_shape(op, dtype, rank, shape, &elements, &bytes);
+  if (st) return st;
+  if (residency != KD_RESIDENCY_DEVICE && residency != KD_RESIDENCY_HOST)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: residency %d is not a kd_residency", op, (int)residency);
+  kd_tensor_obj *o = calloc(1, sizeof *o);
+  if (!o) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the tensor", op);
+  o->dtype = dtype;
+  o->rank = rank;
+  for (int i = 0; i < rank; ++i) o->shape[i] = shape[i];
+  o->elements = elements;
+  o->bytes = bytes;
+  o->residency = residency;
+  /* An empty tensor has no element to leave undefined: reading it is
+   * defined, and no write (every one is empty) could ever make it so. */
+  o->initialized = elements == 0;
+  int on_gpu = residency == KD_RESIDENCY_DEVICE && s->has_device;
+  if (on_gpu) {
+    st = kd_session_note(s, kd_device_alloc(&s->dev, op, bytes, &o->dptr));
+    if (!st && (s->opts.flags & KD_SESSION_POISON_ALLOCATIONS))
+      st = kd_session_note(s, kd_device_poison(&s->dev, op, o->dptr, bytes));
+    if (st) {
+      if (o->dptr) kd_device_free(&s->dev, o->dptr);
+      free(o);
+      return st;
+    }
+  } else {
+    /* 64-byte alignment suits vector loads in host kernels. */
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    o->host = aligned_alloc(64, rounded ? rounded : 64);
+    if (!o->host) {
+      free(o);
+      return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no host memory for %zu bytes", op, bytes);
+    }
+    if (s->opts.flags & KD_SESSION_POISON_ALLOCATIONS) {
+      if (bytes % 4 == 0)
+        for (size_t i = 0; i < bytes / 4; ++i) ((uint32_t *)o->host)[i] = 0x7FA5A5A5u;
+      else
+        memset(o->host, 0xA5, bytes);
+    }
+  }
+  st = kd_handle_alloc(&s->handles, KD_HANDLE_TENSOR, o, &o->handle, op);
+  if (st) {
+    if (on_gpu) kd_device_free(&s->dev, o->dptr);
+    else free(o->host);
+    free(o);
+    return st;
+  }
+  o->refs = 1;
+  o->user_refs = 1;
+  if (on_gpu) s->counters.bytes_device += bytes;
+  out->bits = o->handle;
+  return KD_OK;
+}
+
+/* kd_tensor_create, its errors naming op (the public function called). */
+static kd_status create(kd_session *s, const char *op, const kd_tensor_desc *desc, kd_tensor *out) {
+  if (out) out->bits = 0; /* before anything is checked, as the header says */
+  if (!desc || !out)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, desc ? "out" : "desc");
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  st = kd_tensor_new(s, op, desc->dtype, desc->rank, desc->shape, desc->residency, out);
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_tensor_create(kd_session *s, const kd_tensor_desc *desc, kd_tensor *out) {
+  return create(s, "kd_tensor_create", desc, out);
+}
+
+/* Resolves the tensor of an upload or download; the host buffer must match
+ * its size exactly. */
+static kd_status transfer_target(kd_session *s, const char *op, kd_tensor t, size_t bytes,
+                                 kd_tensor_obj **o) {
+  kd_status st = kd_tensor_lookup(s, t, o, op, "tensor");
+  if (!st && bytes != (*o)->bytes)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument bytes is %zu, the %s tensor holds %zu",
+                 op, bytes, kd_dtype_name((*o)->dtype), (*o)->bytes);
+  return st;
+}
+
+/* HOST: in order after the submissions before it, without waiting for
+ * them: with none in flight (or a tensor made by this call, which none can
+ * use) the copy is made now, else a snapshot of host is copied in by a run
+ * queued behind them. */
+static kd_status upload_host(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, int fresh) {
+  if (fresh || !s->last_run || kd_host_run_done(s->last_run)) {
+    memcpy(o->host, host, o->bytes);
+    return KD_OK;
+  }
+  kd_held_set held = {0};
+  kd_host_run *run = NULL;
+  kd_status st = kd_exec_host_upload(s, op, o, host, &held, &run);
+  if (!st) st = kd_completion_submit_host(s, op, &held, run, "an upload");
+  if (st) kd_held_release_all(s, &held);
+  return st;
+}
+
+static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, int fresh) {
+  if (!s->has_device) return upload_host(s, op, o, host, fresh);
+  if (o->residency == KD_RESIDENCY_HOST) {
+    memcpy(o->host, host, o->bytes);
+    return KD_OK;
+  }
+  if (!o->bytes) return KD_OK;
+  /* Everything that can fail but the copy and its record first: the
+   * staging block, the completion's event, room to hold both objects. */
+  kd_staging_block *b;
+  kd_status st = kd_session_note(s, kd_staging_get(&s->dev, op, o->bytes, &b));
+  if (st) return st;
+  CUevent done = NULL;
+  kd_held_set held = {0};
+  st = kd_session_note(s, kd_event_acquire(&s->dev, op, &done));
+  if (!st) st = kd_held_reserve(&held, 2, op);
+  if (st) {
+    if (done) kd_event_release_to_pool(&s->dev, done);
+    kd_held_release_all(s, &held);
+    kd_staging_put(&s->dev, b);
+    return st;
+  }
+  /* The caller's memory is read here, at the call; the copy engine reads
+   * only the staging block, which the completion keeps until it is done. */
+  memcpy(b->host, host, o->bytes);
+  CUresult r = s->dev.cu->cuMemcpyHtoDAsync(o->dptr, b->host, o->bytes, s->dev.stream);
+  if (r != CUDA_SUCCESS) {
+    kd_event_release_to_pool(&s->dev, done);
+    kd_held_release_all(s, &held);
+    kd_staging_put(&s->dev, b);
+    return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
+  }
+  (void)kd_held_add(&held, KD_HELD_STAGING, b, op); /* in the room reserved: cannot fail */
+  kd_tensor_ref(o);
+  (void)kd_held_add(&held, KD_HELD_TENSOR, o, op);
+  st = kd_completion_submit(s, op, &held, done, "an upload");
+  if (st) {
+    /* The copy is enqueued: wait for the stream before giving its staging
+     * block back, so nothing is reused under the copy engine. */
+    s->counters.stream_syncs++;
+    s->dev.cu->cuStreamSynchronize(s->dev.stream);
+    kd_held_release_all(s, &held);
+  }
+  return st;
+}
+
+/* kd_tensor_upload, its errors naming op. */
+static kd_status upload(kd_session *s, const char *op, kd_tensor t, const void *host, size_t bytes, int fresh) {
+  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = transfer_target(s, op, t, bytes, &o);
+  if (!st) st = upload_locked(s, op, o, host, fresh);
+  if (!st) {
+    o->initialized = 1;
+    s->counters.uploads++;
+  }
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_tensor_upload(kd_session *s, kd_tensor t, const void *host, size_t bytes) {
+  return upload(s, "kd_tensor_upload", t, host, bytes, 0);
+}
+
+kd_status kd_tensor_from_host(kd_session *s, const kd_tensor_desc *desc, const void *host,
+                              size_t bytes, kd_tensor *out) {
+  static const char *op = "kd_tensor_from_host";
+  if (out) out->bits = 0; /* as on every failure */
+  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op); /* before creating */
+  kd_status st = create(s, op, desc, out);
+  if (st) return st;
+  st = upload(s, op, *out, host, bytes, 1);
+  if (st) {
+    char *msg = strdup(kd_last_error());
+    kd_tensor_release(s, *out);
+    kd_fail(st, "%s", msg ? msg : "kd_tensor_from_host: upload failed");
+    free(msg);
+    out->bits = 0;
+  }
+  return st;
+}
+
+kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t bytes) {
+  static const char *op = "kd_tensor_download";
+  if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = transfer_target(s, op, t, bytes, &o);
+  if (!st && !o->initialized)
+    st = kd_fail(KD_ERR_UNINITIALIZED,
+                 "%s: the tensor was never written (no upload, no launch writing it)", op);
+  if (st) goto out;
+  if (!s->has_device) {
+    kd_host_session_wait(s); /* the explicit wait: after submitted graphs */
+    s->counters.event_waits++;
+  }
+  if (o->residency == KD_RESIDENCY_HOST || !s->has_device) {
+    memcpy(host, o->host, o->bytes);
+  } else if (o->bytes) {
+    kd_staging_block *b;
+    st = kd_session_note(s, kd_staging_get(&s->dev, op, o->bytes, &b));
+    if (st) goto out;
+    CUevent ev = NULL;
+    st = kd_session_note(s, kd_event_acquire(&s->dev, op, &ev));
+    CUresult r = CUDA_SUCCESS;
+    int enqueued = 0;
+    if (!st) {
+      r = s->dev.cu->cuMemcpyDtoHAsync(b->host, o->dptr, o->bytes, s->dev.stream);
+      if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyDtoHAsync"));
+      else enqueued = 1;
+    }
+    if (!st) st = kd_session_note(s, kd_event_record(&s->dev, op, ev));
+    if (!st) {
+      /* The explicit host wait: this copy's event alone. */
+      uint64_t seq = s->next_seq;
+      s->counters.event_records++;
+      s->counters.event_waits++;
+      r = s->dev.cu->cuEventSynchronize(ev);
+      if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
+      else {
+        memcpy(host, b->host, o->bytes);
+        kd_completion_retire_before(s, seq);
+      }
+    }
+    if (ev) kd_event_release_to_pool(&s->dev, ev);
+    if (st && enqueued) {
+      /* The copy may still be writing the block: wait before reusing it. */
+      s->counters.stream_syncs++;
+      s->dev.cu->cuStreamSynchronize(s->dev.stream);
+    }
+    kd_staging_put(&s->dev, b);
+  }
+  if (!st) {
+    s->counters.downloads++;
+    kd_session_waited(s);
+  }
+out:
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_tensor_retain(kd_session *s, kd_tensor t) {
+  static const char *op = "kd_tensor_retain";
+  kd_status st = kd_session_enter_host(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st) o->user_refs++;
+  kd_session_leave(s);
+  return st;
+}
+
+/* Drops the caller's last hold: the handle dies now, the memory when the
+ * last in-flight user completes. */
+static void release_user_hold(kd_session *s, kd_tensor_obj *o) {
+  kd_handle_free(&s->handles, o->handle);
+  o->handle = 0;
+  if (ck_pr_load_32(&o->refs) > 1) {
+    o->counted_retained = 1;
+    s->counters.bytes_retained += o->bytes;
+  }
+  kd_tensor_unref(s, o);
+}
+
+kd_status kd_tensor_release(kd_session *s, kd_tensor t) {
+  static const char *op = "kd_tensor_release";
+  kd_status st = kd_session_enter_release(s, op); /* releasing stays possible after a fault */
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st && --o->user_refs == 0) release_user_hold(s, o);
+  kd_session_leave(s);
+  return st;
+}
+
+kd_status kd_tensor_info(kd_session *s, kd_tensor t, kd_tensor_desc *out) {
+  static const char *op = "kd_tensor_info";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  kd_status st = kd_session_enter_host(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st) {
+    memset(out, 0, sizeof *out);
+    out->dtype = o->dtype;
+    out->rank = o->rank;
+    int64_t stride = 1;
+    for (int i = 0; i < o->rank; ++i) {
+      out->shape[i] = o->shape[i];
+      out->strides[i] = stride;
+      stride *= o->shape[i];
+    }
+    out->residency = o->residency;
+    out->bytes = o->bytes;
+  }
+  kd_session_leave(s);
+  return st;
+}
+
+static void destroy_one(void *ctx, void *obj, uint64_t handle) {
+  (void)handle;
+  kd_session *s = ctx;
+  kd_tensor_obj *o = obj;
+  o->user_refs = 1;
+  release_user_hold(s, o);
+}
+
+void kd_tensor_destroy_all(kd_session *s) { kd_handle_each(&s->handles, KD_HANDLE_TENSOR, destroy_one, s); }
+
+/* ---- views ------------------------------------------------------------ */
+
+kd_status kd_view_whole(kd_session *s, kd_tensor t, kd_view *out) {
+  static const char *op = "kd_view_whole";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  kd_tensor_desc d;
+  kd_status st = kd_tensor_info(s, t, &d);
+  if (st) return kd_fail_context(st, "%s", op); /* the message names kd_tensor_info, which did the check */
+  memset(out, 0, sizeof *out);
+  out->tensor = t;
+  out->rank = d.rank;
+  for (int i = 0; i < d.rank; ++i) {
+    out->shape[i] = d.shape[i];
+    out->strides[i] = d.strides[i];
+  }
+  return KD_OK;
+}
+
+int kd_view_is_compact(const kd_view *v) {
+  if (!v || v->rank < 0 || v->rank > KD_MAX_RANK) return 0; /* kd_whole's -1 is not resolved here */
+  int empty = 0;
+  for (int i = 0; i < v->rank; ++i) {
+    if (v->shape[i] < 0) return 0;
+    empty |= v->shape[i] == 0;
+  }
+  if (empty) return 1; /* names no element, so none out of place: as the graph's checks say */
+  int64_t expect = 1;
+  for (int i = 0; i < v->rank; ++i) {
+    /* Extent-1 dimensions place no constraint on their stride. */
+    if (v->shape[i] != 1 && v->strides[i] != expect) return 0;
+    if (v->shape[i] < 0 || __builtin_mul_overflow(expect, v->shape[i], &expect)) return 0;
+  }
+  return 1;
+}
+
+/* Counts the view's elements, checking that its last element lies inside the tensor. */
+kd_status kd_view_extent_checked(const char *op, const kd_view *v, int64_t tensor_elements, kd_extent *out) {
+  if (v->rank < 0 || v->rank > KD_MAX_RANK)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view rank %d is outside [0, %d]%s", op, v->rank, KD_MAX_RANK,
+                   v->rank == -1 ? " (kd_whole() is for graph nodes; kd_view_whole gives a tensor's whole view)" : "");
+  if (v->offset < 0)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view offset %lld is negative", op, (long long)v->offset);
+  int64_t n = 1, last = v->offset, step;
+  int compact = 1, empty = 0;
+  for (int i = 0; i < v->rank; ++i) {
+    if (v->shape[i] < 0 || v->strides[i] < 0)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view shape[%d] or strides[%d] is negative", op, i, i);
+    empty |= v->shape[i] == 0;
+  }
+  /* A view with a zero extent names no element: whatever its other extents
+   * and strides, nothing of it lies outside the tensor (only its offset,
+   * below). */
+  for (int i = 0; i < v->rank && !empty; ++i) {
+    /* Compact: each stride is the product of the shapes below it (n so far),
+     * except where the extent is 1 and the stride is never used. */
+    compact &= v->shape[i] == 1 || v->strides[i] == n;
+    if (__builtin_mul_overflow(n, v->shape[i], &n)) /* repeats elements (a stride of 0): may be in bounds */
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: view shape: its element count overflows at dimension %d", op, i);
+    if (v->shape[i] && (__builtin_mul_overflow(v->shape[i] - 1, v->strides[i], &step) ||
+                        __builtin_add_overflow(last, step, &last)))
+      return kd_fail(KD_ERR_OUT_OF_BOUNDS, "%s: view out of bounds: dimension %d overflows", op, i);
+  }
+  if (empty) n = 0; /* and compact: no element is out of place */
+  /* An empty view touches nothing, but its offset is still an address a
+   * span is built from: at most one past the tensor's last element. */
+  if (!n && v->offset > tensor_elements)
+    return kd_fail(KD_ERR_OUT_OF_BOUNDS, "%s: view out of bounds: an empty view at offset %lld of a tensor of %lld",
+                   op, (long long)v->offset, (long long)tensor_elements);
+  if (n && last >= tensor_elements)
+    return kd_fail(KD_ERR_OUT_OF_BOUNDS,
+                   "%s: view out of bounds: reaches element %lld of a tensor of %lld", op,
+                   (long long)last, (long long)tensor_elements);
+  out->elements = n;
+  out->last = n ? last : v->offset;
+  out->compact = compact;
+  return KD_OK;
+}
+
+kd_status kd_view_check(kd_session *s, const kd_view *v) {
+  static const char *op = "kd_view_check";
+  if (!v) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument view is NULL", op);
+  kd_status st = kd_session_enter_host(s, op);
+  if (st) return st;
+  kd_tensor_obj *o;
+  kd_extent e;
+  st = kd_tensor_lookup(s, v->tensor, &o, op, "view->tensor");
+  if (!st) st = kd_view_extent(op, v, o->elements, &e);
+  kd_session_leave(s);
+  return st;
+}
