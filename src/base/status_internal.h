@@ -1,8 +1,9 @@
-/* Internal: setting the per-thread error message, converting CUDA results. */
-#ifndef KDAG_CUDA_STATUS_INTERNAL_H
-#define KDAG_CUDA_STATUS_INTERNAL_H
+/* Internal: setting the per-thread error message (CUDA results become
+ * statuses in cuda/cu_status.h). */
+#ifndef KDAG_BASE_STATUS_INTERNAL_H
+#define KDAG_BASE_STATUS_INTERNAL_H
 
-#include <cuda.h>
+#include <stddef.h>
 
 #include "kdag/status.h"
 
@@ -39,15 +40,5 @@ typedef struct kd_fail_keep {
 } kd_fail_keep;
 void kd_fail_keep_begin(kd_fail_keep *k);
 void kd_fail_keep_end(kd_fail_keep *k);
-
-/* The kdag code a driver result stands for (CUDA_SUCCESS -> KD_OK). */
-kd_status kd_status_from_cu(CUresult result);
-
-/* 1 for results that poison the context (illegal address, trap, ...). */
-int kd_cu_is_sticky(CUresult result);
-
-/* "<op>: <call> failed: CUDA_ERROR_X (driver text)" with the mapped code.
- * Use at the call site: kd_fail_cu(r, "kd_tensor_create", "cuMemAllocFromPoolAsync"). */
-kd_status kd_fail_cu(CUresult result, const char *op, const char *call);
 
 #endif

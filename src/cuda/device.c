@@ -7,6 +7,7 @@
 
 #include "cuda/device.h"
 #include "base/status_internal.h"
+#include "cuda/cu_status.h"
 
 #define KD_CU(d, op, call, args)                        \
   do {                                                  \

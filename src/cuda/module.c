@@ -5,6 +5,7 @@
 
 #include "cuda/module.h"
 #include "base/status_internal.h"
+#include "cuda/cu_status.h"
 
 #define KD_JIT_LOG_BYTES 8192
 

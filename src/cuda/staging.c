@@ -10,6 +10,7 @@
 
 #include "cuda/device.h"
 #include "base/status_internal.h"
+#include "cuda/cu_status.h"
 
 #define KD_STAGING_MIN_SHIFT 16 /* 64 KiB */
 

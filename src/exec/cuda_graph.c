@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "base/status_internal.h"
+#include "cuda/cu_status.h"
 #include "exec/exec.h"
 
 /* Parameter bytes that hold a tensor's address: the bound tensor's plus a

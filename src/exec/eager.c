@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/status_internal.h"
+#include "cuda/cu_status.h"
 #include "exec/exec.h"
 #include "kernels/embedded.h"
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/status_internal.h"
+#include "cuda/cu_status.h"
 #include "exec/exec.h"
 
 /* Out of memory (host, device or pinned: the driver's code does not tell

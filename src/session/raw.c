@@ -6,6 +6,7 @@
 
 #include "compile/binary.h"
 #include "base/status_internal.h"
+#include "cuda/cu_status.h"
 #include "session/session_impl.h"
 
 /* One per thread: its address names the thread that owns a scope, in a
