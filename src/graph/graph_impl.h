@@ -4,9 +4,9 @@
 #define KDAG_GRAPH_GRAPH_IMPL_H
 
 #include "session/session_impl.h"
-#include "base/footprint.h"
+#include "graph/footprint.h"
 #include "base/handle.h"
-#include "base/interval.h"
+#include "graph/interval.h"
 #include "base/arena.h"
 #include "kdag/graph.h"
 

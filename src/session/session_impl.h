@@ -12,7 +12,7 @@
 #include "exec/host_pool.h"
 #include "base/stamp.h"
 #include "session/borrow.h"
-#include "base/extent.h"
+#include "session/view.h"
 #include "base/handle.h"
 #include "kdag/raw.h"
 

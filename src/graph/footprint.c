@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/status_internal.h"
-#include "base/footprint.h"
+#include "graph/footprint.h"
 
 /* ---- one dimension: the progression first + step * t, 0 <= t < n ------ */
 

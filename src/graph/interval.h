@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "base/footprint.h"
+#include "graph/footprint.h"
 
 /* An entry's flags (kd_ival.flags), written as one byte: a bit-field's
  * read-modify-write of a line just stored to stalls (it did, measurably). */

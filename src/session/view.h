@@ -1,8 +1,8 @@
 /* Internal: checking a view against its tensor, in one pass over its
  * numbers that also answers what the graph asks next (how many elements,
  * how far, one run or strided). */
-#ifndef KDAG_GRAPH_EXTENT_H
-#define KDAG_GRAPH_EXTENT_H
+#ifndef KDAG_SESSION_VIEW_H
+#define KDAG_SESSION_VIEW_H
 
 #include <stdint.h>
 

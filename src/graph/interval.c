@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/interval.h"
+#include "graph/interval.h"
 
 void kd_ivset_init(kd_ivset *s) { memset(s, 0, sizeof *s); }
 

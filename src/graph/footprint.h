@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "base/extent.h"
+#include "session/view.h"
 
 typedef struct kd_run {
   int64_t lo, hi; /* elements [lo, hi) */
@@ -43,7 +43,7 @@ typedef enum kd_fp_kind { KD_FP_RUNS = 0, KD_FP_BOX = 1, KD_FP_SPAN = 2 } kd_fp_
 typedef struct kd_footprint {
   void *data;      /* RUNS of more than one run: kd_run[count]; BOX: its numbers; else NULL.
                       malloc'd and owned, with room for KD_FP_SPARE_RUNS runs more (an
-                      interval set's entry keeps its witnesses there, base/interval.h) */
+                      interval set's entry keeps its witnesses there, graph/interval.h) */
   kd_run one;      /* the bounding interval (RUNS of one run: the run itself) */
   uint32_t count;  /* RUNS: runs (0: touches nothing); BOX: the tensor's rank; SPAN: 1 */
   uint8_t kind;    /* kd_fp_kind */
