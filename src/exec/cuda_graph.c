@@ -76,6 +76,7 @@ typedef struct kd_gexec_node {
 } kd_gexec_node;
 
 struct kd_gexec {
+  kd_resource res;         /* first: deferred as KD_HELD_RESOURCE, its destroy kd_gexec_destroy */
   kd_session *session;
   CUgraph graph;
   CUgraphExec exec;
@@ -94,11 +95,13 @@ struct kd_gexec {
   CUdeviceptr *workspaces; /* per node: foreign workspace (0 if none) */
 };
 
+static void gexec_drop(kd_resource *r) { kd_gexec_destroy((kd_gexec *)r); }
+
 void kd_gexec_release(kd_gexec *x) {
   if (!x) return;
   kd_session *s = x->session;
   (void)kd_deferred_room(s, 1); /* without room, the release waits instead */
-  kd_release_after_inflight(s, KD_HELD_GEXEC, x);
+  kd_release_after_inflight(s, KD_HELD_RESOURCE, &x->res);
 }
 
 void kd_gexec_destroy(kd_gexec *x) {
@@ -384,7 +387,7 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
         x->workspaces[n] = ws;
       }
       if (node->res) {
-        st = kd_held_add(&x->keep, KD_HELD_FOREIGN, node->res, op);
+        st = kd_held_add(&x->keep, KD_HELD_RESOURCE, &node->res->res, op);
         if (st) return kd_fail_context(st, "%s: foreign node '%s' (#%u)", op, node->name, n);
         ck_pr_inc_32(&node->res->refs);
       }
@@ -434,6 +437,7 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_gexec 
   const kd_cu_table *cu = s->dev.cu;
   uint32_t n = g->node_count;
   kd_gexec *x = calloc(1, sizeof *x);
+  if (x) x->res.destroy = gexec_drop;
   uint32_t *pred_start = calloc((size_t)n + 1, sizeof *pred_start);
   uint32_t *pred = malloc(((size_t)g->edge_count + 1) * sizeof *pred);
   uint32_t *fill = calloc((size_t)n + 1, sizeof *fill);

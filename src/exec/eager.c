@@ -187,7 +187,7 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
   kd_foreign_call call = {(void *)s->dev.stream, spans, node->access_count, workspace, node->workspace_bytes,
                           node->res ? node->res->resource : NULL};
   if (node->res) {
-    (void)kd_held_add(held, KD_HELD_FOREIGN, node->res, op); /* reserved: cannot fail */
+    (void)kd_held_add(held, KD_HELD_RESOURCE, &node->res->res, op); /* reserved: cannot fail */
     ck_pr_inc_32(&node->res->refs);
   }
   kd_status st = kd_foreign_invoke(node, &call);

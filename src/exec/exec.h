@@ -13,6 +13,7 @@ typedef struct kd_host_task kd_host_task;
 /* A HOST submission in flight; refcounted by its completion and by sinks
  * whose latest copy it holds. */
 typedef struct kd_host_run {
+  kd_fence fence;          /* first: what its completion waits for (session/fence.h) */
   uint32_t refs;
   uint32_t remaining;      /* tasks not yet finished */
   int done;                /* set (under mu) when remaining reaches 0 */

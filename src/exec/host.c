@@ -173,9 +173,15 @@ static kd_status keep_buffer(kd_host_run *r, size_t bytes, void **out, const cha
 }
 
 /* A run of n tasks and m edges, its arrays unfilled; NULL: no memory. */
+static void fence_release(kd_fence *f) { kd_host_run_unref((kd_host_run *)f); }
+static int fence_done(kd_fence *f) { return kd_host_run_done((kd_host_run *)f); }
+static void fence_wait(kd_fence *f) { kd_host_run_wait((kd_host_run *)f); }
+static const kd_fence_ops run_fence = {fence_release, fence_done, fence_wait};
+
 static kd_host_run *run_new(kd_session *s, uint32_t n, uint32_t m) {
   kd_host_run *r = calloc(1, sizeof *r);
   if (!r) return NULL;
+  r->fence.ops = &run_fence;
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
   r->refs = 1;

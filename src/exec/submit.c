@@ -95,7 +95,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   } else {
     kd_host_run *run = NULL;
     st = kd_exec_host(g, op, &held, stamp, &run);
-    if (!st) st = kd_completion_submit_host(s, op, &held, run, "a HOST graph submission");
+    if (!st) st = kd_completion_submit_fence(s, op, &held, &run->fence, "a HOST graph submission");
     if (st) kd_held_release_all(s, &held);
   }
   if (!st) {

@@ -906,6 +906,8 @@ void kd_foreign_res_unref(kd_foreign_res *r) {
   free(r);
 }
 
+static void foreign_res_drop(kd_resource *r) { kd_foreign_res_unref((kd_foreign_res *)r); }
+
 kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user, const kd_garg *accesses,
                            size_t count, size_t workspace_bytes, void *resource, void (*release)(void *),
                            kd_node *out) {
@@ -936,7 +938,7 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
     if (!proto.res)
       st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: node '%s' (#%u): no memory for its resource's hold", op, name,
                    c.index);
-    else *proto.res = (kd_foreign_res){1, resource, release};
+    else *proto.res = (kd_foreign_res){{foreign_res_drop}, 1, resource, release};
   }
   st = node_end(&c, st, &proto, out);
   if (st && proto.res) free(proto.res); /* never used: the caller keeps its resource */

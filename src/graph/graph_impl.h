@@ -91,6 +91,7 @@ typedef struct kd_host_call {
 } kd_host_call;
 
 typedef struct kd_foreign_res {
+  kd_resource res;         /* first: held sets drop a reference (KD_HELD_RESOURCE) */
   uint32_t refs;
   void *resource;
   void (*release)(void *);
@@ -229,6 +230,9 @@ static inline void kd_graph_changes_clear(kd_graph *g) {
   for (uint32_t i = 0; i < g->reargs_count; ++i) g->nodes[g->reargs[i]].args_queued = 0;
   g->rebound_count = g->reargs_count = 0;
 }
+
+/* Drops a reference; the last calls the user's release. */
+void kd_foreign_res_unref(kd_foreign_res *r);
 
 /* graph/plan.c */
 kd_status kd_plan_build(kd_graph *g, const char *op);

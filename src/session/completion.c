@@ -15,78 +15,7 @@
 
 #include "base/status_internal.h"
 #include "cuda/cu_status.h"
-#include "exec/exec.h"
 #include "session/session_impl.h"
-
-kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op) {
-  uint32_t have = set->heap ? set->cap : KD_HELD_INLINE;
-  if (set->count + extra <= have) return KD_OK;
-  uint32_t cap = have * 2;
-  while (cap < set->count + extra) cap *= 2;
-  kd_held *grown = realloc(set->heap, cap * sizeof *grown);
-  if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to retain objects", op);
-  if (!set->heap) memcpy(grown, set->small, set->count * sizeof *grown);
-  set->heap = grown;
-  set->cap = cap;
-  return KD_OK;
-}
-
-kd_status kd_held_reserve_warm(kd_session *s, kd_held_set *set, uint32_t extra, const char *op) {
-  if (!set->heap && set->count + extra > KD_HELD_INLINE && s->held_spare_count) {
-    struct kd_held_spare sp = s->held_spares[--s->held_spare_count];
-    memcpy(sp.items, set->small, set->count * sizeof *sp.items);
-    set->heap = sp.items;
-    set->cap = sp.cap;
-  }
-  return kd_held_reserve(set, extra, op); /* grows it if it is too small */
-}
-
-void kd_held_spares_free(kd_session *s) {
-  while (s->held_spare_count) free(s->held_spares[--s->held_spare_count].items);
-}
-
-kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op) {
-  kd_status st = kd_held_reserve(set, 1, op);
-  if (st) return st;
-  kd_held *h = &kd_held_items(set)[set->count++];
-  h->kind = kind;
-  h->obj = obj;
-  return KD_OK;
-}
-
-void kd_held_release_one(kd_session *s, const kd_held *h) {
-  /* What may reach the driver, or a foreign release callback, should a
-   * host-only call (kd_session_enter_host) release it; tensors and modules
-   * see to it where their last reference goes. None does today: what
-   * host-only calls release (kd_graph_rebind's old tensor, a refused
-   * kernel node's module) their caller still holds a handle to. */
-  if (h->kind == KD_HELD_STAGING || h->kind == KD_HELD_EVENT || h->kind == KD_HELD_DEVPTR ||
-      h->kind == KD_HELD_FOREIGN)
-    kd_session_device(s);
-  switch (h->kind) {
-    case KD_HELD_TENSOR: kd_tensor_unref(s, h->obj); break;
-    case KD_HELD_MODULE: kd_module_unref(s, h->obj); break;
-    case KD_HELD_STAGING: kd_staging_put(&s->dev, h->obj); break;
-    case KD_HELD_EVENT: kd_event_release_to_pool(&s->dev, h->obj); break;
-    case KD_HELD_DEVPTR: kd_device_free(&s->dev, (CUdeviceptr)(uintptr_t)h->obj); break;
-    case KD_HELD_FOREIGN: kd_foreign_res_unref(h->obj); break;
-    case KD_HELD_GEXEC: kd_gexec_destroy(h->obj); break;
-    case KD_HELD_MEMORY: free(h->obj); break;
-  }
-}
-
-void kd_held_release_all(kd_session *s, kd_held_set *set) {
-  kd_held *items = kd_held_items(set);
-  for (uint32_t i = 0; i < set->count; ++i) kd_held_release_one(s, &items[i]);
-  /* Only CUDA submissions take spares (HOST runs allocate their task
-   * graphs anyway): a HOST session keeps none. */
-  if (set->heap && s->has_device && s->held_spare_count < KD_REAP_EVERY && set->cap <= KD_HELD_SPARE_MAX)
-    s->held_spares[s->held_spare_count++] = (struct kd_held_spare){set->heap, set->cap};
-  else
-    free(set->heap);
-  set->heap = NULL;
-  set->count = set->cap = 0;
-}
 
 /* The ring starts small and doubles as work piles up, so a session with a
  * large capacity pays for the depth it uses. */
@@ -113,24 +42,6 @@ static int grow_ring(kd_session *s) {
   s->ring = ring;
   s->ring_size = size;
   return 1;
-}
-
-kd_status kd_held_tensor_once(kd_held_set *set, kd_tensor_obj *o, uint64_t stamp, const char *op) {
-  if (o->held_by_scope == stamp) return KD_OK;
-  kd_status st = kd_held_add(set, KD_HELD_TENSOR, o, op);
-  if (st) return st;
-  kd_tensor_ref(o);
-  o->held_by_scope = stamp;
-  return KD_OK;
-}
-
-kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp, const char *op) {
-  if (o->held_by_scope == stamp) return KD_OK;
-  kd_status st = kd_held_add(set, KD_HELD_MODULE, o, op);
-  if (st) return st;
-  kd_module_ref(o);
-  o->held_by_scope = stamp;
-  return KD_OK;
 }
 
 int kd_deferred_room(kd_session *s, uint32_t n) {
@@ -190,9 +101,9 @@ static void retire_oldest(kd_session *s) {
   kd_completion *c = slot(s, s->retired_seq);
   kd_held_release_all(s, &c->held); /* leaves the set empty */
   if (c->event) kd_event_release_to_pool(&s->dev, c->event);
-  if (c->run) kd_host_run_unref(c->run);
+  if (c->fence) c->fence->ops->release(c->fence);
   c->event = NULL; /* the rest is written by the next enqueue into this slot */
-  c->run = NULL;
+  c->fence = NULL;
   s->retired_seq++;
   release_deferred(s);
   kd_orphans_release(s, s->retired_seq);
@@ -207,10 +118,10 @@ void kd_completion_retire_before(kd_session *s, uint64_t seq) {
 /* Retires every entry up to and including seq (< next_seq). */
 static void retire_through(kd_session *s, uint64_t seq) { kd_completion_retire_before(s, seq + 1); }
 
-/* Blocks until a completion's work is done: its host run, or its event. */
+/* Blocks until a completion's work is done: its fence, or its event. */
 static CUresult wait_for(kd_session *s, kd_completion *c) {
-  if (c->run) {
-    kd_host_run_wait(c->run);
+  if (c->fence) {
+    c->fence->ops->wait(c->fence);
     return CUDA_SUCCESS;
   }
   return s->dev.cu->cuEventSynchronize(c->event);
@@ -220,7 +131,7 @@ static CUresult wait_for(kd_session *s, kd_completion *c) {
  * CUDA_ERROR_NOT_READY while pending, or the error the work faulted with. */
 static CUresult poll(kd_session *s, kd_completion *c) {
   s->counters.event_queries++;
-  if (c->run) return kd_host_run_done(c->run) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  if (c->fence) return c->fence->ops->done(c->fence) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
   return s->dev.cu->cuEventQuery(c->event);
 }
 
@@ -244,7 +155,7 @@ static kd_status wait_retire_oldest(kd_session *s, const char *op) {
   return KD_OK;
 }
 
-static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUevent event, kd_host_run *run,
+static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUevent event, kd_fence *fence,
                          const char *what);
 
 kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, CUevent event, const char *what) {
@@ -257,22 +168,23 @@ kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, 
   return enqueue(s, op, set, event, NULL, what);
 }
 
-kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, kd_host_run *run,
-                                    const char *what) {
-  return enqueue(s, op, set, NULL, run, what);
+kd_status kd_completion_submit_fence(kd_session *s, const char *op, kd_held_set *set, kd_fence *fence,
+                                     const char *what) {
+  return enqueue(s, op, set, NULL, fence, what);
 }
 
-/* The work behind event (or run) is enqueued already: on failure, wait for
- * it, so the caller can release what it holds, and let event or run go. */
-static kd_status abandon(kd_session *s, CUevent event, kd_host_run *run, kd_status st) {
-  kd_completion tmp = {.event = event, .run = run};
+/* The work behind event (or fence) is enqueued already: on failure, wait
+ * for it, so the caller can release what it holds, and let event or fence
+ * go. */
+static kd_status abandon(kd_session *s, CUevent event, kd_fence *fence, kd_status st) {
+  kd_completion tmp = {.event = event, .fence = fence};
   (void)wait_for(s, &tmp);
-  if (run) kd_host_run_unref(run);
+  if (fence) fence->ops->release(fence);
   else kd_event_release_to_pool(&s->dev, event);
   return st;
 }
 
-static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUevent event, kd_host_run *run,
+static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUevent event, kd_fence *fence,
                          const char *what) {
   kd_status st;
   /* A full ring is defined behaviour: wait for the oldest entry (counted in
@@ -280,17 +192,17 @@ static kd_status enqueue(kd_session *s, const char *op, kd_held_set *set, CUeven
   while (s->counters.inflight >= s->opts.completion_ring_capacity) {
     s->counters.ring_full_waits++;
     st = wait_retire_oldest(s, op);
-    if (st) return abandon(s, event, run, st); /* keep the objects alive until the work is done */
+    if (st) return abandon(s, event, fence, st); /* keep the objects alive until the work is done */
   }
   if (s->counters.inflight == s->ring_size && !grow_ring(s)) {
     /* No memory for a deeper ring: make room the way a full one does. */
     s->counters.ring_full_waits++;
     st = wait_retire_oldest(s, op);
-    if (st) return abandon(s, event, run, st);
+    if (st) return abandon(s, event, fence, st);
   }
   kd_completion *c = slot(s, s->next_seq);
   c->event = event;
-  c->run = run;
+  c->fence = fence;
   c->what = what;
   c->seq = s->next_seq++;
   c->held = *set;

@@ -12,6 +12,8 @@
 #include "exec/host_pool.h"
 #include "base/stamp.h"
 #include "session/borrow.h"
+#include "session/fence.h"
+#include "session/held.h"
 #include "session/view.h"
 #include "base/handle.h"
 #include "kdag/raw.h"
@@ -46,38 +48,11 @@ typedef struct kd_module_obj {
   struct kd_module_obj *next_unload; /* on the session's deferred unloads (session/module.c) */
 } kd_module_obj;
 
-typedef enum kd_held_kind {
-  KD_HELD_TENSOR, KD_HELD_MODULE, KD_HELD_STAGING, KD_HELD_EVENT, KD_HELD_DEVPTR, KD_HELD_FOREIGN,
-  KD_HELD_GEXEC,            /* an executable CUDA graph (exec/cuda_graph.c): only deferred */
-  KD_HELD_MEMORY            /* a malloc'd block the driver may still read (kd_host_call): only deferred */
-} kd_held_kind;
-
-typedef struct kd_held {
-  kd_held_kind kind;
-  void *obj;
-} kd_held;
-
-/* A growable set of objects one piece of work keeps alive. The first few
- * live in the set itself: a typical submission holds one to three objects,
- * and then costs no allocation. Zero-initialized is empty; a set may be
- * moved by assignment (no pointer into itself). */
-#define KD_HELD_INLINE 4
-
-typedef struct kd_held_set {
-  kd_held *heap;            /* NULL while the items fit in small */
-  uint32_t count, cap;      /* cap: heap entries (0 while small is used) */
-  kd_held small[KD_HELD_INLINE];
-} kd_held_set;
-
-static inline kd_held *kd_held_items(kd_held_set *set) { return set->heap ? set->heap : set->small; }
-
-/* One completion: the event recorded after a piece of work, and what that
- * work keeps alive until the event fires. */
-struct kd_host_run;
-
+/* One completion: the event recorded after a piece of work (or the fence
+ * its work signals), and what that work keeps alive until then. */
 typedef struct kd_completion {
-  CUevent event;            /* CUDA sessions */
-  struct kd_host_run *run;  /* HOST sessions: done when the run's tasks are */
+  CUevent event;            /* work on the stream */
+  kd_fence *fence;          /* work elsewhere (a HOST run) */
   uint64_t seq;
   const char *what;         /* static: the kind of work, for fault messages */
   kd_held_set held;
@@ -209,18 +184,6 @@ kd_status kd_callback_check(const char *op);
 kd_status kd_session_note(kd_session *s, kd_status st);
 
 /* completion.c */
-kd_status kd_held_add(kd_held_set *set, kd_held_kind kind, void *obj, const char *op);
-/* Makes room for extra more adds, which then cannot fail. */
-kd_status kd_held_reserve(kd_held_set *set, uint32_t extra, const char *op);
-/* The same for a submission's set: an array a retired completion left is
- * taken before a new one is allocated. */
-kd_status kd_held_reserve_warm(kd_session *s, kd_held_set *set, uint32_t extra, const char *op);
-/* Releases every object of the set and empties it; on a CUDA session its
- * array is kept for later submissions (or freed: past KD_HELD_SPARE_MAX
- * entries, or with KD_REAP_EVERY kept already). */
-void kd_held_release_all(kd_session *s, kd_held_set *set);
-/* Frees the kept arrays (session destroy). */
-void kd_held_spares_free(kd_session *s);
 kd_status kd_completion_ring_init(kd_session *s);
 void kd_completion_ring_fini(kd_session *s);
 /* Records event (taken from the pool with kd_event_acquire before the
@@ -229,9 +192,10 @@ void kd_completion_ring_fini(kd_session *s);
  * ring (which then owns it; set is emptied). On failure nothing was queued,
  * the event is back in the pool and the set is still the caller's. */
 kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, CUevent event, const char *what);
-/* The same for a HOST submission: done when run is. */
-kd_status kd_completion_submit_host(kd_session *s, const char *op, kd_held_set *set, struct kd_host_run *run,
-                                    const char *what);
+/* The same for work a fence stands for (a HOST run): done when the fence
+ * is; the ring takes the reference the caller holds on it. */
+kd_status kd_completion_submit_fence(kd_session *s, const char *op, kd_held_set *set, kd_fence *fence,
+                                     const char *what);
 /* Gives back the orphaned sink copies of submissions before seq `before`
  * (all with UINT64_MAX: at destroy, once everything is done). */
 void kd_orphans_release(kd_session *s, uint64_t before);
@@ -240,10 +204,6 @@ kd_status kd_completion_reap(kd_session *s, const char *op);
 /* Polls the completion of ticket seq (< next_seq) alone; if it is done,
  * retires it and everything before it. */
 kd_status kd_completion_poll_ticket(kd_session *s, uint64_t seq, const char *op, int *done);
-/* Adds an object to a held set once per stamp (a submission or scope),
- * taking a reference. */
-kd_status kd_held_tensor_once(kd_held_set *set, kd_tensor_obj *o, uint64_t stamp, const char *op);
-kd_status kd_held_module_once(kd_held_set *set, kd_module_obj *o, uint64_t stamp, const char *op);
 /* After a host wait on an event recorded when next_seq was seq: retire every
  * earlier completion without querying (the stream is in order). */
 void kd_completion_retire_before(kd_session *s, uint64_t seq);
@@ -257,7 +217,6 @@ void kd_completion_drain(kd_session *s);
 kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op);
 int kd_deferred_room(kd_session *s, uint32_t n);
 void kd_release_after_inflight(kd_session *s, kd_held_kind kind, void *obj);
-void kd_held_release_one(kd_session *s, const kd_held *h);
 
 /* tensor.c / module handles */
 static inline kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,
@@ -285,8 +244,6 @@ void kd_builtins_load(kd_session *s, const char *op);
 void kd_session_release_idle(kd_session *s);
 void kd_session_waited(kd_session *s);
 void kd_modules_unload_deferred(kd_session *s);
-struct kd_foreign_res;
-void kd_foreign_res_unref(struct kd_foreign_res *r);
 struct kd_sink;
 void kd_sink_free(kd_session *s, struct kd_sink *sk);
 kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_module *out);

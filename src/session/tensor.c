@@ -160,7 +160,7 @@ static kd_status upload_host(kd_session *s, const char *op, kd_tensor_obj *o, co
   kd_held_set held = {0};
   kd_host_run *run = NULL;
   kd_status st = kd_exec_host_upload(s, op, o, host, &held, &run);
-  if (!st) st = kd_completion_submit_host(s, op, &held, run, "an upload");
+  if (!st) st = kd_completion_submit_fence(s, op, &held, &run->fence, "an upload");
   if (st) kd_held_release_all(s, &held);
   return st;
 }
