@@ -210,3 +210,9 @@ kd_status kd_event_record(kd_device *d, const char *op, CUevent e) {
   KD_CU(d, op, cuEventRecord, (e, d->stream));
   return KD_OK;
 }
+
+CUresult kd_event_query(kd_device *d, CUevent e) { return d->cu->cuEventQuery(e); }
+
+CUresult kd_event_wait(kd_device *d, CUevent e) { return d->cu->cuEventSynchronize(e); }
+
+CUresult kd_stream_wait(kd_device *d) { return d->cu->cuStreamSynchronize(d->stream); }

@@ -87,6 +87,14 @@ kd_status kd_device_poison(kd_device *d, const char *op, CUdeviceptr p, size_t b
 kd_status kd_event_acquire(kd_device *d, const char *op, CUevent *out);
 void kd_event_release_to_pool(kd_device *d, CUevent e);
 kd_status kd_event_record(kd_device *d, const char *op, CUevent e);
+/* The driver's answers as they are, for callers that tell pending
+ * (CUDA_ERROR_NOT_READY) from a fault and name the faulting work
+ * themselves (the completion ring). */
+CUresult kd_event_query(kd_device *d, CUevent e);
+CUresult kd_event_wait(kd_device *d, CUevent e);
+/* Waits for everything enqueued on the session's stream: where a failure
+ * leaves work enqueued that the objects it uses must outlive. */
+CUresult kd_stream_wait(kd_device *d);
 
 /* Finds the GPU's NUMA placement (never fails: falls back with a reason). */
 kd_status kd_staging_init(kd_device *d);

@@ -135,12 +135,6 @@ kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode) {
   return KD_OK;
 }
 
-int kd_exec_graph_wanted(kd_graph *g) {
-  kd_session *s = g->session;
-  if (s->backend != KD_BACKEND_CUDA || (s->opts.flags & KD_SESSION_DEBUG_NODES)) return 0;
-  if (g->exec_mode == KD_EXEC_GRAPH) return 1;
-  return g->exec_mode == KD_EXEC_AUTO && !g->plan.graph_refused && g->plan.submits >= s->opts.graph_after;
-}
 
 /* The error for a driver call on one node, naming it. */
 static kd_status node_fail(kd_graph *g, uint32_t n, CUresult r, const char *op, const char *call) {
@@ -274,8 +268,9 @@ static CUdeviceptr transfer_dptr(kd_graph *g, const kd_gnode *node) {
 }
 
 static kd_status capture_stream(kd_session *s, const char *op) {
-  if (s->capture_stream) return KD_OK;
-  CUresult r = s->dev.cu->cuStreamCreate(&s->capture_stream, CU_STREAM_NON_BLOCKING);
+  kd_cuda_state *cs = s->exec;
+  if (cs->capture_stream) return KD_OK;
+  CUresult r = s->dev.cu->cuStreamCreate(&cs->capture_stream, CU_STREAM_NON_BLOCKING);
   return r == CUDA_SUCCESS ? KD_OK : kd_session_note(s, kd_fail_cu(r, op, "cuStreamCreate (capture stream)"));
 }
 
@@ -292,18 +287,19 @@ static kd_status capture_foreign(kd_graph *g, kd_gexec *x, uint32_t n, const kd_
   kd_gexec_node *xn = &x->nodes[n];
   kd_status st = capture_stream(s, op);
   if (st) return st;
+  CUstream cap = ((kd_cuda_state *)s->exec)->capture_stream;
   if (!xn->spans && node->access_count) { /* room first: nothing can fail after the capture is in */
     xn->spans = calloc(node->access_count, sizeof *xn->spans);
     if (!xn->spans)
       return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: foreign node '%s' (#%u): no memory for its spans", op, node->name, n);
   }
-  kd_foreign_call call = {(void *)s->capture_stream, spans, node->access_count, x->workspaces[n],
+  kd_foreign_call call = {(void *)cap, spans, node->access_count, x->workspaces[n],
                           node->workspace_bytes, node->res ? node->res->resource : NULL};
-  CUresult r = s->dev.cu->cuStreamBeginCapture(s->capture_stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  CUresult r = s->dev.cu->cuStreamBeginCapture(cap, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuStreamBeginCapture");
   st = kd_foreign_invoke(node, &call);
   CUgraph child = NULL;
-  r = s->dev.cu->cuStreamEndCapture(s->capture_stream, &child);
+  r = s->dev.cu->cuStreamEndCapture(cap, &child);
   if (st) {
     if (child) s->dev.cu->cuGraphDestroy(child);
     return kd_fail_context(st, "%s: foreign node '%s' (#%u), captured for a CUDA graph", op, node->name, n);
@@ -456,7 +452,7 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_gexec 
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the CUDA graph", op);
     goto done;
   }
-  for (uint32_t i = 0; i < g->plan.xfer_count; ++i) xf_of[xf[i].node] = i + 1;
+  for (uint32_t i = 0; i < kd_cuda_plan_get(g)->xfer_count; ++i) xf_of[xf[i].node] = i + 1;
   /* Predecessors in CSR, from the graph's (already reduced) edges. */
   for (uint32_t e = 0; e < g->edge_count; ++e) pred_start[g->edges[e].to + 1]++;
   for (uint32_t i = 0; i < n; ++i) pred_start[i + 1] += pred_start[i];
@@ -615,7 +611,7 @@ static kd_status patch(kd_graph *g, kd_gexec *x, const char *op) {
 static kd_status repoint(kd_graph *g, kd_gexec *x, const kd_xfer *xf, const char *op) {
   kd_session *s = g->session;
   const kd_cu_table *cu = s->dev.cu;
-  for (uint32_t i = 0; i < g->plan.xfer_count; ++i) {
+  for (uint32_t i = 0; i < kd_cuda_plan_get(g)->xfer_count; ++i) {
     uint32_t n = xf[i].node;
     kd_gnode *node = &g->nodes[n];
     kd_gexec_node *xn = &x->nodes[n];
@@ -648,28 +644,28 @@ static kd_status rebuild_if_refused(kd_graph *g, kd_gexec **x, kd_status st) {
   int refused = (*x)->refused;
   (*x)->refused = 0;
   if (!st || !refused || st == KD_ERR_DEVICE_FAULT || st == KD_ERR_OUT_OF_MEMORY) return st;
-  kd_gexec_release(g->plan.gexec);
-  g->plan.gexec = *x = NULL;
+  kd_gexec_release(kd_cuda_plan_get(g)->gexec);
+  kd_cuda_plan_get(g)->gexec = *x = NULL;
   return KD_OK;
 }
 
 kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
   kd_session *s = g->session;
-  kd_gexec *x = g->plan.gexec;
+  kd_gexec *x = kd_cuda_plan_get(g)->gexec;
   kd_status st = x ? rebuild_if_refused(g, &x, patch(g, x, op)) : KD_OK;
   kd_xfer *xf = NULL;
   if (!st) st = kd_xfers_take(g, op, &xf);
   if (!st && x) st = rebuild_if_refused(g, &x, repoint(g, x, xf, op));
   if (!st && !x) {
     st = build(g, op, xf, &x);
-    if (!st) g->plan.gexec = x;
+    if (!st) kd_cuda_plan_get(g)->gexec = x;
   }
   /* Room for everything added, which then cannot fail: upload blocks, and
    * each sink's earlier block and event. The executable graph and the
    * tensors need no reference per launch: the plan and the graph hold
    * them, and let go only after the work in flight
    * (kd_release_after_inflight). */
-  if (!st) st = kd_held_reserve_warm(s, held, 2 * g->plan.xfer_count, op);
+  if (!st) st = kd_held_reserve_warm(s, held, 2 * kd_cuda_plan_get(g)->xfer_count, op);
   if (!st) {
     CUresult r = s->dev.cu->cuGraphLaunch(x->exec, s->dev.stream);
     if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphLaunch"));

@@ -196,13 +196,13 @@ static kd_status foreign_call(kd_session *s, const char *op, kd_graph *g, kd_gno
 }
 
 /* Every foreign node's workspace, into the plan's per-node array
- * (kd_plan.workspace), allocated in stream order before anything is
+ * (kd_cuda_plan.workspace), allocated in stream order before anything is
  * enqueued and held until the submission completes. */
 static kd_status workspaces_take(kd_graph *g, const char *op, kd_held_set *held) {
   kd_session *s = g->session;
-  if (!g->plan.workspaces) return KD_OK;
-  _Static_assert(sizeof *g->plan.workspace == sizeof(CUdeviceptr), "a workspace entry holds a CUdeviceptr");
-  CUdeviceptr *ws = (CUdeviceptr *)g->plan.workspace;
+  kd_cuda_plan *cp = kd_cuda_plan_get(g);
+  if (!cp->workspaces) return KD_OK;
+  CUdeviceptr *ws = cp->workspace;
   for (uint32_t n = 0; n < g->node_count; ++n) {
     kd_gnode *node = &g->nodes[n];
     if (node->kind != KD_NODE_FOREIGN || !node->workspace_bytes) continue;
@@ -252,7 +252,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
    * memory or events enqueues nothing: room in held for what the nodes
    * use (a tensor per binding at most), transfers, workspaces. */
   kd_xfer *xf = NULL;
-  kd_status st = kd_held_reserve_warm(s, held, g->binding_count + g->plan.holds, op);
+  kd_status st = kd_held_reserve_warm(s, held, g->binding_count + kd_cuda_plan_get(g)->holds, op);
   if (!st) st = kd_xfers_take(g, op, &xf);
   if (!st) st = workspaces_take(g, op, held);
   if (st) {
@@ -284,7 +284,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
         break;
       }
       case KD_NODE_FOREIGN: /* the plan has a workspace array when a foreign node has a workspace */
-        st = foreign_call(s, op, g, node, g->plan.workspace ? (CUdeviceptr)g->plan.workspace[v] : 0, held);
+        st = foreign_call(s, op, g, node, kd_cuda_plan_get(g)->workspace ? kd_cuda_plan_get(g)->workspace[v] : 0, held);
         break;
     }
     if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) st = debug_wait(s, op);

@@ -5,8 +5,24 @@
 #ifndef KDAG_ENGINE_EXEC_H
 #define KDAG_ENGINE_EXEC_H
 
+#include "exec/host_pool.h"
 #include "graph/graph_impl.h"
 #include "kernels/strided.h"
+
+/* The backends' states (kd_session.exec) and how kd_session_create starts
+ * them (exec/cuda_backend.c, exec/host_backend.c): each sets s->ops and
+ * s->exec, or fails and leaves both. */
+typedef struct kd_cuda_state {
+  CUstream capture_stream; /* GRAPH: where foreign nodes are captured; created on first use */
+} kd_cuda_state;
+
+typedef struct kd_host_state {
+  kd_host_pool pool;       /* the workers */
+  struct kd_host_run *last_run; /* the newest submission (the session's reference) */
+} kd_host_state;
+
+kd_status kd_cuda_backend_start(kd_session *s, const char *op);
+kd_status kd_host_backend_start(kd_session *s, const char *op);
 
 typedef struct kd_host_task kd_host_task;
 
@@ -110,6 +126,36 @@ kd_status kd_sink_take(kd_session *s, kd_sink *sk, size_t bytes, const char *op,
 void kd_sink_commit(kd_session *s, kd_sink *sk, kd_staging_block *block, CUevent event, kd_held_set *held,
                     const char *op);
 
+/* What the CUDA executors keep per plan (kd_plan.exec): made by the plan's
+ * first CUDA submission (kd_cuda_plan_of), freed with the plan. */
+typedef struct kd_gexec kd_gexec;
+typedef struct kd_cuda_plan {
+  kd_resource res;         /* first: the plan's exec */
+  /* What one submission takes before it enqueues anything
+   * (exec/xfer.c, exec/eager.c): */
+  kd_xfer *xfers;          /* the transfer nodes (kd_node_is_xfer), in node order; each
+                              submission's staging and events in them (exec/xfer.c) */
+  uint32_t xfer_count;
+  uint32_t workspaces;     /* foreign nodes with a workspace */
+  CUdeviceptr *workspace;  /* EAGER, when workspaces: each node's workspace for the submission being
+                              enqueued, 0 for nodes without; the plan's, so that a submission allocates
+                              no array (submissions run one at a time) */
+  uint32_t holds;          /* held entries an EAGER submission adds beyond one per binding */
+  int graph_refused;       /* AUTO: the driver refused this plan as a CUDA graph */
+  uint32_t graph_oom;      /* AUTO: CUDA-graph launches of this plan in a row that ran out of memory */
+  kd_gexec *gexec;         /* GRAPH: the executable graph of this plan, or NULL */
+} kd_cuda_plan;
+/* g's (valid) plan's CUDA state, made on first use. */
+kd_status kd_cuda_plan_of(kd_graph *g, const char *op, kd_cuda_plan **out);
+/* The same once kd_cuda_plan_of has succeeded for the plan. */
+static inline kd_cuda_plan *kd_cuda_plan_get(const kd_graph *g) { return (kd_cuda_plan *)g->plan.exec; }
+
+/* exec/cuda_graph.c: a plan's executable graph. Frees one no launch can
+ * still use. */
+void kd_gexec_destroy(kd_gexec *x);
+/* The plan lets go of x: freed once the work in flight has completed. */
+void kd_gexec_release(kd_gexec *x);
+
 /* A view of one access as a kernel view over a base address. */
 kd_kview kd_access_kview(const kd_gaccess *a, uint64_t tensor_base, size_t esize);
 /* The kernel element type of a dtype (f32, f64, i32, i64). */
@@ -132,8 +178,6 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
 /* GRAPH mode (exec/cuda_graph.c): launches the plan's executable graph,
  * building or patching it first. Enqueues nothing when it fails. */
 kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held);
-/* Whether this submission of g runs in GRAPH mode. */
-int kd_exec_graph_wanted(kd_graph *g);
 void kd_exec_host_task(kd_host_item *it, void *ctx);
 
 /* Calls a foreign node's fn as both CUDA executors do (EAGER on the
@@ -149,9 +193,6 @@ kd_status kd_foreign_invoke(const kd_gnode *node, const kd_foreign_call *call);
 void CUDA_CB kd_host_trampoline(void *call);
 
 void kd_host_run_unref(kd_host_run *r);
-/* Waits for every HOST submission of the session so far (they run in
- * submission order, like work on a stream). */
-void kd_host_session_wait(kd_session *s);
 /* Blocks until the run is done. */
 void kd_host_run_wait(kd_host_run *r);
 int kd_host_run_done(kd_host_run *r);

@@ -141,10 +141,6 @@ static void finish(kd_host_run *r) {
   }
 }
 
-void kd_host_session_wait(kd_session *s) {
-  if (s->last_run) kd_host_run_wait(s->last_run);
-}
-
 /* Pool callback: run the task, release successors, finish the run. */
 void kd_exec_host_task(kd_host_item *it, void *ctx) {
   (void)ctx;
@@ -203,11 +199,12 @@ static kd_host_run *run_new(kd_session *s, uint32_t n, uint32_t m) {
  * Cannot fail. */
 static void run_enqueue(kd_session *s, kd_host_run *r) {
   r->remaining = r->task_count;
-  r->pool = &s->pool;
+  kd_host_state *hs = s->exec;
+  r->pool = &hs->pool;
   ck_pr_inc_32(&r->refs); /* the pool's, dropped when the run finishes */
   /* Submissions run in order, as on a stream: this one starts when the
    * previous one is done. */
-  kd_host_run *prev = s->last_run;
+  kd_host_run *prev = hs->last_run;
   int queued = 0;
   if (prev) {
     pthread_mutex_lock(&prev->mu);
@@ -220,7 +217,7 @@ static void run_enqueue(kd_session *s, kd_host_run *r) {
     kd_host_run_unref(prev); /* the session's hold moves to r */
   }
   ck_pr_inc_32(&r->refs);
-  s->last_run = r;
+  hs->last_run = r;
   if (!queued) start(r);
 }
 
@@ -317,9 +314,9 @@ kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t 
     kd_gnode *node = &g->nodes[i];
     if (node->kind != KD_NODE_SINK) continue;
     kd_sink *sk = node->sink;
-    if (sk->run) kd_host_run_unref(sk->run);
+    if (sk->run) sk->run->ops->release(sk->run);
     ck_pr_inc_32(&r->refs);
-    sk->run = r; /* its copy: r->tasks[i].dst */
+    sk->run = &r->fence; /* its copy: r->tasks[i].dst */
     sk->pending = 1;
   }
   run_enqueue(s, r);

@@ -51,9 +51,10 @@ static void give_back(kd_session *s, const kd_xfer *xf, uint32_t count) {
 
 kd_status kd_xfers_take(kd_graph *g, const char *op, kd_xfer **out) {
   kd_session *s = g->session;
-  kd_xfer *xf = g->plan.xfers; /* the plan's: no allocation per submission */
+  kd_cuda_plan *cp = kd_cuda_plan_get(g);
+  kd_xfer *xf = cp->xfers; /* the plan's: no allocation per submission */
   *out = NULL;
-  for (uint32_t i = 0; i < g->plan.xfer_count; ++i) {
+  for (uint32_t i = 0; i < cp->xfer_count; ++i) {
     kd_gnode *node = &g->nodes[xf[i].node];
     xf[i].block = NULL;
     xf[i].event = NULL;
@@ -71,23 +72,24 @@ kd_status kd_xfers_take(kd_graph *g, const char *op, kd_xfer **out) {
     }
     if (node->kind == KD_NODE_UPLOAD) memcpy(xf[i].block->host, node->host, node->bytes); /* read at submit */
   }
-  if (g->plan.xfer_count) *out = xf;
+  if (cp->xfer_count) *out = xf;
   return KD_OK;
 }
 
 kd_xfer *kd_xfer_of(const kd_graph *g, kd_xfer *xf, uint32_t node) {
-  uint32_t lo = 0, hi = g->plan.xfer_count; /* xf is in node order */
+  uint32_t count = kd_cuda_plan_get(g)->xfer_count;
+  uint32_t lo = 0, hi = count; /* xf is in node order */
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
     if (xf[mid].node < node) lo = mid + 1;
     else hi = mid;
   }
-  return lo < g->plan.xfer_count && xf[lo].node == node ? &xf[lo] : NULL;
+  return lo < count && xf[lo].node == node ? &xf[lo] : NULL;
 }
 
 void kd_xfers_settle(kd_graph *g, kd_xfer *xf, int ran, kd_held_set *held, const char *op) {
   kd_session *s = g->session;
-  for (uint32_t i = 0; xf && i < g->plan.xfer_count; ++i) {
+  for (uint32_t i = 0; xf && i < kd_cuda_plan_get(g)->xfer_count; ++i) {
     kd_gnode *node = &g->nodes[xf[i].node];
     if (ran && node->kind == KD_NODE_SINK) {
       kd_sink_commit(s, node->sink, xf[i].block, xf[i].event, held, op);

@@ -70,7 +70,7 @@ struct kd_sink {
   uint64_t seq;            /* completion sequence of that submission */
   kd_staging_block *block; /* CUDA: the pinned copy (kept until waited) */
   CUevent event;           /* CUDA: recorded right after the copy */
-  struct kd_host_run *run; /* HOST: the latest submission; its copy is run->tasks[node].dst */
+  kd_fence *run;           /* HOST: the latest submission's run (exec/host.c), which holds its copy */
   uint64_t host_copied;    /* HOST: 1 + the seq of the run whose copy is in host (0: none), so a
                               wait that wakes late never writes older data over newer */
   /* CUDA: the block and event of the copy last waited for, kept for the
@@ -155,21 +155,10 @@ typedef struct kd_plan {
   uint32_t *succ;
   uint32_t *indegree;
   int valid;
-  /* What one submission takes before it enqueues anything
-   * (exec/xfer.c, exec/eager.c): */
-  struct kd_xfer *xfers;   /* the transfer nodes (kd_node_is_xfer), in node order; each
-                              submission's staging and events in them (exec/xfer.c) */
-  uint32_t xfer_count;
-  uint32_t workspaces;     /* foreign nodes with a workspace */
-  unsigned long long *workspace; /* EAGER, when workspaces: each node's workspace (CUdeviceptr) for the
-                              submission being enqueued, 0 for nodes without; the plan's, so that a
-                              submission allocates no array (submissions run one at a time) */
-  uint32_t holds;          /* held entries an EAGER submission adds beyond one per binding */
   uint64_t submits;        /* submissions of this plan so far (AUTO mode): 64 bits, so that it never wraps
                               back below graph_after */
-  int graph_refused;       /* AUTO: the driver refused this plan as a CUDA graph */
-  uint32_t graph_oom;      /* AUTO: CUDA-graph launches of this plan in a row that ran out of memory */
-  struct kd_gexec *gexec;  /* GRAPH: the executable graph of this plan, or NULL */
+  kd_resource *exec;       /* what the backend keeps for this plan (exec/: its transfers, executable
+                              graph), made by its first submission; destroyed with the plan */
 } kd_plan;
 
 struct kd_graph {
@@ -234,15 +223,13 @@ static inline void kd_graph_changes_clear(kd_graph *g) {
 /* Drops a reference; the last calls the user's release. */
 void kd_foreign_res_unref(kd_foreign_res *r);
 
+/* graph/sink.c: frees a sink of a destroyed graph; a copy still in flight
+ * goes back to the pools once its submission has retired. */
+void kd_sink_free(kd_session *s, kd_sink *sk);
+
 /* graph/plan.c */
 kd_status kd_plan_build(kd_graph *g, const char *op);
 void kd_plan_free(kd_plan *p);
 
-/* exec/cuda_graph.c: a plan's executable graph, owned by the plan. */
-typedef struct kd_gexec kd_gexec;
-/* Frees an executable graph no launch can still use. */
-void kd_gexec_destroy(kd_gexec *x);
-/* The plan lets go of x: freed once the work in flight has completed. */
-void kd_gexec_release(kd_gexec *x);
 
 #endif

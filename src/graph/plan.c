@@ -3,16 +3,14 @@
 #include <string.h>
 
 #include "base/status_internal.h"
-#include "exec/exec.h"
+#include "graph/graph_impl.h"
 
 void kd_plan_free(kd_plan *p) {
   free(p->order);
   free(p->succ_start);
   free(p->succ);
   free(p->indegree);
-  free(p->xfers);
-  free(p->workspace);
-  kd_gexec_release(p->gexec);
+  if (p->exec) p->exec->destroy(p->exec);
   memset(p, 0, sizeof *p);
 }
 
@@ -25,33 +23,7 @@ kd_status kd_plan_build(kd_graph *g, const char *op) {
   p.succ = malloc(((size_t)m + 1) * sizeof *p.succ);
   p.indegree = calloc((size_t)n + 1, sizeof *p.indegree);
   uint32_t *fill = calloc((size_t)n + 1, sizeof *fill);
-  uint32_t xfers = 0;
-  for (uint32_t i = 0; i < n; ++i) xfers += (uint32_t)kd_node_is_xfer(&g->nodes[i]);
-  p.xfers = calloc((size_t)xfers + 1, sizeof *p.xfers);
-  if (!p.order || !p.succ_start || !p.succ || !p.indegree || !fill || !p.xfers) {
-    free(fill);
-    kd_plan_free(&p);
-    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the plan", op);
-  }
-  /* Per submission, EAGER holds each module once, a foreign node's
-   * resource and workspace, and per transfer two entries: an upload's
-   * block, or a sink's earlier block and event (or, refused, its own).
-   * Modules are counted once each by a stamp of their own, as a
-   * submission holds them: a chain of many launches of one kernel holds
-   * one. */
-  uint64_t stamp = kd_stamp_next(&g->session->stamps);
-  for (uint32_t i = 0; i < n; ++i) {
-    kd_gnode *node = &g->nodes[i];
-    if (kd_node_is_xfer(node)) p.xfers[p.xfer_count++].node = i;
-    p.workspaces += node->kind == KD_NODE_FOREIGN && node->workspace_bytes;
-    p.holds += node->kind == KD_NODE_FOREIGN ? 2 : 0;
-    if (node->kind == KD_NODE_KERNEL && node->module->held_by_scope != stamp) {
-      node->module->held_by_scope = stamp;
-      p.holds++;
-    }
-  }
-  p.holds += 2 * p.xfer_count;
-  if (p.workspaces && !(p.workspace = calloc(n, sizeof *p.workspace))) {
+  if (!p.order || !p.succ_start || !p.succ || !p.indegree || !fill) {
     free(fill);
     kd_plan_free(&p);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the plan", op);

@@ -87,12 +87,35 @@ static void release_deferred(kd_session *s) {
 void kd_orphans_release(kd_session *s, uint64_t before) {
   for (uint32_t i = 0; i < s->orphan_count;) {
     if (s->orphans[i].seq < before) {
-      kd_event_release_to_pool(&s->dev, s->orphans[i].event);
-      kd_staging_put(&s->dev, s->orphans[i].block);
+      kd_copy_put(s, s->orphans[i].block, s->orphans[i].event);
       s->orphans[i] = s->orphans[--s->orphan_count];
     } else {
       ++i;
     }
+  }
+}
+
+void kd_copy_put(kd_session *s, kd_staging_block *block, CUevent event) {
+  if (event) kd_event_release_to_pool(&s->dev, event);
+  if (block) kd_staging_put(&s->dev, block);
+}
+
+void kd_copy_release(kd_session *s, uint64_t seq, kd_staging_block *block, CUevent event) {
+  if (seq < s->retired_seq) {
+    kd_copy_put(s, block, event);
+    return;
+  }
+  struct kd_orphan *grown = s->orphan_count == s->orphan_cap
+                                ? realloc(s->orphans, (s->orphan_cap ? s->orphan_cap * 2 : 8) * sizeof *grown)
+                                : s->orphans;
+  if (grown) {
+    if (s->orphan_count == s->orphan_cap) s->orphan_cap = s->orphan_cap ? s->orphan_cap * 2 : 8;
+    s->orphans = grown;
+    s->orphans[s->orphan_count++] = (struct kd_orphan){seq, block, event};
+  } else { /* no memory to defer: waiting on this copy alone is the safe fallback */
+    s->counters.event_waits++;
+    (void)kd_event_wait(&s->dev, event);
+    kd_copy_put(s, block, event);
   }
 }
 
@@ -124,7 +147,7 @@ static CUresult wait_for(kd_session *s, kd_completion *c) {
     c->fence->ops->wait(c->fence);
     return CUDA_SUCCESS;
   }
-  return s->dev.cu->cuEventSynchronize(c->event);
+  return kd_event_wait(&s->dev, c->event);
 }
 
 /* Polls one entry without blocking: CUDA_SUCCESS when its work is done,
@@ -132,7 +155,7 @@ static CUresult wait_for(kd_session *s, kd_completion *c) {
 static CUresult poll(kd_session *s, kd_completion *c) {
   s->counters.event_queries++;
   if (c->fence) return c->fence->ops->done(c->fence) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-  return s->dev.cu->cuEventQuery(c->event);
+  return kd_event_query(&s->dev, c->event);
 }
 
 /* A poll or wait reported an error: the work of the oldest entry not known

@@ -101,7 +101,7 @@ kd_status kd_with_raw(kd_session *s, const char *op, kd_raw_fn fn, void *user) {
       /* Could not record the event: make the work complete before the
        * objects it uses can go. */
       s->counters.stream_syncs++;
-      s->dev.cu->cuStreamSynchronize(s->dev.stream);
+      kd_stream_wait(&s->dev);
       kd_held_release_all(s, &raw->held);
     }
   }
@@ -459,7 +459,7 @@ kd_status kd_raw_synchronize(kd_raw *raw) {
   if (st) return st;
   kd_session *s = raw->session;
   s->counters.stream_syncs++;
-  CUresult r = s->dev.cu->cuStreamSynchronize(s->dev.stream);
+  CUresult r = kd_stream_wait(&s->dev);
   if (r != CUDA_SUCCESS) return with_op(raw, op, kd_session_note(s, kd_fail_cu(r, op, "cuStreamSynchronize")));
   /* The whole stream is idle: every earlier completion has fired. */
   kd_completion_retire_before(s, s->next_seq);

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "base/status_internal.h"
-#include "exec/exec.h"
 #include "base/serial.h"
 #include "session/session_impl.h"
 
@@ -58,17 +57,12 @@ static kd_status validate_options(const kd_session_options *o) {
   return KD_OK;
 }
 
-kd_status kd_session_create(const kd_session_options *options, kd_session **out) {
+kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
   static const char *op = "kd_session_create";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_session is NULL", op);
-  *out = NULL;
-  /* First: its failure paths destroy, which a callback may not do. */
-  kd_status st = kd_callback_check(op);
-  if (st) return st;
   kd_session_options o;
   if (options) o = *options;
   else kd_session_options_init(&o);
-  st = validate_options(&o);
+  kd_status st = validate_options(&o);
   if (st) return st;
   uint32_t serial;
   st = kd_serial_take(&serial, op); /* tells this session's handles from every other live session's */
@@ -115,10 +109,6 @@ kd_status kd_session_create(const kd_session_options *options, kd_session **out)
     }
   }
   st = kd_completion_ring_init(s);
-  if (!st && s->backend == KD_BACKEND_HOST) {
-    st = kd_host_pool_start(&s->pool, kd_exec_host_task, NULL, (o.flags & KD_SESSION_VERBOSE) != 0, op); /* tasks know their run */
-    s->has_pool = st == KD_OK;
-  }
   if (st) {
     kd_session_destroy(s);
     return st;
@@ -199,14 +189,10 @@ void kd_session_destroy(kd_session *s) {
    * submission that issued no completion (its record failed, and the
    * stream was waited for instead): done, like everything else now. */
   kd_orphans_release(s, UINT64_MAX);
-  if (s->last_run) kd_host_run_unref(s->last_run);
-  s->last_run = NULL;
-  if (s->has_pool) kd_host_pool_stop(&s->pool);
-  s->has_pool = 0;
+  if (s->ops) s->ops->destroy(s);
+  s->ops = NULL;
   if (s->builtins) kd_module_unref(s, s->builtins);
   s->builtins = NULL;
-  if (s->capture_stream) s->dev.cu->cuStreamDestroy(s->capture_stream);
-  s->capture_stream = NULL;
   cache_clear(s);
   kd_module_destroy_all(s);
   kd_modules_unload_deferred(s);

@@ -9,8 +9,8 @@
 
 #include "cuda/device.h"
 #include "cuda/module.h"
-#include "exec/host_pool.h"
 #include "base/stamp.h"
+#include "session/backend.h"
 #include "session/borrow.h"
 #include "session/fence.h"
 #include "session/held.h"
@@ -124,9 +124,8 @@ struct kd_session {
   ck_ht_t module_cache;     /* key string -> kd_module_obj * */
   int module_cache_ready;
   int destroy_requested;    /* kd_session_destroy called inside a raw callback */
-  kd_host_pool pool;        /* HOST sessions: the workers */
-  struct kd_host_run *last_run; /* HOST sessions: the newest submission */
-  int has_pool;
+  const kd_backend_ops *ops; /* what runs the work (session/backend.h); NULL until kd_session_create sets it */
+  void *exec;               /* the backend's state: its own */
   kd_module_obj *builtins;  /* CUDA sessions: kdag's built-in kernels, loaded by kd_session_create */
   kd_status builtins_status; /* the load's failure, which a built-in node then reports */
   char builtins_error[512];
@@ -138,7 +137,6 @@ struct kd_session {
   uint32_t unloads_waiting;
   uint64_t unload_bytes;
   int unload_now;
-  CUstream capture_stream;  /* GRAPH: where foreign nodes are captured; created on first use */
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
   /* Whether the call holding the lock has made the context current on its
@@ -147,6 +145,11 @@ struct kd_session {
    * destroys, which take the lock themselves). */
   int ctx_current;
 };
+
+/* kd_session_create's first half (exec/backend.c starts the backend):
+ * validates the options, opens the device (or finds none) and sets up
+ * everything but the backend. On failure nothing is left. */
+kd_status kd_session_open(const kd_session_options *options, kd_session **out);
 
 /* Locks the session, checks it is healthy, makes its context current.
  * Every public entry point starts with it and ends with kd_session_leave. */
@@ -199,6 +202,13 @@ kd_status kd_completion_submit_fence(kd_session *s, const char *op, kd_held_set 
 /* Gives back the orphaned sink copies of submissions before seq `before`
  * (all with UINT64_MAX: at destroy, once everything is done). */
 void kd_orphans_release(kd_session *s, uint64_t before);
+/* Gives a copy's staging block and event (a sink's) back once submission
+ * seq, whose work wrote the block and recorded the event after it, has
+ * retired: at once if it has, else kept as an orphan (without memory to
+ * keep it: after waiting for the event). Never fails. */
+void kd_copy_release(kd_session *s, uint64_t seq, kd_staging_block *block, CUevent event);
+/* The same for a copy known to be done (either may be NULL). */
+void kd_copy_put(kd_session *s, kd_staging_block *block, CUevent event);
 /* Retires every finished completion without blocking. */
 kd_status kd_completion_reap(kd_session *s, const char *op);
 /* Polls the completion of ticket seq (< next_seq) alone; if it is done,
@@ -244,8 +254,6 @@ void kd_builtins_load(kd_session *s, const char *op);
 void kd_session_release_idle(kd_session *s);
 void kd_session_waited(kd_session *s);
 void kd_modules_unload_deferred(kd_session *s);
-struct kd_sink;
-void kd_sink_free(kd_session *s, struct kd_sink *sk);
 kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_module *out);
 kd_status kd_function_lookup(kd_session *s, kd_function f, kd_module_obj **mod,
                              kd_cu_function **fn, const char *op);

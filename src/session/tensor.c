@@ -4,8 +4,6 @@
 #include <string.h>
 
 #include "base/status_internal.h"
-#include "cuda/cu_status.h"
-#include "exec/exec.h"
 #include "session/session_impl.h"
 
 static const struct { size_t size; const char *name; } g_dtypes[KD_DTYPE_COUNT_] = {
@@ -148,69 +146,6 @@ static kd_status transfer_target(kd_session *s, const char *op, kd_tensor t, siz
   return st;
 }
 
-/* HOST: in order after the submissions before it, without waiting for
- * them: with none in flight (or a tensor made by this call, which none can
- * use) the copy is made now, else a snapshot of host is copied in by a run
- * queued behind them. */
-static kd_status upload_host(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, int fresh) {
-  if (fresh || !s->last_run || kd_host_run_done(s->last_run)) {
-    memcpy(o->host, host, o->bytes);
-    return KD_OK;
-  }
-  kd_held_set held = {0};
-  kd_host_run *run = NULL;
-  kd_status st = kd_exec_host_upload(s, op, o, host, &held, &run);
-  if (!st) st = kd_completion_submit_fence(s, op, &held, &run->fence, "an upload");
-  if (st) kd_held_release_all(s, &held);
-  return st;
-}
-
-static kd_status upload_locked(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, int fresh) {
-  if (!s->has_device) return upload_host(s, op, o, host, fresh);
-  if (o->residency == KD_RESIDENCY_HOST) {
-    memcpy(o->host, host, o->bytes);
-    return KD_OK;
-  }
-  if (!o->bytes) return KD_OK;
-  /* Everything that can fail but the copy and its record first: the
-   * staging block, the completion's event, room to hold both objects. */
-  kd_staging_block *b;
-  kd_status st = kd_session_note(s, kd_staging_get(&s->dev, op, o->bytes, &b));
-  if (st) return st;
-  CUevent done = NULL;
-  kd_held_set held = {0};
-  st = kd_session_note(s, kd_event_acquire(&s->dev, op, &done));
-  if (!st) st = kd_held_reserve(&held, 2, op);
-  if (st) {
-    if (done) kd_event_release_to_pool(&s->dev, done);
-    kd_held_release_all(s, &held);
-    kd_staging_put(&s->dev, b);
-    return st;
-  }
-  /* The caller's memory is read here, at the call; the copy engine reads
-   * only the staging block, which the completion keeps until it is done. */
-  memcpy(b->host, host, o->bytes);
-  CUresult r = s->dev.cu->cuMemcpyHtoDAsync(o->dptr, b->host, o->bytes, s->dev.stream);
-  if (r != CUDA_SUCCESS) {
-    kd_event_release_to_pool(&s->dev, done);
-    kd_held_release_all(s, &held);
-    kd_staging_put(&s->dev, b);
-    return kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyHtoDAsync"));
-  }
-  (void)kd_held_add(&held, KD_HELD_STAGING, b, op); /* in the room reserved: cannot fail */
-  kd_tensor_ref(o);
-  (void)kd_held_add(&held, KD_HELD_TENSOR, o, op);
-  st = kd_completion_submit(s, op, &held, done, "an upload");
-  if (st) {
-    /* The copy is enqueued: wait for the stream before giving its staging
-     * block back, so nothing is reused under the copy engine. */
-    s->counters.stream_syncs++;
-    s->dev.cu->cuStreamSynchronize(s->dev.stream);
-    kd_held_release_all(s, &held);
-  }
-  return st;
-}
-
 /* kd_tensor_upload, its errors naming op. */
 static kd_status upload(kd_session *s, const char *op, kd_tensor t, const void *host, size_t bytes, int fresh) {
   if (!host) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument host is NULL", op);
@@ -218,7 +153,7 @@ static kd_status upload(kd_session *s, const char *op, kd_tensor t, const void *
   if (st) return st;
   kd_tensor_obj *o;
   st = transfer_target(s, op, t, bytes, &o);
-  if (!st) st = upload_locked(s, op, o, host, fresh);
+  if (!st) st = s->ops->upload(s, op, o, host, fresh);
   if (!st) {
     o->initialized = 1;
     s->counters.uploads++;
@@ -259,52 +194,11 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
   if (!st && !o->initialized)
     st = kd_fail(KD_ERR_UNINITIALIZED,
                  "%s: the tensor was never written (no upload, no launch writing it)", op);
-  if (st) goto out;
-  if (!s->has_device) {
-    kd_host_session_wait(s); /* the explicit wait: after submitted graphs */
-    s->counters.event_waits++;
-  }
-  if (o->residency == KD_RESIDENCY_HOST || !s->has_device) {
-    memcpy(host, o->host, o->bytes);
-  } else if (o->bytes) {
-    kd_staging_block *b;
-    st = kd_session_note(s, kd_staging_get(&s->dev, op, o->bytes, &b));
-    if (st) goto out;
-    CUevent ev = NULL;
-    st = kd_session_note(s, kd_event_acquire(&s->dev, op, &ev));
-    CUresult r = CUDA_SUCCESS;
-    int enqueued = 0;
-    if (!st) {
-      r = s->dev.cu->cuMemcpyDtoHAsync(b->host, o->dptr, o->bytes, s->dev.stream);
-      if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuMemcpyDtoHAsync"));
-      else enqueued = 1;
-    }
-    if (!st) st = kd_session_note(s, kd_event_record(&s->dev, op, ev));
-    if (!st) {
-      /* The explicit host wait: this copy's event alone. */
-      uint64_t seq = s->next_seq;
-      s->counters.event_records++;
-      s->counters.event_waits++;
-      r = s->dev.cu->cuEventSynchronize(ev);
-      if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize"));
-      else {
-        memcpy(host, b->host, o->bytes);
-        kd_completion_retire_before(s, seq);
-      }
-    }
-    if (ev) kd_event_release_to_pool(&s->dev, ev);
-    if (st && enqueued) {
-      /* The copy may still be writing the block: wait before reusing it. */
-      s->counters.stream_syncs++;
-      s->dev.cu->cuStreamSynchronize(s->dev.stream);
-    }
-    kd_staging_put(&s->dev, b);
-  }
+  if (!st) st = s->ops->download(s, op, o, host);
   if (!st) {
     s->counters.downloads++;
     kd_session_waited(s);
   }
-out:
   kd_session_leave(s);
   return st;
 }
