@@ -11,18 +11,6 @@
 #include "exec/exec.h"
 #include "kernels/host.h"
 
-kd_kview kd_access_kview(const kd_gaccess *a, uint64_t base, size_t esize) {
-  kd_kview v;
-  memset(&v, 0, sizeof v);
-  v.base = base + (uint64_t)kd_access_offset(a) * esize;
-  v.rank = a->rank;
-  for (int i = 0; i < a->rank; ++i) {
-    v.shape[i] = kd_access_shape(a)[i];
-    v.strides[i] = kd_access_strides(a)[i];
-  }
-  return v;
-}
-
 static void finish(kd_host_run *r);
 
 /* Drops one count of a counter other threads drop too; 1 when it was the
@@ -36,15 +24,6 @@ static bool dec_to_zero(uint32_t *c) {
   ck_pr_dec_32_zero(c, &zero);
   if (zero) ck_pr_fence_acquire();
   return zero;
-}
-
-kd_kdtype kd_kdtype_of(kd_dtype d) {
-  switch (d) {
-    case KD_F64: return KD_K_F64;
-    case KD_I32: return KD_K_I32;
-    case KD_I64: return KD_K_I64;
-    default: return KD_K_F32;
-  }
 }
 
 void kd_host_run_unref(kd_host_run *r) {

@@ -1,9 +1,11 @@
 /* Module handles: loaded code as refcounted session objects. */
 #include <ck_pr.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status_internal.h"
+#include "kernels/embedded.h"
 #include "session/session_impl.h"
 
 kd_status kd_module_lookup(kd_session *s, kd_module m, kd_module_obj **out, const char *op,
@@ -141,3 +143,35 @@ static void destroy_one(void *ctx, void *obj, uint64_t handle) {
 }
 
 void kd_module_destroy_all(kd_session *s) { kd_handle_each(&s->handles, KD_HANDLE_MODULE, destroy_one, s); }
+
+void kd_builtins_load(kd_session *s, const char *op) {
+  /* Loaded with the session, not at the first built-in node: loading
+   * waits for all work in the context, and declaring a node must not
+   * reach the driver. */
+  kd_cu_module cu;
+  kd_status st = kd_cu_module_load_image(&s->dev, op, kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size, &cu);
+  if (st == KD_ERR_NO_BINARY_FOR_GPU)
+    st = kd_cu_module_load_ptx(&s->dev, op, (const char *)kd_kernel_builtins_ptx, kd_kernel_builtins_ptx_size, &cu);
+  kd_module_obj *m = st ? NULL : calloc(1, sizeof *m);
+  if (!st && !m) {
+    kd_cu_module_unload(&s->dev, &cu);
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
+  }
+  if (st) {
+    s->builtins_status = kd_session_note(s, st);
+    snprintf(s->builtins_error, sizeof s->builtins_error, "%s", kd_last_error());
+    return;
+  }
+  m->cu = cu;
+  m->refs = 1; /* the session's, dropped at destroy */
+  s->builtins = m;
+}
+
+kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out) {
+  if (!s->builtins) /* a status kept from the load: never KD_OK */
+    return kd_fail(s->builtins_status ? s->builtins_status : KD_ERR_DRIVER,
+                   "%s: kdag's built-in kernels did not load when the session was created: %s", op,
+                   s->builtins_error);
+  if (out) *out = s->builtins;
+  return KD_OK;
+}
