@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "base/dynlib.h"
+#include "base/status_internal.h"
 
 #ifndef KDAG_CUDA_TOOLKIT_LIBDIR
 #define KDAG_CUDA_TOOLKIT_LIBDIR "/usr/local/cuda/lib64"
@@ -183,4 +184,88 @@ void *kd_dynlib_open(const char *env_override, const char *soname,
     free(copy);
   }
   return h;
+}
+
+/* Resolves every name of lib in h; on failure writes lib->msg. */
+static int resolve(kd_dynlib_lib *lib, void *h, const char *path) {
+  void **slots = lib->fns; /* the owner's struct: one function pointer per name */
+  for (size_t i = 0; i < lib->count; ++i) {
+    void *fn = dlsym(h, lib->names[i]);
+    if (!fn) {
+      snprintf(lib->msg, sizeof lib->msg, "%s lacks the symbol %s: not a usable %s", path, lib->names[i], lib->what);
+      return 0;
+    }
+    memcpy(&slots[i], &fn, sizeof fn);
+  }
+  return 1;
+}
+
+kd_status kd_dynlib_load(kd_dynlib_lib *lib, const char *op) {
+  pthread_mutex_lock(&lib->lock);
+  if (!lib->tried) {
+    char tried[1536];
+    lib->handle = kd_dynlib_open(lib->env, lib->soname, lib->wheel, tried, sizeof tried, lib->path, sizeof lib->path);
+    if (!lib->handle) {
+      lib->status = KD_ERR_LIBRARY_MISSING;
+      snprintf(lib->msg, sizeof lib->msg, "%s (%s) not found; tried %s. %s", lib->what, lib->soname, tried, lib->hint);
+    } else {
+      lib->status = resolve(lib, lib->handle, lib->path) ? KD_OK : KD_ERR_LIBRARY_MISSING;
+    }
+    __atomic_store_n(&lib->tried, 1, __ATOMIC_RELEASE);
+  }
+  kd_status st = lib->status;
+  pthread_mutex_unlock(&lib->lock);
+  return st ? kd_fail(st, "%s: %s", op, lib->msg) : KD_OK;
+}
+
+kd_status kd_dynlib_load_file(kd_dynlib_lib *lib, const char *path, const char *op) {
+  pthread_mutex_lock(&lib->lock);
+  kd_status st = KD_OK;
+  __atomic_store_n(&lib->tried, 1, __ATOMIC_RELEASE);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    st = kd_fail(KD_ERR_LIBRARY_MISSING, "%s: dlopen(%s) failed: %s", op, path, dlerror());
+  } else if (!resolve(lib, h, path)) {
+    dlclose(h);
+    st = kd_fail(KD_ERR_LIBRARY_MISSING, "%s: %s", op, lib->msg);
+  } else {
+    lib->handle = h;
+    lib->status = KD_OK;
+    snprintf(lib->path, sizeof lib->path, "%s", path);
+  }
+  pthread_mutex_unlock(&lib->lock);
+  return st;
+}
+
+int kd_dynlib_tried(kd_dynlib_lib *lib) { return __atomic_load_n(&lib->tried, __ATOMIC_ACQUIRE); }
+
+kd_status kd_dynlib_identify(kd_dynlib_lib *lib, const char *op, const char **out) {
+  char path[1024];
+  pthread_mutex_lock(&lib->lock);
+  int done = lib->id_done;
+  pthread_mutex_unlock(&lib->lock);
+  if (!done) {
+    int found = kd_dynlib_locate(lib->env, lib->soname, lib->wheel, path, sizeof path);
+    if (!found) {
+      /* Not found on disk by name: load it and identify the loaded file. */
+      kd_status st = kd_dynlib_load(lib, op);
+      if (st) return st;
+      Dl_info di;
+      void *sym = NULL;
+      memcpy(&sym, lib->fns, sizeof sym); /* the first symbol's address names the file */
+      found = dladdr(sym, &di) && di.dli_fname;
+      if (found) snprintf(path, sizeof path, "%s", di.dli_fname);
+    }
+    pthread_mutex_lock(&lib->lock);
+    if (!lib->id_done && (!found || kd_dynlib_identity(path, lib->id, sizeof lib->id) != 0)) lib->id[0] = '\0';
+    lib->id_done = 1;
+    pthread_mutex_unlock(&lib->lock);
+  }
+  if (lib->id[0]) {
+    *out = lib->id;
+    return KD_OK;
+  }
+  kd_status st = kd_dynlib_load(lib, op);
+  if (st) return st;
+  return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: cannot read the %s library file %s", op, lib->what, lib->path);
 }

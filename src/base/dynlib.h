@@ -1,7 +1,9 @@
-/* Internal: finding a toolkit library (NVRTC, nvJitLink) at run time. */
+/* Internal: finding and loading a library at run time (NVRTC, nvJitLink,
+ * libmathdx): one loader for all of them. */
 #ifndef KDAG_CUDA_DYNLIB_H
 #define KDAG_CUDA_DYNLIB_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "kdag/status.h"
@@ -34,20 +36,54 @@ int kd_dynlib_identity(const char *path, char *out, size_t out_len);
 
 #define KD_DYNLIB_IDENTITY_MAX 4200
 
-/* The identity of the NVRTC / nvJitLink kdag uses (or would load), computed
- * once per process without loading the library when it can be located;
- * else the library is loaded and its loaded file identified. Errors:
- * KD_ERR_LIBRARY_MISSING. The string lives for the process. */
+/* One library kdag loads at run time (NVRTC, nvJitLink, libmathdx):
+ * found (kd_dynlib_open's search) and loaded once per process, its
+ * symbols resolved into the owner's table of function pointers, and its
+ * file identified for cache keys. A static object: the owner fills the
+ * first fields and KD_DYNLIB_INIT the lock; the rest is the loader's,
+ * under that lock. */
+typedef struct kd_dynlib_lib {
+  const char *what;          /* names it in messages: "NVRTC" */
+  const char *env;           /* the variable that names its file: "KDAG_NVRTC_PATH" (may be NULL) */
+  const char *soname;        /* "libnvrtc.so.13" */
+  const char *wheel;         /* its pip wheel folder: "cuda_nvrtc" */
+  const char *hint;          /* how to get it, ending the not-found message */
+  const char *const *names;  /* the symbols, in the order of fns */
+  void *fns;                 /* the owner's struct of function pointers, one per name */
+  size_t count;
+  pthread_mutex_t lock;
+  int tried;                 /* loading was tried (atomically read: kd_dynlib_tried) */
+  kd_status status;          /* of that try; kept: a failure is reported again, not retried */
+  char msg[2048];
+  char path[1024];           /* the file loaded */
+  void *handle;
+  int id_done;
+  char id[KD_DYNLIB_IDENTITY_MAX]; /* its identity, "" if it could not be read */
+} kd_dynlib_lib;
+
+#define KD_DYNLIB_INIT .lock = PTHREAD_MUTEX_INITIALIZER
+
+/* Loads lib once: found by kd_dynlib_open, every name resolved. Later
+ * calls return the first one's result; errors name op. */
+kd_status kd_dynlib_load(kd_dynlib_lib *lib, const char *op);
+/* Loads the file at path into lib (the caller found it): every name
+ * resolved, or nothing kept, so a later call may try again. */
+kd_status kd_dynlib_load_file(kd_dynlib_lib *lib, const char *path, const char *op);
+/* 1 once loading lib was tried in this process. */
+int kd_dynlib_tried(kd_dynlib_lib *lib);
+/* The identity of the file lib loads (or would), computed once without
+ * loading it when kd_dynlib_locate finds it; else lib is loaded and the
+ * loaded file identified. *out lives for the process. Errors:
+ * KD_ERR_LIBRARY_MISSING. */
+kd_status kd_dynlib_identify(kd_dynlib_lib *lib, const char *op, const char **out);
+
+/* NVRTC and nvJitLink (compile/nvrtc.c, compile/nvjitlink.c). */
+extern kd_dynlib_lib kd_nvrtc_lib, kd_nvjitlink_lib;
+/* Their identities (kd_dynlib_identify), for cache keys. */
 kd_status kd_nvrtc_identity(const char **out);
 kd_status kd_nvjitlink_identity(const char **out);
-
-/* 1 once NVRTC / nvJitLink has been dlopen'd by kdag in this process. */
+/* 1 once kdag has tried to load NVRTC / nvJitLink in this process. */
 int kd_nvrtc_loaded(void);
 int kd_nvjitlink_loaded(void);
-
-/* Loads NVRTC / nvJitLink if not yet loaded; the path in use, "" if neither
- * could be loaded. */
-const char *kd_nvrtc_path(void);
-const char *kd_nvjitlink_path(void);
 
 #endif

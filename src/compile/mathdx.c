@@ -215,10 +215,24 @@ static struct {
 #define KD_FIELD(name, type) __typeof__(type) name;
   KD_MDX_SYMBOLS(KD_FIELD)
 #undef KD_FIELD
-  char path[KD_MATHDX_PATH_MAX];
-  int version[3];
-  char nvrtc_id[KD_DYNLIB_IDENTITY_MAX]; /* the NVRTC it is bound to ("" unknown), set by mdx_load */
 } g_mdx;
+static const char *const g_mdx_names[] = {
+#define KD_NAME(name, type) #name,
+    KD_MDX_SYMBOLS(KD_NAME)
+#undef KD_NAME
+};
+_Static_assert(sizeof g_mdx == sizeof g_mdx_names / sizeof g_mdx_names[0] * sizeof(void (*)(void)),
+               "one function pointer per libmathdx symbol");
+/* Found by kd_mathdx_find, not searched for: loaded with
+ * kd_dynlib_load_file. */
+static kd_dynlib_lib g_mdx_lib = {
+    .what = "libmathdx 0.4",
+    .names = g_mdx_names,
+    .fns = &g_mdx,
+    .count = sizeof g_mdx_names / sizeof g_mdx_names[0],
+    KD_DYNLIB_INIT,
+};
+static char g_mdx_nvrtc_id[KD_DYNLIB_IDENTITY_MAX]; /* the NVRTC it is bound to ("" unknown), set by mdx_load */
 static kd_status g_mdx_status = KD_ERR_LIBRARY_MISSING; /* KD_OK once loaded */
 static pthread_mutex_t g_mdx_lock = PTHREAD_MUTEX_INITIALIZER; /* libmathdx calls are serialised */
 
@@ -237,9 +251,9 @@ static int same_file(const char *a, const char *b) {
  * KDAG_LIBMATHDX_PATH afterwards works without a restart. */
 static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
   if (g_mdx_status == KD_OK) {
-    if (*info->libmathdx_path && same_file(g_mdx.path, info->libmathdx_path)) return KD_OK;
+    if (*info->libmathdx_path && same_file(g_mdx_lib.path, info->libmathdx_path)) return KD_OK;
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: this process uses libmathdx %s already, and now %s is asked for "
-                   "(KDAG_LIBMATHDX_PATH or the MathDx folder changed): one libmathdx per process", op, g_mdx.path,
+                   "(KDAG_LIBMATHDX_PATH or the MathDx folder changed): one libmathdx per process", op, g_mdx_lib.path,
                    *info->libmathdx_path ? info->libmathdx_path : "none");
   }
   if (!*info->libmathdx_path) {
@@ -253,32 +267,23 @@ static kd_status mdx_load(const char *op, const kd_mathdx_info *info) {
    * loader reuses it (a newer pip NVRTC would emit LTO-IR the toolkit's
    * nvJitLink cannot read). */
   static void *nvrtc_global; /* once: a retry after a failure adds no reference */
-  const char *nvrtc = kd_nvrtc_path();
-  if (!nvrtc_global && *nvrtc) nvrtc_global = dlopen(nvrtc, RTLD_NOW | RTLD_GLOBAL); /* stays, like kdag's own */
-  void *lib = dlopen(info->libmathdx_path, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: dlopen(%s) failed: %s", op, info->libmathdx_path, dlerror());
-#define KD_RESOLVE(name, type)                                                                  \
-  {                                                                                             \
-    void *fn = dlsym(lib, #name);                                                               \
-    if (!fn) {                                                                                  \
-      dlclose(lib);                                                                             \
-      return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: %s lacks %s: not a libmathdx 0.4", op,         \
-                     info->libmathdx_path, #name);                                              \
-    }                                                                                           \
-    memcpy(&g_mdx.name, &fn, sizeof fn);                                                        \
+  if (!nvrtc_global) {
+    kd_fail_keep keep; /* without NVRTC libmathdx may still load: its own error says */
+    kd_fail_keep_begin(&keep);
+    if (kd_dynlib_load(&kd_nvrtc_lib, op) == KD_OK)
+      nvrtc_global = dlopen(kd_nvrtc_lib.path, RTLD_NOW | RTLD_GLOBAL); /* stays, like kdag's own */
+    kd_fail_keep_end(&keep);
   }
-  KD_MDX_SYMBOLS(KD_RESOLVE)
-#undef KD_RESOLVE
-  snprintf(g_mdx.path, sizeof g_mdx.path, "%s", info->libmathdx_path);
-  g_mdx.mathdxGetVersionEx(&g_mdx.version[0], &g_mdx.version[1], &g_mdx.version[2]);
+  kd_status st = kd_dynlib_load_file(&g_mdx_lib, info->libmathdx_path, op);
+  if (st) return st;
   /* The NVRTC libmathdx is bound to (a NEEDED library: whichever
    * libnvrtc.so.13 the process had loaded first, which need not be
    * kdag's), identified as cache keys identify NVRTC. */
   Dl_info di;
-  void *nv = dlsym(lib, "nvrtcVersion");
+  void *nv = dlsym(g_mdx_lib.handle, "nvrtcVersion");
   if (!nv || !dladdr(nv, &di) || !di.dli_fname ||
-      kd_dynlib_identity(di.dli_fname, g_mdx.nvrtc_id, sizeof g_mdx.nvrtc_id))
-    g_mdx.nvrtc_id[0] = '\0';
+      kd_dynlib_identity(di.dli_fname, g_mdx_nvrtc_id, sizeof g_mdx_nvrtc_id))
+    g_mdx_nvrtc_id[0] = '\0';
   g_mdx_status = KD_OK;
   return KD_OK;
 }
@@ -504,7 +509,7 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
   /* Kept only when the NVRTC that built it is the one the key names: a
    * process that loaded another libnvrtc.so.13 before kdag's has
    * libmathdx bound to that one. */
-  if (cache && !strcmp(g_mdx.nvrtc_id, nvrtc)) kd_cache_blob_put(cache, key.digest, blob, total);
+  if (cache && !strcmp(g_mdx_nvrtc_id, nvrtc)) kd_cache_blob_put(cache, key.digest, blob, total);
   free(blob);
   return KD_OK;
 }

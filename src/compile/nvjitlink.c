@@ -3,8 +3,6 @@
  * __nvJitLink*_13_0 symbols that nvJitLink.h's inline wrappers call. */
 #include <dlfcn.h>
 #include <nvJitLink.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,61 +23,50 @@ static struct {
 #define KD_FIELD(field, sym) __typeof__(sym) *field;
   KD_JL_SYMBOLS(KD_FIELD)
 #undef KD_FIELD
-  char path[1024];
-  unsigned major, minor;
 } g_jl;
-static kd_status g_jl_status;
-static char g_jl_msg[2048];
-static pthread_once_t g_jl_once = PTHREAD_ONCE_INIT;
-static atomic_int g_jl_loaded;
+static const char *const g_jl_names[] = {
+#define KD_NAME(field, sym) #sym,
+    KD_JL_SYMBOLS(KD_NAME)
+#undef KD_NAME
+};
+_Static_assert(sizeof g_jl == sizeof g_jl_names / sizeof g_jl_names[0] * sizeof(void (*)(void)),
+               "one function pointer per nvJitLink symbol");
 
-static void jl_load_once(void) {
-  char tried[1536];
-  atomic_store(&g_jl_loaded, 1);
-  void *h = kd_dynlib_open("KDAG_NVJITLINK_PATH", "libnvJitLink.so.13",
-                           "nvjitlink", tried, sizeof tried, g_jl.path,
-                           sizeof g_jl.path);
-  if (!h) {
-    g_jl_status = KD_ERR_LIBRARY_MISSING;
-    snprintf(g_jl_msg, sizeof g_jl_msg,
-             "nvJitLink (libnvJitLink.so.13) not found; tried %s. Install the "
-             "CUDA toolkit or point KDAG_NVJITLINK_PATH at the library", tried);
-    return;
-  }
-#define KD_RESOLVE(field, sym)                                                        \
-  {                                                                                   \
-    void *fn = dlsym(h, #sym);                                                        \
-    if (!fn) {                                                                        \
-      g_jl_status = KD_ERR_LIBRARY_MISSING;                                           \
-      snprintf(g_jl_msg, sizeof g_jl_msg, "%s lacks %s: not a usable nvJitLink 13",    \
-               g_jl.path, #sym);                                                      \
-      return;                                                                         \
-    }                                                                                 \
-    memcpy(&g_jl.field, &fn, sizeof fn);                                              \
-  }
-  KD_JL_SYMBOLS(KD_RESOLVE)
-#undef KD_RESOLVE
-  if (g_jl.nvJitLinkVersion(&g_jl.major, &g_jl.minor) != NVJITLINK_SUCCESS) {
-    g_jl_status = KD_ERR_LIBRARY_MISSING;
-    snprintf(g_jl_msg, sizeof g_jl_msg, "%s: nvJitLinkVersion failed", g_jl.path);
-    return;
-  }
-  g_jl_status = KD_OK;
+kd_dynlib_lib kd_nvjitlink_lib = {
+    .what = "nvJitLink 13",
+    .env = "KDAG_NVJITLINK_PATH",
+    .soname = "libnvJitLink.so.13",
+    .wheel = "nvjitlink",
+    .hint = "Install the CUDA toolkit or point KDAG_NVJITLINK_PATH at the library",
+    .names = g_jl_names,
+    .fns = &g_jl,
+    .count = sizeof g_jl_names / sizeof g_jl_names[0],
+    KD_DYNLIB_INIT,
+};
+
+/* Loads nvJitLink and reads its version. */
+static kd_status jl_load(const char *op, unsigned *major, unsigned *minor) {
+  kd_status st = kd_dynlib_load(&kd_nvjitlink_lib, op);
+  if (st) return st;
+  if (g_jl.nvJitLinkVersion(major, minor) != NVJITLINK_SUCCESS)
+    return kd_fail(KD_ERR_LIBRARY_MISSING, "%s: %s: nvJitLinkVersion failed", op, kd_nvjitlink_lib.path);
+  return KD_OK;
 }
 
-static kd_status jl_load(const char *op) {
-  pthread_once(&g_jl_once, jl_load_once);
-  if (g_jl_status != KD_OK) return kd_fail(g_jl_status, "%s: %s", op, g_jl_msg);
-  return KD_OK;
+int kd_nvjitlink_loaded(void) { return kd_dynlib_tried(&kd_nvjitlink_lib); }
+
+kd_status kd_nvjitlink_identity(const char **out) {
+  return kd_dynlib_identify(&kd_nvjitlink_lib, "kd_nvjitlink_identity", out);
 }
 
 kd_status kd_nvjitlink_version(int *major, int *minor) {
   if (!major || !minor)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_nvjitlink_version: argument %s is NULL", major ? "minor" : "major");
-  kd_status st = jl_load("kd_nvjitlink_version");
+  unsigned ma, mi;
+  kd_status st = jl_load("kd_nvjitlink_version", &ma, &mi);
   if (st) return st;
-  *major = (int)g_jl.major;
-  *minor = (int)g_jl.minor;
+  *major = (int)ma;
+  *minor = (int)mi;
   return KD_OK;
 }
 
@@ -188,9 +175,10 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
   for (size_t i = 0; i < o->extra_flag_count; ++i)
     if (!o->extra_flags[i] || !*o->extra_flags[i])
       return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->extra_flags[%zu] is NULL or empty", op, i);
-  st = jl_load(op);
+  unsigned major, minor;
+  st = jl_load(op, &major, &minor);
   if (st) return st;
-  int mine = (int)(g_jl.major * 1000 + g_jl.minor * 10);
+  int mine = (int)(major * 1000 + minor * 10);
   for (size_t i = 0; i < n; ++i)
     if (in[i].kind == KD_BINARY_LTOIR && in[i].producer_version > mine)
       return kd_fail(KD_ERR_LTO_VERSION,
@@ -199,7 +187,7 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
                      "install it with --no-deps so it uses the toolkit's NVRTC) or use a newer "
                      "nvJitLink", op, i, in[i].name ? in[i].name : "unnamed",
                      in[i].producer_version / 1000, in[i].producer_version % 1000 / 10,
-                     g_jl.major, g_jl.minor, g_jl.path);
+                     major, minor, kd_nvjitlink_lib.path);
 
   char arch_opt[KD_BINARY_ARCH_MAX + 8]; /* "-arch=" and an arch checked above */
   snprintf(arch_opt, sizeof arch_opt, "-arch=%s", o->arch);
@@ -262,42 +250,4 @@ done:
   free(log);
   g_jl.Destroy(&h);
   return st;
-}
-
-int kd_nvjitlink_loaded(void) { return atomic_load(&g_jl_loaded); }
-
-static pthread_once_t g_jl_id_once = PTHREAD_ONCE_INIT;
-static char g_jl_id[KD_DYNLIB_IDENTITY_MAX];
-static int g_jl_id_ok;
-
-static void jl_identity_once(void) {
-  char path[1024];
-  if (!kd_dynlib_locate("KDAG_NVJITLINK_PATH", "libnvJitLink.so.13", "nvjitlink", path, sizeof path)) {
-    /* Not found on disk by name: load it and identify the loaded file. */
-    Dl_info di;
-    void *sym = NULL;
-    pthread_once(&g_jl_once, jl_load_once);
-    if (g_jl_status != KD_OK) return;
-    memcpy(&sym, &g_jl.Create, sizeof sym);
-    if (!dladdr(sym, &di) || !di.dli_fname) return;
-    snprintf(path, sizeof path, "%s", di.dli_fname);
-  }
-  g_jl_id_ok = kd_dynlib_identity(path, g_jl_id, sizeof g_jl_id) == 0;
-}
-
-kd_status kd_nvjitlink_identity(const char **out) {
-  pthread_once(&g_jl_id_once, jl_identity_once);
-  if (g_jl_id_ok) {
-    *out = g_jl_id;
-    return KD_OK;
-  }
-  kd_status st = jl_load("kd_nvjitlink_identity");
-  if (st) return st;
-  return kd_fail(KD_ERR_LIBRARY_MISSING, "kd_nvjitlink_identity: cannot read the nvJitLink library file %s",
-                 g_jl.path);
-}
-
-const char *kd_nvjitlink_path(void) {
-  pthread_once(&g_jl_once, jl_load_once);
-  return g_jl_status == KD_OK ? g_jl.path : "";
 }

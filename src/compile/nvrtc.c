@@ -1,8 +1,6 @@
 /* NVRTC, loaded at run time: compile CUDA C++ to PTX, CUBIN or LTO-IR. */
 #include <dlfcn.h>
 #include <nvrtc.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,87 +19,32 @@ static struct {
 #define KD_FIELD(name) __typeof__(name) *name;
   KD_NVRTC_SYMBOLS(KD_FIELD)
 #undef KD_FIELD
-  char path[1024];
 } g_nvrtc;
-static kd_status g_nvrtc_status;
-static char g_nvrtc_msg[2048];
-static pthread_once_t g_nvrtc_once = PTHREAD_ONCE_INIT;
-static atomic_int g_nvrtc_loaded;
+static const char *const g_nvrtc_names[] = {
+#define KD_NAME(name) #name,
+    KD_NVRTC_SYMBOLS(KD_NAME)
+#undef KD_NAME
+};
+_Static_assert(sizeof g_nvrtc == sizeof g_nvrtc_names / sizeof g_nvrtc_names[0] * sizeof(void (*)(void)),
+               "one function pointer per NVRTC symbol");
 
-static void nvrtc_load_once(void) {
-  char tried[1536];
-  atomic_store(&g_nvrtc_loaded, 1);
-  void *h = kd_dynlib_open("KDAG_NVRTC_PATH", "libnvrtc.so.13", "cuda_nvrtc",
-                           tried, sizeof tried, g_nvrtc.path,
-                           sizeof g_nvrtc.path);
-  if (!h) {
-    g_nvrtc_status = KD_ERR_LIBRARY_MISSING;
-    snprintf(g_nvrtc_msg, sizeof g_nvrtc_msg,
-             "NVRTC (libnvrtc.so.13) not found; tried %s. Install the CUDA "
-             "toolkit or point KDAG_NVRTC_PATH at the library", tried);
-    return;
-  }
-#define KD_RESOLVE(name)                                                      \
-  {                                                                           \
-    void *fn = dlsym(h, #name);                                               \
-    if (!fn) {                                                                \
-      g_nvrtc_status = KD_ERR_LIBRARY_MISSING;                                \
-      snprintf(g_nvrtc_msg, sizeof g_nvrtc_msg,                               \
-               "%s lacks the symbol %s: not a usable NVRTC", g_nvrtc.path,    \
-               #name);                                                        \
-      return;                                                                 \
-    }                                                                         \
-    memcpy(&g_nvrtc.name, &fn, sizeof fn);                                    \
-  }
-  KD_NVRTC_SYMBOLS(KD_RESOLVE)
-#undef KD_RESOLVE
-  g_nvrtc_status = KD_OK;
-}
+kd_dynlib_lib kd_nvrtc_lib = {
+    .what = "NVRTC",
+    .env = "KDAG_NVRTC_PATH",
+    .soname = "libnvrtc.so.13",
+    .wheel = "cuda_nvrtc",
+    .hint = "Install the CUDA toolkit or point KDAG_NVRTC_PATH at the library",
+    .names = g_nvrtc_names,
+    .fns = &g_nvrtc,
+    .count = sizeof g_nvrtc_names / sizeof g_nvrtc_names[0],
+    KD_DYNLIB_INIT,
+};
 
-static kd_status nvrtc_load(const char *op) {
-  pthread_once(&g_nvrtc_once, nvrtc_load_once);
-  if (g_nvrtc_status != KD_OK)
-    return kd_fail(g_nvrtc_status, "%s: %s", op, g_nvrtc_msg);
-  return KD_OK;
-}
+static kd_status nvrtc_load(const char *op) { return kd_dynlib_load(&kd_nvrtc_lib, op); }
 
-int kd_nvrtc_loaded(void) { return atomic_load(&g_nvrtc_loaded); }
+int kd_nvrtc_loaded(void) { return kd_dynlib_tried(&kd_nvrtc_lib); }
 
-static pthread_once_t g_nvrtc_id_once = PTHREAD_ONCE_INIT;
-static char g_nvrtc_id[KD_DYNLIB_IDENTITY_MAX];
-static int g_nvrtc_id_ok;
-
-static void nvrtc_identity_once(void) {
-  char path[1024];
-  if (!kd_dynlib_locate("KDAG_NVRTC_PATH", "libnvrtc.so.13", "cuda_nvrtc", path, sizeof path)) {
-    /* Not found on disk by name: load it and identify the loaded file. */
-    Dl_info di;
-    void *sym = NULL;
-    pthread_once(&g_nvrtc_once, nvrtc_load_once);
-    if (g_nvrtc_status != KD_OK) return;
-    memcpy(&sym, &g_nvrtc.nvrtcVersion, sizeof sym);
-    if (!dladdr(sym, &di) || !di.dli_fname) return;
-    snprintf(path, sizeof path, "%s", di.dli_fname);
-  }
-  g_nvrtc_id_ok = kd_dynlib_identity(path, g_nvrtc_id, sizeof g_nvrtc_id) == 0;
-}
-
-kd_status kd_nvrtc_identity(const char **out) {
-  pthread_once(&g_nvrtc_id_once, nvrtc_identity_once);
-  if (g_nvrtc_id_ok) {
-    *out = g_nvrtc_id;
-    return KD_OK;
-  }
-  kd_status st = nvrtc_load("kd_nvrtc_identity");
-  if (st) return st;
-  return kd_fail(KD_ERR_LIBRARY_MISSING, "kd_nvrtc_identity: cannot read the NVRTC library file %s",
-                 g_nvrtc.path);
-}
-
-const char *kd_nvrtc_path(void) {
-  pthread_once(&g_nvrtc_once, nvrtc_load_once);
-  return g_nvrtc_status == KD_OK ? g_nvrtc.path : "";
-}
+kd_status kd_nvrtc_identity(const char **out) { return kd_dynlib_identify(&kd_nvrtc_lib, "kd_nvrtc_identity", out); }
 
 kd_status kd_nvrtc_version(int *major, int *minor) {
   if (!major || !minor)
