@@ -1,12 +1,45 @@
-/* Binaries from the caller's memory, and reading initialised globals out of
- * a CUBIN's ELF symbol table (no GPU needed). */
+/* kd_binary: what every compile and link step returns, binaries from the
+ * caller's memory, and reading initialised globals out of a CUBIN's ELF
+ * symbol table (no GPU needed). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compile/binary.h"
 #include "compile/ptx.h"
 #include "base/status_internal.h"
+
+kd_binary *kd_binary_wrap(kd_binary_kind kind, void *data, size_t size,
+                          char *log, const char *arch) {
+  kd_binary *b = calloc(1, sizeof *b);
+  if (!b) {
+    free(data);
+    free(log);
+    return NULL;
+  }
+  b->kind = kind;
+  b->data = data;
+  b->size = size;
+  b->log = log ? log : strdup("");
+  snprintf(b->arch, sizeof b->arch, "%s", arch ? arch : "");
+  b->producer_version = 0;
+  return b;
+}
+
+const void *kd_binary_data(const kd_binary *b) { return b ? b->data : NULL; }
+size_t kd_binary_size(const kd_binary *b) { return b ? b->size : 0; }
+kd_binary_kind kd_binary_kind_of(const kd_binary *b) { return b ? b->kind : KD_BINARY_PTX; }
+const char *kd_binary_log(const kd_binary *b) { return b && b->log ? b->log : ""; }
+const char *kd_binary_arch(const kd_binary *b) { return b ? b->arch : ""; }
+int kd_binary_producer_version(const kd_binary *b) { return b ? b->producer_version : 0; }
+
+void kd_binary_free(kd_binary *b) {
+  if (!b) return;
+  free(b->data);
+  free(b->log);
+  free(b);
+}
 
 static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t rd32(const unsigned char *p) { return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16; }

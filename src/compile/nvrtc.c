@@ -55,37 +55,6 @@ kd_status kd_nvrtc_version(int *major, int *minor) {
   return KD_OK;
 }
 
-kd_binary *kd_binary_wrap(kd_binary_kind kind, void *data, size_t size,
-                          char *log, const char *arch) {
-  kd_binary *b = calloc(1, sizeof *b);
-  if (!b) {
-    free(data);
-    free(log);
-    return NULL;
-  }
-  b->kind = kind;
-  b->data = data;
-  b->size = size;
-  b->log = log ? log : strdup("");
-  snprintf(b->arch, sizeof b->arch, "%s", arch ? arch : "");
-  b->producer_version = 0;
-  return b;
-}
-
-const void *kd_binary_data(const kd_binary *b) { return b ? b->data : NULL; }
-size_t kd_binary_size(const kd_binary *b) { return b ? b->size : 0; }
-kd_binary_kind kd_binary_kind_of(const kd_binary *b) { return b ? b->kind : KD_BINARY_PTX; }
-const char *kd_binary_log(const kd_binary *b) { return b && b->log ? b->log : ""; }
-const char *kd_binary_arch(const kd_binary *b) { return b ? b->arch : ""; }
-int kd_binary_producer_version(const kd_binary *b) { return b ? b->producer_version : 0; }
-
-void kd_binary_free(kd_binary *b) {
-  if (!b) return;
-  free(b->data);
-  free(b->log);
-  free(b);
-}
-
 /* Checks an option string for being non-NULL and non-empty. NVRTC takes
  * each string as one option, spaces and all ("-DNAME=a b" defines NAME as
  * "a b"), so nothing else needs refusing here. */
