@@ -123,17 +123,6 @@ void kd_gexec_destroy(kd_gexec *x) {
   free(x);
 }
 
-kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode) {
-  static const char *op = "kd_graph_set_exec_mode";
-  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
-  if (mode != KD_EXEC_AUTO && mode != KD_EXEC_EAGER && mode != KD_EXEC_GRAPH)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument mode %d is not a kd_exec_mode", op, (int)mode);
-  kd_status st = kd_session_enter_host(g->session, op);
-  if (st) return st;
-  g->exec_mode = mode;
-  kd_session_leave(g->session);
-  return KD_OK;
-}
 
 
 /* The error for a driver call on one node, naming it. */

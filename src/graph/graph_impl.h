@@ -52,8 +52,6 @@ static inline int64_t kd_access_elements(const kd_gaccess *a) {
   for (int d = 0; d < a->rank; ++d) n *= (uint64_t)kd_access_shape(a)[d];
   return (int64_t)n;
 }
-/* The access's view over the tensor its binding holds now. */
-kd_view kd_access_view(const kd_graph *g, const kd_gaccess *a);
 
 typedef struct kd_gvalue {
   int access;              /* >= 0: index into the node's accesses; -1: value */
