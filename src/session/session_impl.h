@@ -1,8 +1,8 @@
-/* Internal: the session, its objects and the raw scope. Shared by graph/
- * (tensors) and engine/ (session, completions, raw scope). Every field is
- * guarded by kd_session.lock. */
-#ifndef KDAG_ENGINE_SESSION_IMPL_H
-#define KDAG_ENGINE_SESSION_IMPL_H
+/* Internal: the session and how every entry point enters it
+ * (session/session.c); with it the headers of the objects it owns, so a
+ * file above includes this one. Every field is guarded by kd_session.lock. */
+#ifndef KDAG_SESSION_SESSION_IMPL_H
+#define KDAG_SESSION_SESSION_IMPL_H
 
 #include <ck_ht.h>
 #include <pthread.h>
@@ -12,73 +12,15 @@
 #include "base/stamp.h"
 #include "session/backend.h"
 #include "session/borrow.h"
+#include "session/completion.h"
 #include "session/fence.h"
 #include "session/held.h"
+#include "session/module_impl.h"
+#include "session/raw_impl.h"
+#include "session/tensor_impl.h"
 #include "session/view.h"
 #include "base/handle.h"
 #include "kdag/raw.h"
-
-/* Reference counts (ck_pr atomics) count the caller's hold (while its handle
- * is live) plus one per in-flight completion that retains the object. */
-typedef struct kd_tensor_obj {
-  uint32_t refs;
-  uint32_t user_refs;
-  uint64_t handle;          /* 0 once the caller released it */
-  kd_dtype dtype;
-  int rank;
-  int64_t shape[KD_MAX_RANK];
-  int64_t elements;
-  size_t bytes;
-  kd_residency residency;
-  CUdeviceptr dptr;         /* CUDA session, device residency */
-  void *host;               /* host residency, or any tensor of a HOST session */
-  int initialized;          /* written by an upload, a submission or a mutable launch argument;
-                               an empty tensor is from its creation */
-  int counted_retained;     /* bytes are in counters.bytes_retained */
-  kd_borrow borrow;
-  uint64_t held_by_scope;   /* raw scope that already retains it */
-} kd_tensor_obj;
-
-typedef struct kd_module_obj {
-  uint32_t refs;
-  uint32_t user_refs;
-  uint64_t handle;
-  kd_cu_module cu;
-  uint64_t held_by_scope;
-  struct kd_module_obj *next_unload; /* on the session's deferred unloads (session/module.c) */
-} kd_module_obj;
-
-/* One completion: the event recorded after a piece of work (or the fence
- * its work signals), and what that work keeps alive until then. */
-typedef struct kd_completion {
-  CUevent event;            /* work on the stream */
-  kd_fence *fence;          /* work elsewhere (a HOST run) */
-  uint64_t seq;
-  const char *what;         /* static: the kind of work, for fault messages */
-  kd_held_set held;
-} kd_completion;
-
-/* Submissions poll the ring every this many completions (see enqueue):
- * what finished in between stays held at most that many submissions
- * longer, and a poll costs a graph launch's worth of host time. */
-#define KD_REAP_EVERY 64
-
-struct kd_raw {
-  kd_session *session;
-  uint64_t scope;           /* unique per session and scope; 0 when none is open */
-  /* Read by kd_raw_* on any thread without the lock: active and owner are
-   * written (under the lock) before active is set, with a fence between,
-   * and read after it (ck_pr loads and stores). */
-  int active;
-  void *owner;              /* the scope's thread: the address of its kd_raw_thread_mark */
-  char op[128];
-  kd_held_set held;
-  uint32_t launches;
-};
-
-/* Whether raw's scope is open and runs its callback on this thread (any
- * thread may ask, without the lock). */
-int kd_raw_open_here(kd_raw *raw);
 
 struct kd_session {
   pthread_mutex_t lock;
@@ -186,66 +128,13 @@ kd_status kd_callback_check(const char *op);
 /* Records a device fault (if st is one) so later calls fail with it. */
 kd_status kd_session_note(kd_session *s, kd_status st);
 
-/* completion.c */
-kd_status kd_completion_ring_init(kd_session *s);
-void kd_completion_ring_fini(kd_session *s);
-/* Records event (taken from the pool with kd_event_acquire before the
- * work was enqueued, so that no event creation can fail after it; owned
- * from here on) after the work enqueued so far and hands the set to the
- * ring (which then owns it; set is emptied). On failure nothing was queued,
- * the event is back in the pool and the set is still the caller's. */
-kd_status kd_completion_submit(kd_session *s, const char *op, kd_held_set *set, CUevent event, const char *what);
-/* The same for work a fence stands for (a HOST run): done when the fence
- * is; the ring takes the reference the caller holds on it. */
-kd_status kd_completion_submit_fence(kd_session *s, const char *op, kd_held_set *set, kd_fence *fence,
-                                     const char *what);
-/* Gives back the orphaned sink copies of submissions before seq `before`
- * (all with UINT64_MAX: at destroy, once everything is done). */
-void kd_orphans_release(kd_session *s, uint64_t before);
-/* Gives a copy's staging block and event (a sink's) back once submission
- * seq, whose work wrote the block and recorded the event after it, has
- * retired: at once if it has, else kept as an orphan (without memory to
- * keep it: after waiting for the event). Never fails. */
-void kd_copy_release(kd_session *s, uint64_t seq, kd_staging_block *block, CUevent event);
-/* The same for a copy known to be done (either may be NULL). */
-void kd_copy_put(kd_session *s, kd_staging_block *block, CUevent event);
-/* Retires every finished completion without blocking. */
-kd_status kd_completion_reap(kd_session *s, const char *op);
-/* Polls the completion of ticket seq (< next_seq) alone; if it is done,
- * retires it and everything before it. */
-kd_status kd_completion_poll_ticket(kd_session *s, uint64_t seq, const char *op, int *done);
-/* After a host wait on an event recorded when next_seq was seq: retire every
- * earlier completion without querying (the stream is in order). */
-void kd_completion_retire_before(kd_session *s, uint64_t seq);
-void kd_completion_drain(kd_session *s);
-/* Releases one held object (a tensor a graph no longer binds, say) once
- * all work submitted so far has completed: at once when none is in
- * flight. Room comes from kd_deferred_reserve (an error for the caller to
- * report) or kd_deferred_room (0 without memory, no error: for callers that
- * cannot fail); without it, this waits for the work in flight first, so it
- * cannot fail. */
-kd_status kd_deferred_reserve(kd_session *s, uint32_t n, const char *op);
-int kd_deferred_room(kd_session *s, uint32_t n);
-void kd_release_after_inflight(kd_session *s, kd_held_kind kind, void *obj);
-
-/* tensor.c / module handles */
+/* The tensor of handle t (op and what name it in the error); inline: it
+ * runs for every access declared. */
 static inline kd_status kd_tensor_lookup(kd_session *s, kd_tensor t, kd_tensor_obj **out, const char *op,
                                          const char *what) {
   return kd_handle_get(&s->handles, t.bits, KD_HANDLE_TENSOR, (void **)out, op, what);
 }
-kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
-                        const int64_t *shape, kd_residency residency, kd_tensor *out);
-void kd_tensor_ref(kd_tensor_obj *o);
-void kd_tensor_unref(kd_session *s, kd_tensor_obj *o);
-void kd_module_ref(kd_module_obj *o);
-void kd_module_unref(kd_session *s, kd_module_obj *o);
-kd_status kd_module_lookup(kd_session *s, kd_module m, kd_module_obj **out, const char *op,
-                           const char *what);
-size_t kd_arg_size(const kd_arg *a);
-kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out);
-/* Loads kdag's built-in kernels (kd_session_create): a failure is kept
- * for the first built-in node to report. */
-void kd_builtins_load(kd_session *s, const char *op);
+
 /* Unloads the deferred modules and frees the staging no transfer holds:
  * waits for all work in the context. Past the session's caps
  * (kd_session_options.unload_cap, idle_staging_cap) after a wait the
@@ -253,12 +142,5 @@ void kd_builtins_load(kd_session *s, const char *op);
  * kd_session_destroy. */
 void kd_session_release_idle(kd_session *s);
 void kd_session_waited(kd_session *s);
-void kd_modules_unload_deferred(kd_session *s);
-kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_module *out);
-kd_status kd_function_lookup(kd_session *s, kd_function f, kd_module_obj **mod,
-                             kd_cu_function **fn, const char *op);
-/* Frees whatever the caller never released (session teardown). */
-void kd_tensor_destroy_all(kd_session *s);
-void kd_module_destroy_all(kd_session *s);
 
 #endif
