@@ -1850,7 +1850,7 @@ static kd_status compile_to_null(kd_raw *raw, void *user) {
 Test(host_null_driver, raw_compile_checks_its_arguments_first) {
   kd_session *s = null_session(KD_EXEC_EAGER, 0);
   KDT_FAILS(kd_with_raw(s, "compile", compile_to_null, NULL), KD_ERR_INVALID_ARGUMENT,
-            "kd_raw_compile_nvrtc: argument out is NULL");
+            "kd_raw_compile_nvrtc: raw scope 'compile': argument out is NULL");
   kd_session_destroy(s);
   assert_all_returned();
 }
@@ -2147,4 +2147,97 @@ Test(host_null_driver, trim_after_a_fault_releases_all_the_same) {
   release_pipeline(s, &p);
   kd_session_destroy(s);
   assert_all_returned();
+}
+
+/* Every refusal of a call made inside a raw scope names the call first,
+ * then the scope (raw.h), whatever the argument: NULL outputs and inputs,
+ * too many arguments, handles of nothing, a binary that cannot be loaded,
+ * a build that fails. A NULL raw cannot name a scope: it says so. */
+typedef struct raw_walk {
+  kd_tensor t;
+  kd_function fn;
+  int checked;
+} raw_walk;
+
+static kd_status failing_build(kd_raw *raw, void *user, kd_module *out) {
+  (void)raw, (void)user, (void)out;
+  return KD_ERR_INVALID_ARGUMENT; /* no message: kdag writes one */
+}
+
+#define RAW_REFUSES(call, name, code)                                                                    \
+  do {                                                                                                   \
+    kd_status rw_st_ = (call);                                                                           \
+    cr_assert_eq(rw_st_, (code), "%s -> %s: %s", #call, kd_status_name(rw_st_), kd_last_error());        \
+    cr_assert(strncmp(kd_last_error(), name ": raw scope 'walk': ", strlen(name ": raw scope 'walk': ")) \
+                  == 0, "%s: the message does not start with the call and the scope: %s", #call,        \
+              kd_last_error());                                                                          \
+    w->checked++;                                                                                        \
+  } while (0)
+
+static kd_status walk_refusals(kd_raw *raw, void *user) {
+  raw_walk *w = user;
+  kd_launch_config cfg = {{1, 1, 1}, {32, 1, 1}, 0};
+  kd_arg many[129];
+  memset(many, 0, sizeof many);
+  kd_span span;
+  kd_span_mut span_mut;
+  kd_module m;
+  kd_tensor out;
+  kd_view v = kd_whole(w->t);
+  kd_tensor nothing = {0};
+  /* SAFETY: none of these launches reaches the driver: each is refused
+   * for its arguments (no config, no args, too many, no function) before
+   * anything is enqueued, which is what this test checks. */
+  RAW_REFUSES(kd_raw_launch(raw, w->fn, NULL, NULL, 0), "kd_raw_launch", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_launch(raw, w->fn, &cfg, NULL, 2), "kd_raw_launch", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_launch(raw, w->fn, &cfg, many, 129), "kd_raw_launch", KD_ERR_ARGUMENT_MISMATCH);
+  RAW_REFUSES(kd_raw_launch(raw, (kd_function){0}, &cfg, NULL, 0), "kd_raw_launch", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_tensor(raw, w->t, NULL), "kd_raw_tensor", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_tensor(raw, nothing, &span), "kd_raw_tensor", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_tensor_mut(raw, w->t, NULL), "kd_raw_tensor_mut", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_view(raw, NULL, &span), "kd_raw_view", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_view(raw, &v, NULL), "kd_raw_view", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_view_mut(raw, NULL, &span_mut), "kd_raw_view_mut", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_compile_nvrtc(raw, NULL, NULL, &m), "kd_raw_compile_nvrtc", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_compile_nvrtc(raw, "__global__ void k() {}", NULL, NULL), "kd_raw_compile_nvrtc",
+              KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_stream(raw, NULL), "kd_raw_stream", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_load_binary(raw, NULL, &m), "kd_raw_load_binary", KD_ERR_INVALID_ARGUMENT);
+  static const unsigned char ltoir[16] = {0xed, 0x43, 0x4e, 0x7f}; /* the LTO-IR magic: refused unlinked */
+  kd_binary *b;
+  KDT_OK(kd_binary_from_memory(KD_BINARY_LTOIR, ltoir, sizeof ltoir, "sm_90", 0, &b));
+  RAW_REFUSES(kd_raw_load_binary(raw, b, NULL), "kd_raw_load_binary", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_load_binary(raw, b, &m), "kd_raw_load_binary", KD_ERR_INVALID_ARGUMENT);
+  kd_binary_free(b);
+  RAW_REFUSES(kd_raw_load_ptx(raw, "", 0, NULL), "kd_raw_load_ptx", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_load_image(raw, ltoir, sizeof ltoir, NULL), "kd_raw_load_image", KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_cached_module(raw, NULL, failing_build, NULL, &m), "kd_raw_cached_module",
+              KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_cached_module(raw, "walk.key", NULL, NULL, &m), "kd_raw_cached_module",
+              KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_cached_module(raw, "walk.key", failing_build, NULL, &m), "kd_raw_cached_module",
+              KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_alloc_output(raw, KD_F32, 1, (int64_t[]){4}, NULL), "kd_raw_alloc_output",
+              KD_ERR_INVALID_ARGUMENT);
+  RAW_REFUSES(kd_raw_alloc_output(raw, KD_F32, -2, (int64_t[]){4}, &out), "kd_raw_alloc_output",
+              KD_ERR_INVALID_ARGUMENT);
+  return KD_OK;
+}
+
+Test(host_null_driver, every_raw_refusal_names_the_call_and_the_scope) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  raw_walk w = {.checked = 0};
+  float x[4] = {1, 2, 3, 4};
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &w.t));
+  two_kernels k;
+  KDT_OK(kd_with_raw(s, "test.load", load_two, &k));
+  w.fn = k.add;
+  KDT_OK(kd_with_raw(s, "walk", walk_refusals, &w));
+  cr_assert_eq(w.checked, 23, "%d refusals checked", w.checked);
+  KDT_FAILS(kd_raw_tensor(NULL, w.t, NULL), KD_ERR_INVALID_ARGUMENT, "kd_raw_tensor: argument raw is NULL");
+  KDT_OK(kd_module_release(s, k.add_m));
+  KDT_OK(kd_module_release(s, k.test_m));
+  KDT_OK(kd_tensor_release(s, w.t));
+  kd_session_destroy(s);
 }

@@ -125,40 +125,34 @@ static kd_status with_op(kd_raw *raw, const char *op, kd_status st) {
   return st ? kd_fail_context(st, "%s: raw scope '%s'", op, raw->op) : st;
 }
 
-kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len, kd_module *out) {
-  static const char *op = "kd_raw_load_ptx";
-  kd_status st = raw_check(raw, op);
-  if (st) return st;
+/* The bodies of the loading calls below: op names the public call (the
+ * one the caller made, also when it loads through another's body), and
+ * the caller adds the scope (with_op). */
+static kd_status load_ptx(kd_raw *raw, const char *op, const char *ptx, size_t len, kd_module *out) {
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   kd_session *s = raw->session;
   kd_cu_module cu;
-  st = kd_session_note(s, kd_cu_module_load_ptx(&s->dev, op, ptx, len, &cu));
+  kd_status st = kd_session_note(s, kd_cu_module_load_ptx(&s->dev, op, ptx, len, &cu));
   if (!st) st = kd_module_adopt(s, op, &cu, out);
-  return with_op(raw, op, st);
+  return st;
 }
 
-kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size, kd_module *out) {
-  static const char *op = "kd_raw_load_image";
-  kd_status st = raw_check(raw, op);
-  if (st) return st;
+static kd_status load_image(kd_raw *raw, const char *op, const void *image, size_t size, kd_module *out) {
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   kd_session *s = raw->session;
   kd_cu_module cu;
-  st = kd_session_note(s, kd_cu_module_load_image(&s->dev, op, image, size, &cu));
+  kd_status st = kd_session_note(s, kd_cu_module_load_image(&s->dev, op, image, size, &cu));
   if (!st) st = kd_module_adopt(s, op, &cu, out);
-  return with_op(raw, op, st);
+  return st;
 }
 
-kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *b, kd_module *out) {
-  static const char *op = "kd_raw_load_binary";
-  kd_status st = raw_check(raw, op); /* its own name, before the loader it hands over to */
-  if (st) return st;
+static kd_status load_binary(kd_raw *raw, const char *op, const kd_binary *b, kd_module *out) {
   if (!b) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument binary is NULL", op);
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   switch (b->kind) {
-    case KD_BINARY_PTX: return kd_raw_load_ptx(raw, b->data, b->size, out);
+    case KD_BINARY_PTX: return load_ptx(raw, op, b->data, b->size, out);
     case KD_BINARY_CUBIN:
-    case KD_BINARY_FATBIN: return kd_raw_load_image(raw, b->data, b->size, out);
+    case KD_BINARY_FATBIN: return load_image(raw, op, b->data, b->size, out);
     case KD_BINARY_LTOIR:
     case KD_BINARY_LIBRARY: break;
   }
@@ -167,11 +161,8 @@ kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *b, kd_module *out) {
                  b->kind == KD_BINARY_LTOIR ? "LTO-IR" : "a device-code library");
 }
 
-kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source, const kd_nvrtc_options *options,
+static kd_status compile_nvrtc(kd_raw *raw, const char *op, const char *source, const kd_nvrtc_options *options,
                                kd_module *out) {
-  static const char *op = "kd_raw_compile_nvrtc";
-  kd_status st = raw_check(raw, op);
-  if (st) return st;
   if (!source) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument source is NULL", op);
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op); /* before compiling */
   kd_nvrtc_options o;
@@ -183,17 +174,40 @@ kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source, const kd_nvrtc_o
     o.arch = arch;
   }
   kd_binary *b = NULL;
-  st = kd_nvrtc_compile(source, &o, &b);
-  if (!st) st = kd_raw_load_binary(raw, b, out);
+  kd_status st = kd_nvrtc_compile(source, &o, &b);
+  if (!st) st = load_binary(raw, op, b, out);
   kd_binary_free(b);
-  return with_op(raw, op, st);
+  return st;
 }
 
-kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn build, void *user,
-                               kd_module *out) {
-  static const char *op = "kd_raw_cached_module";
+kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len, kd_module *out) {
+  static const char *op = "kd_raw_load_ptx";
   kd_status st = raw_check(raw, op);
-  if (st) return st;
+  return st ? st : with_op(raw, op, load_ptx(raw, op, ptx, len, out));
+}
+
+kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size, kd_module *out) {
+  static const char *op = "kd_raw_load_image";
+  kd_status st = raw_check(raw, op);
+  return st ? st : with_op(raw, op, load_image(raw, op, image, size, out));
+}
+
+kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *b, kd_module *out) {
+  static const char *op = "kd_raw_load_binary";
+  kd_status st = raw_check(raw, op);
+  return st ? st : with_op(raw, op, load_binary(raw, op, b, out));
+}
+
+kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source, const kd_nvrtc_options *options,
+                               kd_module *out) {
+  static const char *op = "kd_raw_compile_nvrtc";
+  kd_status st = raw_check(raw, op);
+  return st ? st : with_op(raw, op, compile_nvrtc(raw, op, source, options, out));
+}
+
+static kd_status cached_module(kd_raw *raw, const char *op, const char *key, kd_module_build_fn build, void *user,
+                               kd_module *out) {
+  kd_status st;
   if (!key || !*key || !build || !out)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL%s", op,
                    !key || !*key ? "key" : !build ? "build" : "out", !key || !*key ? " or empty" : "");
@@ -236,41 +250,44 @@ kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn 
   return KD_OK;
 }
 
+kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn build, void *user,
+                               kd_module *out) {
+  static const char *op = "kd_raw_cached_module";
+  kd_status st = raw_check(raw, op);
+  return st ? st : with_op(raw, op, cached_module(raw, op, key, build, user, out));
+}
+
 /* ---- borrows ---------------------------------------------------------- */
 
-static kd_status borrow(kd_raw *raw, const char *op, const kd_view *view, kd_tensor t, int mut,
-                        kd_span *out) {
-  kd_status st = raw_check(raw, op);
-  if (st) return st;
+static kd_status borrow_body(kd_raw *raw, const char *op, const kd_view *view, kd_tensor t, int mut,
+                             kd_span *out) {
+  kd_status st;
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   memset(out, 0, sizeof *out);
   kd_session *s = raw->session;
   kd_tensor_obj *o;
   st = kd_tensor_lookup(s, view ? view->tensor : t, &o, op, view ? "view->tensor" : "tensor");
-  if (st) return with_op(raw, op, st);
+  if (st) return st;
   if (o->residency != KD_RESIDENCY_DEVICE)
-    return with_op(raw, op, kd_fail(KD_ERR_NOT_RESIDENT,
-                                    "%s: the tensor lives in host memory, not on the device; upload "
-                                    "it into a device tensor first", op));
+    return kd_fail(KD_ERR_NOT_RESIDENT, "%s: the tensor lives in host memory, not on the device; upload it into "
+                   "a device tensor first", op);
   int64_t offset = 0, elements = o->elements;
   if (view) {
     kd_extent e;
     st = kd_view_extent(op, view, o->elements, &e);
-    if (st) return with_op(raw, op, st);
+    if (st) return st;
     elements = e.elements;
     if (!e.compact)
-      return with_op(raw, op, kd_fail(KD_ERR_NOT_COMPACT,
-                                      "%s: the view is strided; raw kernels take compact column-major "
-                                      "views only: canonicalize it on the device first", op));
+      return kd_fail(KD_ERR_NOT_COMPACT, "%s: the view is strided; raw kernels take compact column-major views "
+                     "only: canonicalize it on the device first", op);
     offset = view->offset;
   }
   if (!mut && !o->initialized)
-    return with_op(raw, op, kd_fail(KD_ERR_UNINITIALIZED,
-                                    "%s: the tensor was never written (no upload, no launch writing "
-                                    "it); reading it would read garbage", op));
+    return kd_fail(KD_ERR_UNINITIALIZED, "%s: the tensor was never written (no upload, no launch writing it); "
+                   "reading it would read garbage", op);
   st = mut ? kd_borrow_exclusive(&o->borrow, raw->scope, op, "the tensor")
            : kd_borrow_shared(&o->borrow, raw->scope, op, "the tensor");
-  if (st) return with_op(raw, op, st);
+  if (st) return st;
   size_t esize = kd_dtype_size(o->dtype);
   out->device_ptr = o->dptr + (CUdeviceptr)((size_t)offset * esize);
   out->bytes = (size_t)elements * esize;
@@ -281,6 +298,12 @@ static kd_status borrow(kd_raw *raw, const char *op, const kd_view *view, kd_ten
   return KD_OK;
 }
 
+/* kd_raw_tensor and the like; view NULL: the whole of t. */
+static kd_status borrow(kd_raw *raw, const char *op, const kd_view *view, kd_tensor t, int mut, kd_span *out) {
+  kd_status st = raw_check(raw, op);
+  return st ? st : with_op(raw, op, borrow_body(raw, op, view, t, mut, out));
+}
+
 kd_status kd_raw_tensor(kd_raw *raw, kd_tensor t, kd_span *out) {
   return borrow(raw, "kd_raw_tensor", NULL, t, 0, out);
 }
@@ -289,14 +312,18 @@ kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor t, kd_span_mut *out) {
   return borrow(raw, "kd_raw_tensor_mut", NULL, t, 1, out ? &out->span : NULL);
 }
 
-kd_status kd_raw_view(kd_raw *raw, const kd_view *v, kd_span *out) {
-  if (!v) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_raw_view: argument view is NULL");
-  return borrow(raw, "kd_raw_view", v, v->tensor, 0, out);
+/* A NULL view is refused after the scope is checked, so the error names it. */
+static kd_status borrow_view(kd_raw *raw, const char *op, const kd_view *v, int mut, kd_span *out) {
+  kd_status st = raw_check(raw, op);
+  if (st) return st;
+  if (!v) return with_op(raw, op, kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument view is NULL", op));
+  return with_op(raw, op, borrow_body(raw, op, v, v->tensor, mut, out));
 }
 
+kd_status kd_raw_view(kd_raw *raw, const kd_view *v, kd_span *out) { return borrow_view(raw, "kd_raw_view", v, 0, out); }
+
 kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *v, kd_span_mut *out) {
-  if (!v) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_raw_view_mut: argument view is NULL");
-  return borrow(raw, "kd_raw_view_mut", v, v->tensor, 1, out ? &out->span : NULL);
+  return borrow_view(raw, "kd_raw_view_mut", v, 1, out ? &out->span : NULL);
 }
 
 kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank, const int64_t *shape,
@@ -305,7 +332,7 @@ kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank, const int64
   if (out) out->bits = 0; /* before anything is checked, like kd_tensor_create */
   kd_status st = raw_check(raw, op);
   if (st) return st;
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return with_op(raw, op, kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op));
   return with_op(raw, op, kd_tensor_new(raw->session, op, dtype, rank, shape, KD_RESIDENCY_DEVICE, out));
 }
 
@@ -396,9 +423,11 @@ kd_status kd_raw_launch(kd_raw *raw, kd_function fn, const kd_launch_config *con
   static const char *op = "kd_raw_launch";
   kd_status st = raw_check(raw, op);
   if (st) return st;
-  if (!config) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument config is NULL", op);
-  if (n && !args) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args is NULL with %zu arguments", op, n);
-  if (n > KD_MAX_ARGS) return kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: %zu arguments, at most %d", op, n, KD_MAX_ARGS);
+  if (!config) return with_op(raw, op, kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument config is NULL", op));
+  if (n && !args)
+    return with_op(raw, op, kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: args is NULL with %zu arguments", op, n));
+  if (n > KD_MAX_ARGS)
+    return with_op(raw, op, kd_fail(KD_ERR_ARGUMENT_MISMATCH, "%s: %zu arguments, at most %d", op, n, KD_MAX_ARGS));
   kd_session *s = raw->session;
   kd_module_obj *mod;
   kd_cu_function *f;
@@ -471,7 +500,7 @@ kd_status kd_raw_stream(kd_raw *raw, void **out) {
   static const char *op = "kd_raw_stream";
   kd_status st = raw_check(raw, op);
   if (st) return st;
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_cu_stream is NULL", op);
+  if (!out) return with_op(raw, op, kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_cu_stream is NULL", op));
   *out = (void *)raw->session->dev.stream;
   return KD_OK;
 }
