@@ -2241,3 +2241,45 @@ Test(host_null_driver, every_raw_refusal_names_the_call_and_the_scope) {
   KDT_OK(kd_tensor_release(s, w.t));
   kd_session_destroy(s);
 }
+
+/* The raw callback runs under the session lock, which is not recursive:
+ * the session calls raw.h allows from it (counters, downloads, graphs,
+ * releases, a destroy that waits for the scope's end) must neither
+ * deadlock nor unlock the scope's hold. */
+typedef struct in_scope_calls {
+  kd_tensor t;
+  int ran;
+} in_scope_calls;
+
+static kd_status session_calls_inside(kd_raw *raw, void *user) {
+  in_scope_calls *c = user;
+  kd_session *s = kd_raw_session(raw);
+  kd_counters before;
+  KDT_OK(kd_session_counters(s, &before));
+  float got[4];
+  KDT_OK(kd_tensor_download(s, c->t, got, sizeof got));
+  cr_assert_eq(got[3], 4.0f);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  float two = 2;
+  KDT_OK(kd_graph_fill(g, "fill", kd_whole(c->t), &two, NULL));
+  kd_graph_destroy(g);
+  kd_span span;
+  KDT_OK(kd_raw_tensor(raw, c->t, &span)); /* the scope is still open and owned */
+  KDT_OK(kd_tensor_release(s, c->t));
+  kd_session_destroy(s); /* deferred to the scope's end */
+  KDT_OK(kd_session_counters(s, &before));
+  c->ran = 1;
+  return KD_OK;
+}
+
+Test(host_null_driver, session_calls_inside_a_raw_callback_keep_the_scope_and_the_lock) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  in_scope_calls c = {.ran = 0};
+  float x[4] = {1, 2, 3, 4};
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &c.t));
+  KDT_OK(kd_with_raw(s, "inside", session_calls_inside, &c)); /* destroys the session as it returns */
+  cr_assert(c.ran);
+  assert_all_returned(); /* the deferred destroy freed everything */
+}

@@ -57,7 +57,7 @@ static kd_status sink_wait(kd_sink *sk, const char *op) {
   ck_pr_inc_32(&r->refs);
   kd_session_leave(s);
   kd_host_run_wait(r);
-  pthread_mutex_lock(&s->lock);
+  kd_session_lock(s);
   /* r's own copy (each run has one, alive while r is): right even when
    * another thread submitted the graph again meanwhile, which leaves that
    * later submission pending for its own wait; skipped when a wait for a

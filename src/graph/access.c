@@ -268,7 +268,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
 }
 
 /* Common prologue: session lock, name, node index for messages. */
-kd_status kd_node_begin(kd_graph *g, const char *op, const char *name, node_ctx *c) {
+kd_status kd_node_enter(kd_graph *g, const char *op, const char *name, node_ctx *c) {
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
   if (!name || !*name) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument name is NULL or empty", op);
   kd_status st = kd_session_enter_host(g->session, op);
@@ -282,9 +282,8 @@ kd_status kd_node_begin(kd_graph *g, const char *op, const char *name, node_ctx 
   return KD_OK;
 }
 
-kd_status kd_node_end(node_ctx *c, kd_status st, kd_gnode *proto, kd_node *out) {
+kd_status kd_node_commit(node_ctx *c, kd_status st, kd_gnode *proto, kd_node *out) {
   if (!st) st = ctx_commit(c, proto, out);
   if (st) ctx_free(c);
-  kd_session_leave(c->g->session);
   return st;
 }

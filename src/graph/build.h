@@ -45,15 +45,17 @@ static inline int64_t kd_binding_of(kd_graph *g, kd_tensor_obj *o, uint32_t slot
 /* Makes by_slot[slot] addressable; new entries are empty. 0: no memory. */
 int kd_graph_reserve_slot(kd_graph *g, uint32_t slot);
 
-/* access.c: a node's declaration. kd_node_begin enters the session (host
- * work only) and starts c; each kd_node_access resolves and checks one
- * access (compact: the node takes compact views only; any_residency: host
- * tensors too); kd_node_end commits the node from proto (unless st, or
- * the commit, fails: then the graph is as it was), frees c and leaves. */
-kd_status kd_node_begin(kd_graph *g, const char *op, const char *name, node_ctx *c);
+/* access.c: a node's declaration, under the session lock from
+ * kd_node_enter (which checks g and name, enters the session for host
+ * work only and starts c) to the constructor's kd_session_leave. Each
+ * kd_node_access resolves and checks one access (compact: the node takes
+ * compact views only; any_residency: host tensors too); kd_node_commit
+ * adds the node from proto, unless st or the commit fails (then the graph
+ * is as it was), and frees c either way. */
+kd_status kd_node_enter(kd_graph *g, const char *op, const char *name, node_ctx *c);
 kd_status kd_node_access(node_ctx *c, size_t arg, kd_access mode, const kd_view *view, int compact,
                          int any_residency);
-kd_status kd_node_end(node_ctx *c, kd_status st, kd_gnode *proto, kd_node *out);
+kd_status kd_node_commit(node_ctx *c, kd_status st, kd_gnode *proto, kd_node *out);
 
 /* infer.c: orders one access of node (being committed, its inferred edges
  * from first_edge on) after the active accesses it conflicts with; then

@@ -44,7 +44,7 @@ void kd_gnode_free(kd_session *s, kd_gnode *n) {
 void kd_graph_destroy(kd_graph *g) {
   if (!g || kd_callback_check("kd_graph_destroy")) return; /* from a callback: refused, nothing destroyed */
   kd_session *s = g->session;
-  pthread_mutex_lock(&s->lock);
+  kd_session_lock(s);
   /* Unloading a module or freeing a tensor the graph held last needs the
    * session's context current on this thread, whatever the caller's is
    * (a fault here only means the work faulted: destroying goes on). */
@@ -82,7 +82,7 @@ void kd_graph_destroy(kd_graph *g) {
   kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
   KD_GROW_FREE(g->by_slot, g->by_slot_cap);
-  pthread_mutex_unlock(&s->lock);
+  kd_session_unlock(s);
   free(g);
 }
 

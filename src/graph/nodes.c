@@ -73,7 +73,7 @@ static kd_status builtin(kd_graph *g, const char *op, const char *name, kd_built
                          const kd_view *views, const kd_access *modes, int count, double alpha,
                          const void *fill, kd_node *out) {
   node_ctx c;
-  kd_status st = kd_node_begin(g, op, name, &c);
+  kd_status st = kd_node_enter(g, op, name, &c);
   if (st) return st;
   kd_gnode proto;
   memset(&proto, 0, sizeof proto);
@@ -87,7 +87,9 @@ static kd_status builtin(kd_graph *g, const char *op, const char *name, kd_built
     else memcpy(proto.fill, fill, kd_dtype_size(proto.dtype));
   }
   if (!st) st = need_host_or_builtins(&c);
-  return kd_node_end(&c, st, &proto, out);
+  st = kd_node_commit(&c, st, &proto, out);
+  kd_session_leave(g->session);
+  return st;
 }
 
 kd_status kd_graph_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out) {
@@ -170,11 +172,13 @@ static kd_status transfer_node(node_ctx *c, kd_gnode *proto, kd_node_kind kind, 
 kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host, size_t bytes,
                           kd_node *out) {
   node_ctx c;
-  kd_status st = kd_node_begin(g, "kd_graph_upload", name, &c);
+  kd_status st = kd_node_enter(g, "kd_graph_upload", name, &c);
   if (st) return st;
   kd_gnode proto;
   st = transfer_node(&c, &proto, KD_NODE_UPLOAD, dst, host, bytes);
-  return kd_node_end(&c, st, &proto, out);
+  st = kd_node_commit(&c, st, &proto, out);
+  kd_session_leave(g->session);
+  return st;
 }
 
 kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes, kd_sink **out) {
@@ -182,7 +186,7 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
   *out = NULL;
   node_ctx c;
-  kd_status st = kd_node_begin(g, op, name, &c);
+  kd_status st = kd_node_enter(g, op, name, &c);
   if (st) return st;
   kd_gnode proto;
   st = transfer_node(&c, &proto, KD_NODE_SINK, src, host, bytes);
@@ -198,13 +202,10 @@ kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host
     sink->bytes = bytes;
     proto.sink = sink;
   }
-  /* Hold the (recursive) lock across node_end so the sink is listed in the
-   * same critical section that added its node. */
-  pthread_mutex_lock(&g->session->lock);
-  st = kd_node_end(&c, st, &proto, NULL);
+  st = kd_node_commit(&c, st, &proto, NULL);
   if (st) free(sink);
-  else g->sinks[g->sink_count++] = sink;
-  pthread_mutex_unlock(&g->session->lock);
+  else g->sinks[g->sink_count++] = sink; /* listed in the critical section that added its node */
+  kd_session_leave(g->session);
   if (!st) *out = sink;
   return st;
 }
@@ -229,7 +230,7 @@ kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user
                         size_t count, kd_node *out) {
   static const char *op = "kd_graph_host";
   node_ctx c;
-  kd_status st = kd_node_begin(g, op, name, &c);
+  kd_status st = kd_node_enter(g, op, name, &c);
   if (st) return st;
   kd_gnode proto;
   memset(&proto, 0, sizeof proto);
@@ -244,7 +245,8 @@ kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user
       st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: node '%s' (#%u): no memory for its callback record", op, name, c.index);
     else *proto.host_call = (kd_host_call){fn, user};
   }
-  st = kd_node_end(&c, st, &proto, out);
+  st = kd_node_commit(&c, st, &proto, out);
+  kd_session_leave(g->session);
   if (st) free(proto.host_call); /* never launched */
   return st;
 }
@@ -268,7 +270,7 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
                            kd_node *out) {
   static const char *op = "kd_graph_foreign";
   node_ctx c;
-  kd_status st = kd_node_begin(g, op, name, &c);
+  kd_status st = kd_node_enter(g, op, name, &c);
   if (st) return st;
   kd_gnode proto;
   memset(&proto, 0, sizeof proto);
@@ -295,7 +297,8 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
                    c.index);
     else *proto.res = (kd_foreign_res){{foreign_res_drop}, 1, resource, release};
   }
-  st = kd_node_end(&c, st, &proto, out);
+  st = kd_node_commit(&c, st, &proto, out);
+  kd_session_leave(g->session);
   if (st && proto.res) free(proto.res); /* never used: the caller keeps its resource */
   return st;
 }
@@ -323,7 +326,7 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
                           const kd_garg *args, size_t n, kd_node *out) {
   static const char *op = "kd_graph_kernel";
   node_ctx c;
-  kd_status st = kd_node_begin(g, op, name, &c);
+  kd_status st = kd_node_enter(g, op, name, &c);
   if (st) return st;
   kd_session *s = g->session;
   kd_gnode proto;
@@ -398,10 +401,9 @@ kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn, const k
   kd_gnode copy = proto;
   /* A refused node's cleanup may drop the module's last reference (another
    * thread released its handle meanwhile), which frees a handle slot and
-   * unloads: under the session's (recursive) lock, as kd_graph_destroy's. */
-  pthread_mutex_lock(&s->lock);
-  st = kd_node_end(&c, st, &proto, out);
+   * unloads: under the session lock, as kd_graph_destroy's. */
+  st = kd_node_commit(&c, st, &proto, out);
   if (st) kd_gnode_free(s, &copy);
-  pthread_mutex_unlock(&s->lock);
+  kd_session_leave(s);
   return st;
 }

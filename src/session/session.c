@@ -73,13 +73,7 @@ kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the session", op);
   }
   s->opts = o;
-  /* Recursive: a raw callback holds the lock and may still call session
-   * functions (release a handle, download) on its own thread. */
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-  pthread_mutex_init(&s->lock, &attr);
-  pthread_mutexattr_destroy(&attr);
+  pthread_mutex_init(&s->lock, NULL); /* not recursive: see kd_session_lock */
   kd_handle_table_init(&s->handles, serial);
   static uint32_t sessions_made; /* process-wide; 0 is no session's */
   do s->ticket_id = ck_pr_faa_32(&sessions_made, 1) + 1;
@@ -174,14 +168,14 @@ static void cache_clear(kd_session *s) {
 
 void kd_session_destroy(kd_session *s) {
   if (!s || kd_callback_check("kd_session_destroy")) return; /* from a callback: refused, nothing destroyed */
-  pthread_mutex_lock(&s->lock);
   if (kd_raw_open_here(&s->raw)) {
-    /* Called from the session's own raw callback: the scope still uses the
-     * session, so the destroy happens when kd_with_raw returns. */
+    /* Called from the session's own raw callback, which holds the lock:
+     * the scope still uses the session, so the destroy happens when
+     * kd_with_raw returns. */
     s->destroy_requested = 1;
-    pthread_mutex_unlock(&s->lock);
     return;
   }
+  pthread_mutex_lock(&s->lock);
   if (s->has_device) s->ctx_current = !kd_device_make_current(&s->dev, "kd_session_destroy");
   s->unload_now = 1; /* a documented wait: modules go as their last reference does */
   if (s->ring) kd_completion_drain(s);
@@ -236,7 +230,7 @@ static kd_status enter(kd_session *s, const char *op, int refuse_fault, int devi
   kd_status st = kd_callback_check(op);
   if (st) return st;
   if (!s) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument session is NULL", op);
-  pthread_mutex_lock(&s->lock);
+  kd_session_lock(s);
   s->ctx_current = 0;
   if (!s->fault && s->has_device && kd_device_fault_get(&s->dev, s->fault_msg, sizeof s->fault_msg))
     s->fault = KD_ERR_DEVICE_FAULT; /* another session of this device faulted */
@@ -244,13 +238,13 @@ static kd_status enter(kd_session *s, const char *op, int refuse_fault, int devi
   if (s->fault) {
     st = kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op,
                            s->fault_msg);
-    pthread_mutex_unlock(&s->lock);
+    kd_session_unlock(s);
     return st;
   }
   if (s->has_device && device) {
     st = kd_device_make_current(&s->dev, op);
     if (st) {
-      pthread_mutex_unlock(&s->lock);
+      kd_session_unlock(s);
       return st;
     }
     s->ctx_current = 1;
@@ -269,7 +263,20 @@ void kd_session_device(kd_session *s) {
   s->ctx_current = kd_device_try_current(&s->dev);
 }
 
-void kd_session_leave(kd_session *s) { pthread_mutex_unlock(&s->lock); }
+void kd_session_leave(kd_session *s) { kd_session_unlock(s); }
+
+/* The thread running the session's raw callback holds the lock already
+ * (kd_with_raw took it for the scope), and raw.h lets the callback call
+ * the session (look up functions, release handles, download): on that
+ * thread alone locking is skipped, so the mutex need not be recursive and
+ * any other re-entry shows as the deadlock it would be. */
+void kd_session_lock(kd_session *s) {
+  if (!kd_raw_open_here(&s->raw)) pthread_mutex_lock(&s->lock);
+}
+
+void kd_session_unlock(kd_session *s) {
+  if (!kd_raw_open_here(&s->raw)) pthread_mutex_unlock(&s->lock);
+}
 
 kd_status kd_session_note(kd_session *s, kd_status st) {
   if (st == KD_ERR_DEVICE_FAULT && !s->fault) {
@@ -301,7 +308,7 @@ kd_status kd_session_counters(kd_session *s, kd_counters *out) {
   if (!s || !out)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_session_counters: argument %s is NULL",
                    s ? "out" : "session");
-  pthread_mutex_lock(&s->lock);
+  kd_session_lock(s);
   *out = s->counters;
   out->bytes_staging = s->has_device ? s->dev.staging_bytes : 0;
   out->staging_grows = s->has_device ? s->dev.staging_grows : 0;
@@ -310,7 +317,7 @@ kd_status kd_session_counters(kd_session *s, kd_counters *out) {
   out->module_bytes_deferred = s->unload_bytes;
   out->staging_blocks = s->has_device ? s->dev.staging_blocks : 0;
   out->staging_idle_bytes = s->has_device ? s->dev.staging_idle_bytes : 0;
-  pthread_mutex_unlock(&s->lock);
+  kd_session_unlock(s);
   return KD_OK;
 }
 

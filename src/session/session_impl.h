@@ -115,6 +115,11 @@ kd_status kd_session_enter_host(kd_session *s, const char *op);
  * would have (a load reports it; a release, as ever, goes on). */
 void kd_session_device(kd_session *s);
 void kd_session_leave(kd_session *s);
+/* The session lock itself, for the entry points that take it without
+ * entering (destroys, counters): skipped on the thread running the
+ * session's raw callback, which holds it already. */
+void kd_session_lock(kd_session *s);
+void kd_session_unlock(kd_session *s);
 
 /* User callbacks that must not call kdag (foreign node functions and
  * resource releases, host function nodes on a HOST pool worker) run between
