@@ -131,7 +131,7 @@ void kd_grow_free(void *arr, uint32_t cap, size_t elem) {
 }
 
 /* Grows a uint32_t array to hold need entries, every new one 0. */
-int kd_grow_zeroed(uint32_t **arr, uint32_t *cap, uint32_t need) {
+int kd_grow_zeroed_slow(uint32_t **arr, uint32_t *cap, uint32_t need) {
   if (need <= *cap) return 1;
   uint32_t old = *cap;
   if (!kd_grow((void **)arr, cap, need, sizeof **arr)) return 0; /* KD_GROW's own check is the one above */

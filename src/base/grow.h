@@ -23,8 +23,12 @@
 /* Makes *arr (capacity *cap elements of elem bytes) hold need: 0 out of
  * memory, the array unchanged. */
 int kd_grow(void **arr, uint32_t *cap, uint32_t need, size_t elem);
-/* The same for an array of uint32_t, every new entry 0. */
-int kd_grow_zeroed(uint32_t **arr, uint32_t *cap, uint32_t need);
+/* The same for an array of uint32_t, every new entry 0 (the check that
+ * nearly always passes inline, as KD_GROW's). */
+int kd_grow_zeroed_slow(uint32_t **arr, uint32_t *cap, uint32_t need);
+static inline int kd_grow_zeroed(uint32_t **arr, uint32_t *cap, uint32_t need) {
+  return need <= *cap || kd_grow_zeroed_slow(arr, cap, need);
+}
 /* Frees an array grown by kd_grow (NULL with cap 0 is fine). */
 void kd_grow_free(void *arr, uint32_t cap, size_t elem);
 

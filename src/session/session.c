@@ -265,19 +265,6 @@ void kd_session_device(kd_session *s) {
 
 void kd_session_leave(kd_session *s) { kd_session_unlock(s); }
 
-/* The thread running the session's raw callback holds the lock already
- * (kd_with_raw took it for the scope), and raw.h lets the callback call
- * the session (look up functions, release handles, download): on that
- * thread alone locking is skipped, so the mutex need not be recursive and
- * any other re-entry shows as the deadlock it would be. */
-void kd_session_lock(kd_session *s) {
-  if (!kd_raw_open_here(&s->raw)) pthread_mutex_lock(&s->lock);
-}
-
-void kd_session_unlock(kd_session *s) {
-  if (!kd_raw_open_here(&s->raw)) pthread_mutex_unlock(&s->lock);
-}
-
 kd_status kd_session_note(kd_session *s, kd_status st) {
   if (st == KD_ERR_DEVICE_FAULT && !s->fault) {
     s->fault = st;

@@ -5,6 +5,7 @@
 #define KDAG_SESSION_SESSION_IMPL_H
 
 #include <ck_ht.h>
+#include <ck_pr.h>
 #include <pthread.h>
 
 #include "cuda/device.h"
@@ -116,10 +117,19 @@ kd_status kd_session_enter_host(kd_session *s, const char *op);
 void kd_session_device(kd_session *s);
 void kd_session_leave(kd_session *s);
 /* The session lock itself, for the entry points that take it without
- * entering (destroys, counters): skipped on the thread running the
- * session's raw callback, which holds it already. */
-void kd_session_lock(kd_session *s);
-void kd_session_unlock(kd_session *s);
+ * entering (destroys, counters). The thread running the session's raw
+ * callback holds it already (kd_with_raw took it for the scope), and raw.h
+ * lets the callback call the session (look up functions, release handles,
+ * download): on that thread alone locking is skipped, so the mutex need
+ * not be recursive and any other re-entry shows as the deadlock it would
+ * be. Inline, and the owner asked only while a scope is open: every entry
+ * point takes it. */
+static inline void kd_session_lock(kd_session *s) {
+  if (!ck_pr_load_int(&s->raw.active) || !kd_raw_open_here(&s->raw)) pthread_mutex_lock(&s->lock);
+}
+static inline void kd_session_unlock(kd_session *s) {
+  if (!ck_pr_load_int(&s->raw.active) || !kd_raw_open_here(&s->raw)) pthread_mutex_unlock(&s->lock);
+}
 
 /* User callbacks that must not call kdag (foreign node functions and
  * resource releases, host function nodes on a HOST pool worker) run between
