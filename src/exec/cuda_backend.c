@@ -22,11 +22,7 @@ static void plan_destroy(kd_resource *r) {
   free(cp);
 }
 
-kd_status kd_cuda_plan_of(kd_graph *g, const char *op, kd_cuda_plan **out) {
-  if (g->plan.exec) {
-    *out = kd_cuda_plan_get(g);
-    return KD_OK;
-  }
+kd_status kd_cuda_plan_make(kd_graph *g, const char *op, kd_cuda_plan **out) {
   uint32_t n = g->node_count, xfers = 0;
   for (uint32_t i = 0; i < n; ++i) xfers += (uint32_t)kd_node_is_xfer(&g->nodes[i]);
   kd_cuda_plan *cp = calloc(1, sizeof *cp);

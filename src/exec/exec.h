@@ -145,8 +145,16 @@ typedef struct kd_cuda_plan {
   uint32_t graph_oom;      /* AUTO: CUDA-graph launches of this plan in a row that ran out of memory */
   kd_gexec *gexec;         /* GRAPH: the executable graph of this plan, or NULL */
 } kd_cuda_plan;
-/* g's (valid) plan's CUDA state, made on first use. */
-kd_status kd_cuda_plan_of(kd_graph *g, const char *op, kd_cuda_plan **out);
+/* g's (valid) plan's CUDA state, made on first use (the check inline:
+ * every submission asks). */
+kd_status kd_cuda_plan_make(kd_graph *g, const char *op, kd_cuda_plan **out);
+static inline kd_status kd_cuda_plan_of(kd_graph *g, const char *op, kd_cuda_plan **out) {
+  if (__builtin_expect(g->plan.exec != NULL, 1)) {
+    *out = (kd_cuda_plan *)g->plan.exec;
+    return KD_OK;
+  }
+  return kd_cuda_plan_make(g, op, out);
+}
 /* The same once kd_cuda_plan_of has succeeded for the plan. */
 static inline kd_cuda_plan *kd_cuda_plan_get(const kd_graph *g) { return (kd_cuda_plan *)g->plan.exec; }
 
