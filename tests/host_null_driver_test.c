@@ -2283,3 +2283,35 @@ Test(host_null_driver, session_calls_inside_a_raw_callback_keep_the_scope_and_th
   cr_assert(c.ran);
   assert_all_returned(); /* the deferred destroy freed everything */
 }
+
+/* A module handle counts its holders as a tensor handle does: each
+ * kd_module_retain needs its kd_module_release; the module cache's own
+ * modules take neither. */
+static kd_status cache_add(kd_raw *raw, void *user, kd_module *out) {
+  (void)user;
+  return kd_raw_load_ptx(raw, (const char *)kd_kernel_add_ptx, kd_kernel_add_ptx_size, out);
+}
+
+static kd_status cached(kd_raw *raw, void *user) {
+  return kd_raw_cached_module(raw, "test.retain", cache_add, NULL, user);
+}
+
+Test(host_null_driver, a_retained_module_needs_as_many_releases) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  two_kernels k;
+  KDT_OK(kd_with_raw(s, "test.load", load_two, &k));
+  KDT_OK(kd_module_retain(s, k.add_m));
+  KDT_OK(kd_module_release(s, k.add_m));
+  kd_function fn;
+  KDT_OK(kd_module_function(s, k.add_m, "add_kernel", &fn)); /* still held once */
+  KDT_OK(kd_module_release(s, k.add_m));
+  KDT_FAILS(kd_module_release(s, k.add_m), KD_ERR_RELEASED, "kd_module_release");
+  KDT_FAILS(kd_module_retain(s, k.add_m), KD_ERR_RELEASED, "kd_module_retain");
+  kd_module c;
+  KDT_OK(kd_with_raw(s, "test.cache", cached, &c));
+  KDT_FAILS(kd_module_retain(s, c), KD_ERR_INVALID_ARGUMENT, "module cache");
+  KDT_FAILS(kd_module_retain(NULL, c), KD_ERR_INVALID_ARGUMENT, "argument session is NULL");
+  KDT_OK(kd_module_release(s, k.test_m));
+  kd_session_destroy(s);
+  assert_all_returned();
+}

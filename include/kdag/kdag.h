@@ -9,6 +9,7 @@
 #include "kdag/compile.h"
 #include "kdag/cache.h"
 #include "kdag/mathdx.h"
+#include "kdag/kernel.h"
 #include "kdag/raw.h"
 #include "kdag/graph.h"
 

@@ -131,6 +131,20 @@ kd_status kd_module_release(kd_session *s, kd_module m) {
   return st;
 }
 
+kd_status kd_module_retain(kd_session *s, kd_module m) {
+  static const char *op = "kd_module_retain";
+  kd_status st = kd_session_enter_host(s, op);
+  if (st) return st;
+  kd_module_obj *o;
+  st = kd_module_lookup(s, m, &o, op, "module");
+  if (!st && o->user_refs == 0)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the module belongs to the module cache, which keeps it until the "
+                 "session is destroyed; it needs no retain", op);
+  if (!st) o->user_refs++;
+  kd_session_leave(s);
+  return st;
+}
+
 static void destroy_one(void *ctx, void *obj, uint64_t handle) {
   (void)handle;
   kd_session *s = ctx;

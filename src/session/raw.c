@@ -230,9 +230,10 @@ static kd_status cached_module(kd_raw *raw, const char *op, const char *key, kd_
   kd_module_obj *o;
   st = kd_module_lookup(s, m, &o, op, "module built for the cache");
   if (st) return st;
-  if (o->user_refs != 1) /* modules have one user reference at most: 0 is the cache's */
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: build for '%s' returned a module that is already cached; it "
-                   "must return a fresh module the cache can own", op, key);
+  if (o->user_refs != 1) /* 0 is the cache's; more, references the caller kept (kd_module_retain) */
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: build for '%s' returned a module that is %s; it must return a "
+                   "fresh module, with the one reference the cache then owns", op, key,
+                   o->user_refs ? "retained more than once" : "already cached");
   char *owned = strdup(key);
   if (owned) ck_ht_entry_set(&e, h, owned, (uint16_t)len, o);
   if (!owned || !ck_ht_put_spmc(&s->module_cache, h, &e)) {
