@@ -122,13 +122,13 @@ kb_status kb_kdag_wait(kb_run *run, kb_kdag *k) {
   return KB_OK;
 }
 
-kb_status kb_kdag_counters(kb_run *run, kb_kdag *k, kd_counters *out) {
-  if (kd_session_counters(k->session, out)) return kb_run_fail(run, "kd_session_counters: %s", kd_last_error());
+kb_status kb_kdag_counters(kb_run *run, kb_kdag *k, kd_session_stats *out) {
+  if (kd_session_stats_get(k->session, out)) return kb_run_fail(run, "kd_session_stats_get: %s", kd_last_error());
   return KB_OK;
 }
 
-kb_status kb_kdag_check_mode(kb_run *run, const kb_kdag *k, const kd_counters *before,
-                             const kd_counters *after) {
+kb_status kb_kdag_check_mode(kb_run *run, const kb_kdag *k, const kd_session_stats *before,
+                             const kd_session_stats *after) {
   if (k->mode != KD_EXEC_GRAPH || after->graph_launches > before->graph_launches) return KB_OK;
   return kb_run_skip(run,
                      "exec_mode GRAPH did not launch a CUDA graph (counters: graph_launches %llu -> %llu, "
@@ -140,7 +140,7 @@ kb_status kb_kdag_check_mode(kb_run *run, const kb_kdag *k, const kd_counters *b
 }
 
 kb_status kb_kdag_preflight(kb_run *run, kb_kdag *k, kd_graph *g) {
-  kd_counters before, after;
+  kd_session_stats before, after;
   kb_status st = kb_kdag_counters(run, k, &before);
   if (st) return st;
   if (kd_graph_submit(g, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());

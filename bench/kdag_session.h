@@ -49,7 +49,7 @@ kb_status kb_kdag_end(kb_run *run, kb_kdag *k, uint64_t t0_ns, kb_timing *out);
  * session's completions. */
 kb_status kb_kdag_wait(kb_run *run, kb_kdag *k);
 
-kb_status kb_kdag_counters(kb_run *run, kb_kdag *k, kd_counters *out);
+kb_status kb_kdag_counters(kb_run *run, kb_kdag *k, kd_session_stats *out);
 
 /* Submits g once and waits for it (outside any timing: it also pays for
  * planning and, in GRAPH mode, instantiation). In GRAPH mode the submission
@@ -58,7 +58,7 @@ kb_status kb_kdag_counters(kb_run *run, kb_kdag *k, kd_counters *out);
  * be reported as GRAPH ones, so the case is then skipped with that reason. */
 kb_status kb_kdag_preflight(kb_run *run, kb_kdag *k, kd_graph *g);
 /* The same check over counters taken before and after a submission. */
-kb_status kb_kdag_check_mode(kb_run *run, const kb_kdag *k, const kd_counters *before,
-                             const kd_counters *after);
+kb_status kb_kdag_check_mode(kb_run *run, const kb_kdag *k, const kd_session_stats *before,
+                             const kd_session_stats *after);
 
 #endif /* KDAG_BENCH_KDAG_SESSION_H */

@@ -11,7 +11,7 @@
  *                           libcusolver.so.12, dlopen'd)
  *   kdag_dx_potrf           the cuSOLVERDx potrf node of dx_cholesky (f64)
  *   module_warm             baseline: the cuBLASDx f32 GEMM module from a
- *                           disk cache (a new kd_module_cache, so its memory
+ *                           disk cache (a new kd_cubin_cache, so its memory
  *                           level is empty) -> load -> lookup -> one launch
  *                           done
  *   module_cold             the same from a fresh empty cache folder: NVRTC
@@ -384,7 +384,7 @@ static kb_status kdag_gemm_setup(kb_run *run, void **state) {
   kb_run_throughput(run, DXB_GEMM_FLOPS, 3.0 * (double)bytes);
   kdag_case *c = calloc(1, sizeof *c);
   void *ha = malloc(bytes), *hb = malloc(bytes), *hc = malloc(bytes);
-  kd_module_cache *cache = NULL;
+  kd_cubin_cache *cache = NULL;
   kd_binary *cubin = NULL;
   kd_graph *check = NULL;
   if (!c || !ha || !hb || !hc) {
@@ -400,7 +400,7 @@ static kb_status kdag_gemm_setup(kb_run *run, void **state) {
   kd_sink *sink;
   kd_tensor_desc d = {.dtype = t, .rank = 3, .shape = {DX_N, DX_N, DXB_BATCH}};
   /* The default cache folder: a second run reads the module from disk. */
-  if ((st = kd_check(run, kd_module_cache_open(NULL, &cache), "kd_module_cache_open")) ||
+  if ((st = kd_check(run, kd_cubin_cache_create(NULL, &cache), "kd_cubin_cache_create")) ||
       (st = kd_check(run, dx_build_gemm(cache, &s->mdx, t, s->sm, &cubin, NULL), "building the cuBLASDx GEMM")) ||
       (st = kd_check(run, dx_launch_config(cubin, "dx_gemm_launch", DXB_BATCH, &cfg), "dx_gemm_launch")) ||
       (st = kdag_module(run, c, cubin, "dx_gemm_batched", &fn)) ||
@@ -427,15 +427,15 @@ static kb_status kdag_gemm_setup(kb_run *run, void **state) {
       (st = kb_kdag_preflight(run, &c->k, c->graph)))
     goto fail;
   kd_graph_destroy(check);
-  kd_binary_free(cubin);
-  kd_module_cache_close(cache);
+  kd_binary_destroy(cubin);
+  kd_cubin_cache_destroy(cache);
   free(ha), free(hb), free(hc);
   *state = c;
   return KB_OK;
 fail:
   kd_graph_destroy(check);
-  kd_binary_free(cubin);
-  kd_module_cache_close(cache);
+  kd_binary_destroy(cubin);
+  kd_cubin_cache_destroy(cache);
   free(ha), free(hb), free(hc);
   kdag_teardown(run, c);
   return st;
@@ -472,7 +472,7 @@ static kb_status kdag_potrf_setup(kb_run *run, void **state) {
   kdag_case *c = calloc(1, sizeof *c);
   double *a = spd_inputs(), *l = malloc(bytes);
   int *info = malloc(sizeof(int) * DXB_BATCH);
-  kd_module_cache *cache = NULL;
+  kd_cubin_cache *cache = NULL;
   kd_binary *cubin = NULL;
   kd_graph *check = NULL;
   kb_status st;
@@ -488,7 +488,7 @@ static kb_status kdag_potrf_setup(kb_run *run, void **state) {
   kd_sink *sl, *si;
   kd_tensor_desc dm = {.dtype = KD_F64, .rank = 3, .shape = {DX_N, DX_N, DXB_BATCH}};
   kd_tensor_desc di = {.dtype = KD_I32, .rank = 1, .shape = {DXB_BATCH}};
-  if ((st = kd_check(run, kd_module_cache_open(NULL, &cache), "kd_module_cache_open")) ||
+  if ((st = kd_check(run, kd_cubin_cache_create(NULL, &cache), "kd_cubin_cache_create")) ||
       (st = kd_check(run, dx_build_cholesky(cache, s->sm, &cubin, NULL), "building the cuSOLVERDx module")) ||
       (st = kd_check(run, dx_launch_config(cubin, "dx_potrf_launch", DXB_BATCH, &cfg), "dx_potrf_launch")) ||
       (st = kdag_module(run, c, cubin, "dx_potrf_batched", &fn)) ||
@@ -500,7 +500,7 @@ static kb_status kdag_potrf_setup(kb_run *run, void **state) {
   for (int pass = 0; pass < 2; ++pass) {
     kd_graph **gp = pass ? &c->graph : &check;
     if ((st = kd_check(run, kd_graph_create(session, gp), "kd_graph_create")) ||
-        (st = kd_check(run, kd_graph_copy(*gp, "A = A0", kd_whole(ta), kd_whole(t0), NULL), "kd_graph_copy")) ||
+        (st = kd_check(run, kd_graph_op_copy(*gp, "A = A0", kd_whole(ta), kd_whole(t0), NULL), "kd_graph_op_copy")) ||
         (st = kd_check(run, kd_graph_kernel(*gp, "A = L L^T (cuSOLVERDx potrf)", fn, &cfg, args, 3, NULL),
                        "kd_graph_kernel")))
       goto fail;
@@ -514,15 +514,15 @@ static kb_status kdag_potrf_setup(kb_run *run, void **state) {
   }
   if ((st = kb_kdag_preflight(run, &c->k, c->graph))) goto fail;
   kd_graph_destroy(check);
-  kd_binary_free(cubin);
-  kd_module_cache_close(cache);
+  kd_binary_destroy(cubin);
+  kd_cubin_cache_destroy(cache);
   free(a), free(l), free(info);
   *state = c;
   return KB_OK;
 fail:
   kd_graph_destroy(check);
-  kd_binary_free(cubin);
-  kd_module_cache_close(cache);
+  kd_binary_destroy(cubin);
+  kd_cubin_cache_destroy(cache);
   free(a), free(l), free(info);
   kdag_teardown(run, c);
   return st;
@@ -699,26 +699,26 @@ static kd_status start_launch(kd_raw *raw, void *user) {
 /* Build (from the cache folder dir) -> load -> lookup -> one launch done. */
 static kb_status start_once(kb_run *run, start_case *c, const char *dir, kd_build_origin want) {
   dx_suite *s = kb_run_suite_state(run);
-  kd_module_cache *cache = NULL;
+  kd_cubin_cache *cache = NULL;
   kd_binary *cubin = NULL;
   kd_build_report rep;
   kb_status st;
   uint64_t t0 = kb_now_ns();
-  if ((st = kd_check(run, kd_module_cache_open(dir, &cache), "kd_module_cache_open")) ||
+  if ((st = kd_check(run, kd_cubin_cache_create(dir, &cache), "kd_cubin_cache_create")) ||
       (st = kd_check(run, dx_build_gemm(cache, &s->mdx, KD_F32, s->sm, &cubin, &rep), "building the cuBLASDx GEMM"))) {
-    kd_module_cache_close(cache);
+    kd_cubin_cache_destroy(cache);
     return st;
   }
-  kd_module_cache_close(cache);
+  kd_cubin_cache_destroy(cache);
   if (c->timing) c->phase_ns[0] += (double)(kb_now_ns() - t0);
   if (rep.origin != want) {
-    kd_binary_free(cubin);
+    kd_binary_destroy(cubin);
     return kb_run_fail(run, "the module came from %s, expected %s", rep.origin == KD_BUILD_DISK ? "the disk cache" :
                        rep.origin == KD_BUILD_MEMORY ? "memory" : "a compile", want == KD_BUILD_DISK ? "the disk cache" : "a compile");
   }
   start_job job = {c, cubin};
   st = kd_check(run, kd_with_raw(c->k.session, "bench.dx_start", start_launch, &job), "load and first launch");
-  kd_binary_free(cubin);
+  kd_binary_destroy(cubin);
   if (c->timing && !st) c->phase_n++;
   return st;
 }

@@ -6,7 +6,7 @@
  *   ptx_jit        kd_raw_load_ptx of the embedded PTX (the driver JITs it;
  *                  kdag-bench disables the JIT cache) -> ... -> done
  *   disk_cache     kd_build_cubin of kernels/add.cu through a new
- *                  kd_module_cache (memory level empty) over a folder one
+ *                  kd_cubin_cache (memory level empty) over a folder one
  *                  cold build filled in setup: key, read, checksum ->
  *                  kd_raw_load_binary -> ... -> done (the warm start)
  * Each iteration is one kd_with_raw scope that loads a fresh module, runs
@@ -111,11 +111,11 @@ static kd_build_recipe add_recipe(const module_suite *s) {
 /* kernels/add.cu through a new cache object (nothing in memory) over the
  * suite's folder: a compile when the folder is empty, else a disk read. */
 static kd_status build_add(const module_suite *s, kd_binary **cubin, kd_build_report *rep) {
-  kd_module_cache *cache = NULL;
+  kd_cubin_cache *cache = NULL;
   kd_build_recipe r = add_recipe(s);
-  kd_status st = kd_module_cache_open(s->cache_dir, &cache);
+  kd_status st = kd_cubin_cache_create(s->cache_dir, &cache);
   if (!st) st = kd_build_cubin(cache, &r, cubin, rep);
-  kd_module_cache_close(cache);
+  kd_cubin_cache_destroy(cache);
   return st;
 }
 
@@ -129,7 +129,7 @@ static kd_status load_from_disk(kd_raw *raw, const module_suite *s, kd_module *m
     st = KD_ERR_INVALID_ARGUMENT;
   }
   if (!st) st = kd_raw_load_binary(raw, cubin, m);
-  kd_binary_free(cubin);
+  kd_binary_destroy(cubin);
   return st;
 }
 
@@ -191,7 +191,7 @@ static kb_status module_setup(kb_run *run, void **state) {
   }
   kd_binary *cubin = NULL;
   kd_status st = build_add(s, &cubin, NULL);
-  kd_binary_free(cubin);
+  kd_binary_destroy(cubin);
   if (st) {
     remove_cache_dir(s);
     return kb_run_fail(run, "filling the cache: %s", kd_last_error());

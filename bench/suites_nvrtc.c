@@ -42,7 +42,7 @@ static kb_status nvrtc_batch(kb_run *run, void *state, uint64_t iterations, kb_t
     kd_binary *bin = NULL;
     kd_status st = kd_nvrtc_compile((const char *)kd_kernel_add_source, &o, &bin);
     if (st != KD_OK) return kb_run_fail(run, "kd_nvrtc_compile(%s): %s: %s", arch, kd_status_name(st), kd_last_error());
-    kd_binary_free(bin);
+    kd_binary_destroy(bin);
   }
   out->host_ns = (double)(kb_now_ns() - t0);
   return KB_OK;

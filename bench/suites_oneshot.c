@@ -71,7 +71,7 @@ static void oneshot_teardown(kb_run *run, void *state) {
 
 /* One graph's life, nodes nodes long. Returns KD_OK or kdag's status
  * (message in kd_last_error). */
-static kb_status one_graph(kb_run *run, oneshot *o, int64_t nodes, kd_counters *before, kd_counters *after) {
+static kb_status one_graph(kb_run *run, oneshot *o, int64_t nodes, kd_session_stats *before, kd_session_stats *after) {
   kb_status st;
   kd_graph *g = NULL;
   kd_launch_config config = {{1, 1, 1}, {ONESHOT_ELEMS, 1, 1}, 0};
@@ -134,7 +134,7 @@ static kb_status oneshot_setup(kb_run *run, void **state) {
   }
   /* A small graph first, outside the timing: it loads what a first
    * submission loads, and shows whether GRAPH mode really ran. */
-  kd_counters before, after;
+  kd_session_stats before, after;
   if ((st = one_graph(run, o, 10, &before, &after)) || (st = kb_kdag_check_mode(run, &o->k, &before, &after)))
     goto fail;
   *state = o;

@@ -1,10 +1,10 @@
 /* Suite "pipeline": a bandwidth-bound kdag graph of 4 elementwise stages
  * over 2^log2n floats (default 2^26, 256 MiB per tensor), built from kdag's
  * built-in kernels:
- *   y = 0.5 y        kd_graph_scale   reads y, writes y      2 x bytes
- *   y = y + 1.0 x    kd_graph_axpy    reads x, y, writes y   3 x bytes
- *   z = x + y        kd_graph_add     reads x, y, writes z   3 x bytes
- *   z = 0.5 z        kd_graph_scale   reads z, writes z      2 x bytes
+ *   y = 0.5 y        kd_graph_op_scale   reads y, writes y      2 x bytes
+ *   y = y + 1.0 x    kd_graph_op_axpy    reads x, y, writes y   3 x bytes
+ *   z = x + y        kd_graph_op_add     reads x, y, writes z   3 x bytes
+ *   z = 0.5 z        kd_graph_op_scale   reads z, writes z      2 x bytes
  * so 10 tensor sizes of traffic per submission, declared as the case's
  * bytes; bytes/s and, when the run also has the copy suite (its d2d_copy is
  * the bandwidth reference), bandwidth_share against that copy measured in
@@ -70,7 +70,7 @@ static kb_status pipeline_setup(kb_run *run, void **state) {
    * reads initialised tensors and its own traffic is only its 4 stages. */
   if (kd_tensor_create(session, &d, &x) || kd_tensor_create(session, &d, &y) ||
       kd_tensor_create(session, &d, &z) || kd_graph_create(session, &init) ||
-      kd_graph_fill(init, "x=1", kd_whole(x), &one, NULL) || kd_graph_fill(init, "y=2", kd_whole(y), &two, NULL) ||
+      kd_graph_op_fill(init, "x=1", kd_whole(x), &one, NULL) || kd_graph_op_fill(init, "y=2", kd_whole(y), &two, NULL) ||
       kd_graph_submit(init, NULL)) {
     st = kb_run_fail(run, "kdag: %s", kd_last_error());
     kd_graph_destroy(init);
@@ -78,10 +78,10 @@ static kb_status pipeline_setup(kb_run *run, void **state) {
   }
   kd_graph_destroy(init);
   if ((st = kb_kdag_wait(run, &p->k))) goto fail;
-  if (kd_graph_create(session, &p->graph) || kd_graph_scale(p->graph, "y*=0.5", kd_whole(y), 0.5, NULL) ||
-      kd_graph_axpy(p->graph, "y+=x", kd_whole(y), kd_whole(x), 1.0, NULL) ||
-      kd_graph_add(p->graph, "z=x+y", kd_whole(z), kd_whole(x), kd_whole(y), NULL) ||
-      kd_graph_scale(p->graph, "z*=0.5", kd_whole(z), 0.5, NULL)) {
+  if (kd_graph_create(session, &p->graph) || kd_graph_op_scale(p->graph, "y*=0.5", kd_whole(y), 0.5, NULL) ||
+      kd_graph_op_axpy(p->graph, "y+=x", kd_whole(y), kd_whole(x), 1.0, NULL) ||
+      kd_graph_op_add(p->graph, "z=x+y", kd_whole(z), kd_whole(x), kd_whole(y), NULL) ||
+      kd_graph_op_scale(p->graph, "z*=0.5", kd_whole(z), 0.5, NULL)) {
     st = kb_run_fail(run, "kdag: %s", kd_last_error());
     goto fail;
   }

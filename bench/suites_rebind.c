@@ -272,7 +272,7 @@ static kb_status kdag_setup(kb_run *run, void **state) {
   if (c->kind != RELAUNCH) {
     /* One rebinding submission outside the timing: it must not instantiate
      * a new executable graph (the header's promise); warn if it does. */
-    kd_counters before, after;
+    kd_session_stats before, after;
     if ((st = kb_kdag_counters(run, &c->k, &before))) goto fail;
     if (rebind_step(c) || kd_graph_submit(c->graph, NULL)) goto kdag_fail;
     if ((st = kb_kdag_wait(run, &c->k)) || (st = kb_kdag_counters(run, &c->k, &after))) goto fail;

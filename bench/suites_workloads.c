@@ -310,7 +310,7 @@ static kb_status hand_setup(kb_run *run, void **state, int as_graph) {
       goto fail;
     }
     CUresult r = cu->cuModuleLoadDataEx(&h->user, kd_binary_data(b), 0, NULL, NULL);
-    kd_binary_free(b);
+    kd_binary_destroy(b);
     if ((st = kb_gpu_check(run, r, "cuModuleLoadDataEx(workload kernels)"))) goto fail;
   }
   if (spec.kind == KB_WL_CHOLESKY) { /* the same module kdag's graph loads */
@@ -321,7 +321,7 @@ static kb_status hand_setup(kb_run *run, void **state, int as_graph) {
       goto fail;
     }
     CUresult r = cu->cuModuleLoadDataEx(&h->user, kd_binary_data(b), 0, NULL, NULL);
-    kd_binary_free(b);
+    kd_binary_destroy(b);
     if ((st = kb_gpu_check(run, r, "cuModuleLoadDataEx(Cholesky)"))) goto fail;
   }
   if ((spec.kind == KB_WL_JACOBI || spec.kind == KB_WL_CHOLESKY) &&

@@ -565,15 +565,15 @@ int kb_wl_cholesky_module(int sm, int batch, kd_binary **out, kd_launch_config *
   if (st == KD_ERR_LIBRARY_MISSING || (!st && !*mdx.libmathdx_path))
     return snprintf(why, cap, "MathDx is not installed (tools/install-mathdx.sh): %s",
                     st ? kd_last_error() : "no libmathdx.so.0"), 1;
-  kd_module_cache *cache = NULL;
+  kd_cubin_cache *cache = NULL;
   kd_build_report rep;
-  if (!st) st = kd_module_cache_open(NULL, &cache);
+  if (!st) st = kd_cubin_cache_create(NULL, &cache);
   if (!st) st = dx_build_cholesky(cache, sm, out, &rep);
   if (!st) st = dx_launch_config(*out, "dx_potrf_launch", (uint32_t)batch, potrf);
   if (!st) st = dx_launch_config(*out, "dx_potrs_launch", (uint32_t)batch, potrs);
-  kd_module_cache_close(cache);
+  kd_cubin_cache_destroy(cache);
   if (!st) return 0;
-  kd_binary_free(*out);
+  kd_binary_destroy(*out);
   *out = NULL;
   return fail(why, cap, "building the Cholesky module");
 }
@@ -598,7 +598,7 @@ static int cholesky_module(kb_wl *w, char *why, size_t cap) {
   if (!rc && (kd_module_function(w->s, w->m, "dx_potrf_batched", &w->fn[0]) ||
               kd_module_function(w->s, w->m, "dx_potrs_batched", &w->fn[1])))
     rc = fail(why, cap, "kd_module_function");
-  kd_binary_free(cubin);
+  kd_binary_destroy(cubin);
   return rc;
 }
 
@@ -693,10 +693,10 @@ int kb_wl_declare(kb_wl *w, kd_graph *g, char *why, size_t cap) {
     case KB_WL_JACOBI: {
       kd_tensor a = w->t[it % 2], b = w->t[1 - it % 2];
       kd_view in = grid_view(b, n, 1, 1);
-      st = kd_graph_add(g, "up+down", in, grid_view(a, n, 0, 1), grid_view(a, n, 2, 1), NULL);
-      if (!st) st = kd_graph_axpy(g, "+left", in, grid_view(a, n, 1, 0), 1.0, NULL);
-      if (!st) st = kd_graph_axpy(g, "+right", in, grid_view(a, n, 1, 2), 1.0, NULL);
-      if (!st) st = kd_graph_scale(g, "/4", in, 0.25, NULL);
+      st = kd_graph_op_add(g, "up+down", in, grid_view(a, n, 0, 1), grid_view(a, n, 2, 1), NULL);
+      if (!st) st = kd_graph_op_axpy(g, "+left", in, grid_view(a, n, 1, 0), 1.0, NULL);
+      if (!st) st = kd_graph_op_axpy(g, "+right", in, grid_view(a, n, 1, 2), 1.0, NULL);
+      if (!st) st = kd_graph_op_scale(g, "/4", in, 0.25, NULL);
       break;
     }
     case KB_WL_JACOBI_KERNEL: {
@@ -748,8 +748,8 @@ int kb_wl_declare(kb_wl *w, kd_graph *g, char *why, size_t cap) {
       kd_tensor a0 = w->t[CH_A0], a = w->t[CH_A], b0 = w->t[CH_B0], x = w->t[CH_X], info = w->t[CH_INFO];
       kd_garg potrf[] = {kd_g_inout(kd_whole(a)), kd_g_out(kd_whole(info)), kd_g_value(kd_arg_i32(spec->batch))};
       kd_garg potrs[] = {kd_g_inout(kd_whole(x)), kd_g_in(kd_whole(a)), kd_g_value(kd_arg_i32(spec->batch))};
-      st = kd_graph_copy(g, "A = A0", kd_whole(a), kd_whole(a0), NULL);
-      if (!st) st = kd_graph_copy(g, "x = b0", kd_whole(x), kd_whole(b0), NULL);
+      st = kd_graph_op_copy(g, "A = A0", kd_whole(a), kd_whole(a0), NULL);
+      if (!st) st = kd_graph_op_copy(g, "x = b0", kd_whole(x), kd_whole(b0), NULL);
       if (!st) st = kd_graph_kernel(g, "A = L L^T (cuSOLVERDx)", w->fn[0], &w->dx[0], potrf, 3, NULL);
       if (!st) st = kd_graph_kernel(g, "x = A^-1 x (cuSOLVERDx)", w->fn[1], &w->dx[1], potrs, 3, NULL);
       break;

@@ -40,8 +40,8 @@ int main(void) {
     return dx_require_gpu() ? 1 : 0;
   }
   CHECK(st);
-  kd_module_cache *cache;
-  CHECK(kd_module_cache_open(NULL, &cache));
+  kd_cubin_cache *cache;
+  CHECK(kd_cubin_cache_create(NULL, &cache));
   kd_session *s;
   CHECK(kd_session_create(NULL, &s));
   int on_gpu = kd_session_backend(s) == KD_BACKEND_CUDA, sm = 90;
@@ -63,9 +63,9 @@ int main(void) {
          rep.compile_ms, rep.link_ms, rep.total_ms, cf.block[0], cf.shared_bytes, cs.shared_bytes);
   if (!on_gpu) {
     printf("kernels built, not run: %s\n", kd_session_backend_reason(s));
-    kd_binary_free(cubin);
+    kd_binary_destroy(cubin);
     kd_session_destroy(s);
-    kd_module_cache_close(cache);
+    kd_cubin_cache_destroy(cache);
     return dx_require_gpu();
   }
 
@@ -119,9 +119,9 @@ int main(void) {
   kd_tensor_release(s, tx);
   kd_tensor_release(s, ti);
   kd_module_release(s, mod);
-  kd_binary_free(cubin);
+  kd_binary_destroy(cubin);
   free(a), free(b), free(x), free(info);
   kd_session_destroy(s);
-  kd_module_cache_close(cache);
+  kd_cubin_cache_destroy(cache);
   return ok ? 0 : 1;
 }

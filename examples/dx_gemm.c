@@ -32,7 +32,7 @@ static double urand(uint64_t *s) {
 }
 
 /* One precision: build, run as a graph node, compare with the host. */
-static int run(kd_session *s, kd_module_cache *cache, const kd_mathdx_info *mdx, int sm, kd_dtype t) {
+static int run(kd_session *s, kd_cubin_cache *cache, const kd_mathdx_info *mdx, int sm, kd_dtype t) {
   const char *name = t == KD_F64 ? "f64" : "f32";
   size_t es = t == KD_F64 ? 8 : 4, bytes = es * MAT * BATCH;
   kd_binary *cubin;
@@ -45,7 +45,7 @@ static int run(kd_session *s, kd_module_cache *cache, const kd_mathdx_info *mdx,
          rep.origin == KD_BUILD_COMPILED ? "compiled and linked" : rep.origin == KD_BUILD_DISK ? "loaded from the disk cache" : "from memory",
          rep.compile_ms, rep.link_ms, rep.total_ms, cfg.block[0], cfg.block[1], cfg.block[2], cfg.shared_bytes);
   if (kd_session_backend(s) != KD_BACKEND_CUDA) {
-    kd_binary_free(cubin);
+    kd_binary_destroy(cubin);
     return 0;
   }
   double *a = malloc(8 * MAT * BATCH), *b = malloc(8 * MAT * BATCH), *want = malloc(8 * MAT * BATCH);
@@ -100,7 +100,7 @@ static int run(kd_session *s, kd_module_cache *cache, const kd_mathdx_info *mdx,
   kd_tensor_release(s, tb);
   kd_tensor_release(s, tc);
   kd_module_release(s, mod);
-  kd_binary_free(cubin);
+  kd_binary_destroy(cubin);
   free(a), free(b), free(want), free(ha), free(hb), free(hc);
   return worst <= tol ? 0 : 1;
 }
@@ -114,8 +114,8 @@ int main(void) {
   }
   CHECK(st);
   printf("kdag dx_gemm: MathDx %s (%s)\n", mdx.headers_version, mdx.include_dir);
-  kd_module_cache *cache;
-  CHECK(kd_module_cache_open(NULL, &cache));
+  kd_cubin_cache *cache;
+  CHECK(kd_cubin_cache_create(NULL, &cache));
   kd_session *s;
   CHECK(kd_session_create(NULL, &s));
   int on_gpu = kd_session_backend(s) == KD_BACKEND_CUDA, sm = 90;
@@ -130,6 +130,6 @@ int main(void) {
     bad = dx_require_gpu();
   }
   kd_session_destroy(s);
-  kd_module_cache_close(cache);
+  kd_cubin_cache_destroy(cache);
   return bad;
 }

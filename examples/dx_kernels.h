@@ -102,7 +102,7 @@ static const char dx_cholesky_source[] =
     "}\n";
 
 /* Builds the cuBLASDx GEMM CUBIN for dtype (KD_F32 / KD_F64) and sm (90). */
-static inline kd_status dx_build_gemm(kd_module_cache *cache, const kd_mathdx_info *mdx, kd_dtype dtype,
+static inline kd_status dx_build_gemm(kd_cubin_cache *cache, const kd_mathdx_info *mdx, kd_dtype dtype,
                                       int sm, kd_binary **out, kd_build_report *report) {
   char arch[16], def_t[32], def_sm[32];
   snprintf(arch, sizeof arch, "sm_%d", sm);
@@ -131,7 +131,7 @@ static inline kd_status dx_build_gemm(kd_module_cache *cache, const kd_mathdx_in
 /* Builds the Cholesky module: three libmathdx functions (potrf, and trsm
  * with L and with L^T, all in the block size libmathdx suggests for potrf),
  * the universal cuSOLVERDx fatbin, and the kernels above. */
-static inline kd_status dx_build_cholesky(kd_module_cache *cache, int sm, kd_binary **out,
+static inline kd_status dx_build_cholesky(kd_cubin_cache *cache, int sm, kd_binary **out,
                                           kd_build_report *report) {
   kd_dx_solver potrf, trsm_n, trsm_t;
   memset(&trsm_n, 0, sizeof trsm_n);
@@ -177,9 +177,9 @@ static inline kd_status dx_build_cholesky(kd_module_cache *cache, int sm, kd_bin
     r.host_variable_count = 2;
     st = kd_build_cubin(cache, &r, out, report);
   }
-  kd_dx_solver_release(&potrf);
-  kd_dx_solver_release(&trsm_n);
-  kd_dx_solver_release(&trsm_t);
+  kd_dx_solver_destroy(&potrf);
+  kd_dx_solver_destroy(&trsm_n);
+  kd_dx_solver_destroy(&trsm_t);
   return st;
 }
 

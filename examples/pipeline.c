@@ -43,11 +43,11 @@ int main(void) {
   kd_view even = {.tensor = z, .rank = 1, .offset = 0, .shape = {N / 2}, .strides = {2}};
   CHECK(kd_graph_create(s, &g));
   CHECK(kd_graph_upload(g, "x", x, host_x, sizeof host_x, NULL));   /* host_x read at each submit */
-  CHECK(kd_graph_fill(g, "y = 1", kd_whole(y), (float[]){1.0f}, NULL));
-  CHECK(kd_graph_axpy(g, "y += 2x", kd_whole(y), kd_whole(x), 2.0, NULL));
-  CHECK(kd_graph_add(g, "z = x + y", kd_whole(z), kd_whole(x), kd_whole(y), NULL));
-  CHECK(kd_graph_scale(g, "z[0::2] *= 0.5", even, 0.5, NULL));        /* a strided view */
-  CHECK(kd_graph_sum(g, "total = sum(z)", kd_whole(total), kd_whole(z), NULL));
+  CHECK(kd_graph_op_fill(g, "y = 1", kd_whole(y), (float[]){1.0f}, NULL));
+  CHECK(kd_graph_op_axpy(g, "y += 2x", kd_whole(y), kd_whole(x), 2.0, NULL));
+  CHECK(kd_graph_op_add(g, "z = x + y", kd_whole(z), kd_whole(x), kd_whole(y), NULL));
+  CHECK(kd_graph_op_scale(g, "z[0::2] *= 0.5", even, 0.5, NULL));        /* a strided view */
+  CHECK(kd_graph_op_sum(g, "total = sum(z)", kd_whole(total), kd_whole(z), NULL));
   CHECK(kd_graph_sink(g, "z to host", z, host_z, sizeof host_z, &z_sink));
   CHECK(kd_graph_sink(g, "total to host", total, &host_total, sizeof host_total, &total_sink));
   /* Every handle can go now: the graph holds what it uses. */
@@ -79,8 +79,8 @@ int main(void) {
     printf("round %d: z[0..3] = %g %g %g %g, sum = %g (want %g)\n", round, host_z[0], host_z[1], host_z[2],
            host_z[3], host_total, want_total);
   }
-  kd_counters k;
-  kd_session_counters(s, &k);
+  kd_session_stats k;
+  kd_session_stats_get(s, &k);
   printf("%llu submissions, %llu kernel launches, %llu stream syncs, %llu device syncs\n",
          (unsigned long long)k.submissions, (unsigned long long)k.launches, (unsigned long long)k.stream_syncs,
          (unsigned long long)k.device_syncs);

@@ -58,20 +58,20 @@ static inline uint32_t dg_run(kd_session *s, kd_dtype t, unsigned char *out) {
   kd_view even_cols = {.tensor = x, .rank = 2, .offset = 0, .shape = {DG_ROWS, 3}, .strides = {1, 2 * DG_ROWS}};
   kd_view odd_rows = {.tensor = y, .rank = 2, .offset = 1, .shape = {3, DG_COLS}, .strides = {2, DG_ROWS}};
   kd_view z_top = {.tensor = z, .rank = 2, .offset = 0, .shape = {3, DG_COLS}, .strides = {1, DG_ROWS}};
-  KDT_OK(kd_graph_fill(g, "x[:, 0::2] = p", even_cols, pattern, NULL));
-  KDT_OK(kd_graph_copy(g, "z = x", kd_whole(z), kd_whole(x), NULL));
-  KDT_OK(kd_graph_copy(g, "z[0:3] = y[1::2]", z_top, odd_rows, NULL));
+  KDT_OK(kd_graph_op_fill(g, "x[:, 0::2] = p", even_cols, pattern, NULL));
+  KDT_OK(kd_graph_op_copy(g, "z = x", kd_whole(z), kd_whole(x), NULL));
+  KDT_OK(kd_graph_op_copy(g, "z[0:3] = y[1::2]", z_top, odd_rows, NULL));
   if (dg_arith(t)) {
-    KDT_OK(kd_graph_add(g, "y = z + x", kd_whole(y), kd_whole(z), kd_whole(x), NULL));
-    KDT_OK(kd_graph_sum(g, "o = sum y", kd_whole(o), kd_whole(y), NULL));
+    KDT_OK(kd_graph_op_add(g, "y = z + x", kd_whole(y), kd_whole(z), kd_whole(x), NULL));
+    KDT_OK(kd_graph_op_sum(g, "o = sum y", kd_whole(o), kd_whole(y), NULL));
   } else {
-    KDT_OK(kd_graph_fill(g, "o = p", kd_whole(o), pattern, NULL));
+    KDT_OK(kd_graph_op_fill(g, "o = p", kd_whole(o), pattern, NULL));
   }
   if (dg_float(t)) {
-    KDT_OK(kd_graph_axpy(g, "y += 0.375 x", kd_whole(y), kd_whole(x), 0.375, NULL));
-    KDT_OK(kd_graph_scale(g, "z *= -1.5", kd_whole(z), -1.5, NULL));
+    KDT_OK(kd_graph_op_axpy(g, "y += 0.375 x", kd_whole(y), kd_whole(x), 0.375, NULL));
+    KDT_OK(kd_graph_op_scale(g, "z *= -1.5", kd_whole(z), -1.5, NULL));
   }
-  KDT_OK(kd_graph_transpose(g, "w = z^T", kd_whole(w), kd_whole(z), NULL));
+  KDT_OK(kd_graph_op_transpose(g, "w = z^T", kd_whole(w), kd_whole(z), NULL));
   memset(out, 0, DG_BYTES);
   kd_tensor ts[5] = {x, y, z, w, o};
   kd_sink *sinks[5];

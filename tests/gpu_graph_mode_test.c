@@ -29,9 +29,9 @@ static kd_session *gpu_session_mode(kd_exec_mode mode, uint32_t flags) {
   return s;
 }
 
-static kd_counters counters(kd_session *s) {
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+static kd_session_stats counters(kd_session *s) {
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   return k;
 }
 
@@ -92,7 +92,7 @@ Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
   }
   /* Graphs emptied by a check gone wrong would compare equal too. */
   cr_assert_gt(nodes, (uint64_t)graphs * 3, "only %llu nodes were added in %d graphs", (unsigned long long)nodes, graphs);
-  kd_counters k = counters(sg);
+  kd_session_stats k = counters(sg);
   cr_assert_eq(k.graph_instantiations, (uint64_t)graphs, "one instantiation per graph");
   cr_assert_eq(k.graph_launches, 2ull * graphs);
   cr_assert_eq(k.graph_updates, 0);
@@ -110,7 +110,7 @@ Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
 Test(gpu_graph_mode, mixed_random_graphs_graph_match_host_and_f64) {
   kd_session *sg = gpu_session_mode(KD_EXEC_GRAPH, 0), *sh = kdt_host_session();
   double worst = rg_differential(sg, sh, 0xB5297A4Dull, 300);
-  kd_counters k = counters(sg);
+  kd_session_stats k = counters(sg);
   cr_assert_eq(k.graph_instantiations, 300);
   cr_assert_eq(k.graph_launches, 300);
   cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
@@ -157,13 +157,13 @@ Test(gpu_graph_mode, rebinding_and_new_scalars_patch_the_executable_graph_in_pla
   kd_garg args[] = {kd_g_out(kd_whole(tz)), kd_g_in(kd_whole(tx)), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(1024))};
   kd_node add;
   KDT_OK(kd_graph_kernel(g, "z=x+y", l.add, &cfg, args, 4, &add));
-  KDT_OK(kd_graph_scale(g, "z*=2", kd_whole(tz), 2.0, NULL));
+  KDT_OK(kd_graph_op_scale(g, "z*=2", kd_whole(tz), 2.0, NULL));
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "z", tz, out, sizeof out, &sink));
   KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_sink_wait(sink));
   for (int i = 0; i < 1024; ++i) cr_assert_eq(out[i], 2 * (x[i] + y[i]));
-  kd_counters k0 = counters(s);
+  kd_session_stats k0 = counters(s);
   cr_assert_eq(k0.graph_instantiations, 1);
   /* Unchanged: a plain relaunch, no patch. */
   KDT_OK(kd_graph_submit(g, NULL));
@@ -179,7 +179,7 @@ Test(gpu_graph_mode, rebinding_and_new_scalars_patch_the_executable_graph_in_pla
   KDT_OK(kd_tensor_upload(s, tz2, minus, sizeof minus));
   KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_sink_wait(sink));
-  kd_counters k1 = counters(s);
+  kd_session_stats k1 = counters(s);
   cr_assert_eq(k1.graph_instantiations, 1, "no new instantiation after a rebinding");
   cr_assert_eq(k1.graph_updates, 1);
   cr_assert_eq(k1.graph_launches, 3);
@@ -189,7 +189,7 @@ Test(gpu_graph_mode, rebinding_and_new_scalars_patch_the_executable_graph_in_pla
   KDT_OK(kd_tensor_download(s, tz, first, sizeof first)); /* the first binding kept its result */
   for (int i = 0; i < 1024; ++i) cr_assert_eq(first[i], 2 * (x[i] + y[i]));
   /* A topology change re-instantiates. */
-  KDT_OK(kd_graph_scale(g, "z*=0.5", kd_whole(tz2), 0.5, NULL));
+  KDT_OK(kd_graph_op_scale(g, "z*=0.5", kd_whole(tz2), 0.5, NULL));
   KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_sink_wait(sink));
   cr_assert_eq(counters(s).graph_instantiations, 2);
@@ -237,7 +237,7 @@ Test(gpu_graph_mode, rebinding_several_times_between_launches_patches_once_and_s
   CHECK_SUM();
   KDT_OK(kd_graph_set_exec_mode(g, KD_EXEC_GRAPH));
   CHECK_SUM();                             /* built from x2 */
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_instantiations, 1);
   cr_assert_eq(k.graph_updates, 0, "a rebinding made before the build needs no patch");
   KDT_OK(kd_graph_rebind(g, tx2, tx));
@@ -292,7 +292,7 @@ Test(gpu_graph_mode, rebinding_keeps_each_views_offset_into_the_new_tensor) {
   KDT_OK(kd_launch_config_flat(ROWS * 4, 128, 0, &cfg));
   kd_garg args[] = {kd_g_out(kd_whole(tz)), kd_g_in(last), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(ROWS * 4))};
   KDT_OK(kd_graph_kernel(g, "z=m[:,4:]+y", l.add, &cfg, args, 4, NULL));
-  KDT_OK(kd_graph_copy(g, "w=m[:,1::2]", kd_whole(tw), odd, NULL));
+  KDT_OK(kd_graph_op_copy(g, "w=m[:,1::2]", kd_whole(tw), odd, NULL));
   int32_t zeros[4] = {0}, f[4], other[4];
   kd_tensor_desc df = {.dtype = KD_I32, .rank = 1, .shape = {4}};
   kd_tensor tf[2];
@@ -328,7 +328,7 @@ Test(gpu_graph_mode, rebinding_keeps_each_views_offset_into_the_new_tensor) {
       cr_assert_eq(other[i], 0, "round %d: f[%d] of the unbound tensor", round, i);
     }
   }
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_instantiations, 1, "every rebinding patched in place");
   cr_assert_eq(k.graph_updates, 3);
   kd_graph_destroy(g);
@@ -360,7 +360,7 @@ Test(gpu_graph_mode, new_values_patch_their_node_once_and_stay_correct) {
   float minus = -1.0f;
   for (int i = 0; i < 2; ++i) {
     KDT_OK(kd_tensor_create(s, &d, &tz[i]));
-    KDT_OK(kd_graph_fill(g, "z=-1", kd_whole(tz[i]), &minus, NULL));
+    KDT_OK(kd_graph_op_fill(g, "z=-1", kd_whole(tz[i]), &minus, NULL));
     kd_garg args[] = {kd_g_out(kd_whole(tz[i])), kd_g_in(kd_whole(tx)), kd_g_in(kd_whole(ty)),
                       kd_g_value(kd_arg_i32(N))};
     KDT_OK(kd_graph_kernel(g, "z=x+y", l.add, &cfg, args, 4, &add[i]));
@@ -381,7 +381,7 @@ Test(gpu_graph_mode, new_values_patch_their_node_once_and_stay_correct) {
   n[0] = 128;
   KDT_OK(kd_graph_set_exec_mode(g, KD_EXEC_GRAPH));
   CHECK_BOTH(); /* built with 128 */
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_instantiations, 1);
   cr_assert_eq(k.graph_updates, 0, "a value set before the build needs no patch");
   KDT_OK(kd_graph_set_arg(g, add[1], 3, kd_arg_i32(64)));
@@ -420,7 +420,7 @@ Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   float zero = 0;
-  KDT_OK(kd_graph_fill(g, "acc=0", kd_whole(acc), &zero, NULL));
+  KDT_OK(kd_graph_op_fill(g, "acc=0", kd_whole(acc), &zero, NULL));
   KDT_OK(kd_graph_submit(g, NULL)); /* acc = 0, then the pipeline below */
   kd_graph_destroy(g);
   KDT_OK(kd_graph_create(s, &g));
@@ -428,7 +428,7 @@ Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
   kd_garg spin[] = {kd_g_value(kd_arg_u64(20ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
   KDT_OK(kd_graph_kernel(g, "spin", l.spin, &one, spin, 2, NULL));
   KDT_OK(kd_graph_upload(g, "a<-host", a, host, sizeof host, NULL));
-  KDT_OK(kd_graph_axpy(g, "acc+=a", kd_whole(acc), kd_whole(a), 1.0, NULL));
+  KDT_OK(kd_graph_op_axpy(g, "acc+=a", kd_whole(acc), kd_whole(a), 1.0, NULL));
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "acc", acc, got, sizeof got, &sink));
   double t0 = now_ms();
@@ -452,7 +452,7 @@ Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
     for (int launch = 0; launch < LAUNCHES; ++launch) want += (float)(launch * 1000 + i % 7);
     cr_assert_eq(got[i], want, "acc[%d] = %g, want %g", i, got[i], want);
   }
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   fprintf(stderr, "graph in flight: %d launches submitted in %.3f ms behind 20 ms spins each; %llu instantiation\n",
           LAUNCHES, t1 - t0, (unsigned long long)k.graph_instantiations);
   cr_assert_eq(k.graph_instantiations, 2, "one for the fill graph, one for the pipeline");
@@ -484,7 +484,7 @@ Test(gpu_graph_mode, sink_of_earlier_launch_waits_alone_behind_a_spinning_graph)
   kd_graph *early, *late;
   kd_sink *sink;
   KDT_OK(kd_graph_create(s, &early));
-  KDT_OK(kd_graph_add(early, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  KDT_OK(kd_graph_op_add(early, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
   KDT_OK(kd_graph_sink(early, "b", b, got, sizeof got, &sink));
   KDT_OK(kd_graph_submit(early, NULL)); /* warms staging and instantiates */
   KDT_OK(kd_sink_wait(sink));
@@ -507,7 +507,7 @@ Test(gpu_graph_mode, sink_of_earlier_launch_waits_alone_behind_a_spinning_graph)
   cr_assert_lt(t2 - t1, 10.0, "the earlier sink took %.1f ms behind a 200 ms kernel", t2 - t1);
   cr_assert_lt(t2 - t0, 50.0, "submit and the earlier sink took %.1f ms behind a 200 ms kernel", t2 - t0);
   for (int i = 0; i < 256; ++i) cr_assert_eq(got[i], 2 * i);
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
   cr_assert_eq(k.graph_launches, 3);
   kd_graph_destroy(late);
@@ -547,7 +547,7 @@ Test(gpu_graph_mode, foreign_cublas_node_is_captured_and_keeps_its_resource) {
   KDT_OK(kd_sink_wait(sink));
   cr_assert_eq(b.calls, 2);
   for (int i = 0; i < N; ++i) cr_assert_float_eq(out[i], 2.0f * x[i] + y[i], 1e-5f, "y2[%d]", i);
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_instantiations, 1);
   cr_assert_eq(k.graph_updates, 1);
   KDT_OK(kd_tensor_release(s, tx));
@@ -585,7 +585,7 @@ Test(gpu_graph_mode, an_uncapturable_node_fails_graph_mode_by_name_and_auto_runs
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   kd_garg acc[] = {kd_g_in(kd_whole(a))};
-  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  KDT_OK(kd_graph_op_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
   KDT_OK(kd_graph_foreign(g, "syncs", syncing_node, (void *)sync, acc, 1, 0, NULL, NULL, NULL));
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "b", b, got, sizeof got, &sink));
@@ -598,7 +598,7 @@ Test(gpu_graph_mode, an_uncapturable_node_fails_graph_mode_by_name_and_auto_runs
   KDT_OK(kd_graph_set_exec_mode(g, KD_EXEC_AUTO)); /* graph_after 2: this plan has run once */
   for (int i = 0; i < 3; ++i) KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_sink_wait(sink));
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_launches, 0, "AUTO fell back to EAGER");
   cr_assert_eq(k.submissions, 4);
   kd_graph_destroy(g);
@@ -615,7 +615,7 @@ Test(gpu_graph_mode, auto_switches_to_graph_after_graph_after_submissions) {
   KDT_OK(kd_tensor_from_host(s, &d, v, sizeof v, &a));
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_scale(g, "a*=3", kd_whole(a), 3.0, NULL));
+  KDT_OK(kd_graph_op_scale(g, "a*=3", kd_whole(a), 3.0, NULL));
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
   uint64_t want_launches[] = {0, 0, 1, 2, 3};
@@ -639,7 +639,7 @@ static kd_graph *trap_graph(kd_session *s, const loaded *l, kd_tensor t) {
     char name[16];
     snprintf(name, sizeof name, "node%d", i);
     if (i == 6) KDT_OK(kd_graph_kernel(g, name, l->trap, &one, NULL, 0, NULL));
-    else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
+    else KDT_OK(kd_graph_op_fill(g, name, kd_whole(t), &i, NULL));
   }
   return g;
 }

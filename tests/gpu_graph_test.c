@@ -19,8 +19,8 @@ static double now_ms(void) {
 
 /* The session never waited on the whole stream or device. */
 static void assert_no_syncs(kd_session *s) {
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.device_syncs, 0);
   cr_assert_eq(k.stream_syncs, 0);
 }
@@ -115,11 +115,11 @@ static void float_pipeline(kd_session *s, const float *m0, float *out_t, float *
   KDT_OK(kd_graph_create(s, &g));
   kd_view ev = {.tensor = m, .rank = 2, .offset = 0, .shape = {64, 24}, .strides = {1, 128}};
   kd_view od = {.tensor = m, .rank = 2, .offset = 64, .shape = {64, 24}, .strides = {1, 128}};
-  KDT_OK(kd_graph_scale(g, "odd*=3", od, 3.0, NULL));
-  KDT_OK(kd_graph_copy(g, "even (canonicalize)", kd_whole(even), ev, NULL));
-  KDT_OK(kd_graph_axpy(g, "odd+=0.5 even", od, kd_whole(even), 0.5, NULL));
-  KDT_OK(kd_graph_transpose(g, "t=m^T", kd_whole(t), kd_whole(m), NULL));
-  KDT_OK(kd_graph_sum(g, "sum", kd_whole(sum), kd_whole(t), NULL));
+  KDT_OK(kd_graph_op_scale(g, "odd*=3", od, 3.0, NULL));
+  KDT_OK(kd_graph_op_copy(g, "even (canonicalize)", kd_whole(even), ev, NULL));
+  KDT_OK(kd_graph_op_axpy(g, "odd+=0.5 even", od, kd_whole(even), 0.5, NULL));
+  KDT_OK(kd_graph_op_transpose(g, "t=m^T", kd_whole(t), kd_whole(m), NULL));
+  KDT_OK(kd_graph_op_sum(g, "sum", kd_whole(sum), kd_whole(t), NULL));
   kd_sink *st, *ss;
   KDT_OK(kd_graph_sink(g, "t", t, out_t, sizeof(float) * 48 * 64, &st));
   KDT_OK(kd_graph_sink(g, "sum", sum, out_sum, sizeof(float), &ss));
@@ -192,7 +192,7 @@ Test(gpu_graph, sink_waits_alone_behind_a_spinning_kernel) {
   int32_t got[256];
   kd_sink *sink;
   KDT_OK(kd_graph_create(s, &early));
-  KDT_OK(kd_graph_add(early, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  KDT_OK(kd_graph_op_add(early, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
   KDT_OK(kd_graph_sink(early, "b", b, got, sizeof got, &sink));
   /* Warm the staging pool with one round trip. */
   KDT_OK(kd_graph_submit(early, NULL));
@@ -353,8 +353,8 @@ Test(gpu_graph, release_while_in_flight_100k_submissions) {
   KDT_OK(kd_graph_create(s, &g));
   /* Each submission adds 1, so the result counts them: one lost, repeated
    * or run out of order shows. */
-  KDT_OK(kd_graph_add(g, "b=a+1", kd_whole(b), kd_whole(a), kd_whole(one), NULL));
-  KDT_OK(kd_graph_copy(g, "a=b", kd_whole(a), kd_whole(b), NULL));
+  KDT_OK(kd_graph_op_add(g, "b=a+1", kd_whole(b), kd_whole(a), kd_whole(one), NULL));
+  KDT_OK(kd_graph_op_copy(g, "a=b", kd_whole(a), kd_whole(b), NULL));
   int32_t got[64];
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
@@ -371,8 +371,8 @@ Test(gpu_graph, release_while_in_flight_100k_submissions) {
   double t1 = now_ms();
   KDT_OK(kd_sink_wait(sink));
   for (int i = 0; i < 64; ++i) cr_assert_eq(got[i], i + n, "a[%d] = %d after %d submissions", i, got[i], n);
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   fprintf(stderr, "100k submissions: %.2f us each on the host, ring-full waits %llu, in flight at the end %llu\n",
           (t1 - t0) * 1e3 / n, (unsigned long long)k.ring_full_waits, (unsigned long long)k.inflight);
   cr_assert_eq(k.device_syncs, 0);
@@ -381,7 +381,7 @@ Test(gpu_graph, release_while_in_flight_100k_submissions) {
   kd_graph_destroy(g);
   uint32_t pending = 1;
   for (int i = 0; i < 100000 && pending; ++i) KDT_OK(kd_session_reap(s, &pending));
-  KDT_OK(kd_session_counters(s, &k));
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(pending, 0);
   cr_assert_eq(k.bytes_device, 0, "every tensor went back to the pool (%llu bytes left)", (unsigned long long)k.bytes_device);
   kd_session_destroy(s);
@@ -481,7 +481,7 @@ Test(gpu_graph, a_fault_surfaces_at_the_sink_wait_without_debug_nodes) {
   kd_session *s = fault_setup(0, &l, &t, &g);
   kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
   int32_t seven = 7, host[16];
-  KDT_OK(kd_graph_fill(g, "fill", kd_whole(t), &seven, NULL));
+  KDT_OK(kd_graph_op_fill(g, "fill", kd_whole(t), &seven, NULL));
   KDT_OK(kd_graph_kernel(g, "trap", l.trap, &one, NULL, 0, NULL));
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "t", t, host, sizeof host, &sink));
@@ -505,7 +505,7 @@ Test(gpu_graph, debug_nodes_name_the_node_that_faulted) {
     char name[16];
     snprintf(name, sizeof name, "node%d", i);
     if (i == 6) KDT_OK(kd_graph_kernel(g, name, l.trap, &one, NULL, 0, NULL));
-    else KDT_OK(kd_graph_fill(g, name, kd_whole(t), &i, NULL));
+    else KDT_OK(kd_graph_op_fill(g, name, kd_whole(t), &i, NULL));
   }
   KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_DEVICE_FAULT, "node 'node6' (#6)");
   int32_t host[16];
@@ -539,7 +539,7 @@ static kd_status load_two(kd_raw *raw, void *user) {
 /* Unloading a module waits for every kernel in the context (tools/
  * wait-probe): while a kernel spins for 200 ms, in the given mode, the
  * calls that may drop a module's last reference return at once and make
- * no such driver call (kd_counters.context_waits stays): a submission,
+ * no such driver call (kd_session_stats.context_waits stays): a submission,
  * releasing every handle (modules included), destroying a graph (the one
  * holding a module's last reference, and the spinning one), 64 more
  * submissions (a reap among them), kd_session_reap and a ticket query.
@@ -575,14 +575,14 @@ static void nothing_waits_behind_a_spin(kd_exec_mode mode) {
   KDT_OK(kd_graph_sink(adds, "b", b, y, sizeof y, &sink));
   KDT_OK(kd_graph_kernel(spin, "spin", m.spin, &one, spin_args, 2, NULL));
   KDT_OK(kd_graph_kernel(spin2, "spin again", m.spin, &one, spin_args, 2, NULL));
-  KDT_OK(kd_graph_scale(scales, "a*=1", kd_whole(a), 1.0, NULL));
+  KDT_OK(kd_graph_op_scale(scales, "a*=1", kd_whole(a), 1.0, NULL));
   for (int r = 0; r < 3; ++r) { /* AUTO reaches GRAPH mode; staging is warm */
     KDT_OK(kd_graph_submit(adds, NULL));
     KDT_OK(kd_sink_wait(sink));
   }
   for (int i = 0; i < N; ++i) cr_assert_eq(y[i], x[i] + x[i]);
-  kd_counters k0;
-  KDT_OK(kd_session_counters(s, &k0));
+  kd_session_stats k0;
+  KDT_OK(kd_session_stats_get(s, &k0));
   double t[8], worst_submit = 0;
   kd_ticket spun;
   t[0] = now_ms();
@@ -611,8 +611,8 @@ static void nothing_waits_behind_a_spin(kd_exec_mode mode) {
   int done = 1;
   KDT_OK(kd_ticket_done(s, spun, &done));
   t[7] = now_ms();
-  kd_counters k1;
-  KDT_OK(kd_session_counters(s, &k1));
+  kd_session_stats k1;
+  KDT_OK(kd_session_stats_get(s, &k1));
   static const char *what[] = {"submit", "release every handle", "destroy a graph", "64 submissions",
                                "destroy the spinning graph", "kd_session_reap", "kd_ticket_done"};
   fprintf(stderr, "no hidden wait (mode %d):", (int)mode);
@@ -636,8 +636,8 @@ static void nothing_waits_behind_a_spin(kd_exec_mode mode) {
   }
   cr_assert_eq(done, 1, "the spin kernel ran for over 2 s");
   KDT_OK(kd_session_reap(s, NULL));
-  kd_counters k2;
-  KDT_OK(kd_session_counters(s, &k2));
+  kd_session_stats k2;
+  KDT_OK(kd_session_stats_get(s, &k2));
   cr_assert_eq(k2.context_waits, k0.context_waits, "retiring the spin unloaded a module");
   cr_assert_geq(k2.modules_deferred, 1, "add's module waits for a wait to unload");
   /* kd_session_trim unloads it: behind a second spin, a wait of its length. */
@@ -645,8 +645,8 @@ static void nothing_waits_behind_a_spin(kd_exec_mode mode) {
   double t8 = now_ms();
   KDT_OK(kd_session_trim(s));
   double t9 = now_ms();
-  kd_counters k3;
-  KDT_OK(kd_session_counters(s, &k3));
+  kd_session_stats k3;
+  KDT_OK(kd_session_stats_get(s, &k3));
   fprintf(stderr, "no hidden wait (mode %d): kd_session_trim %.3f ms behind a second spin, %llu context waits\n",
           (int)mode, t9 - t8, (unsigned long long)(k3.context_waits - k2.context_waits));
   cr_assert_gt(k3.context_waits, k2.context_waits);

@@ -79,8 +79,8 @@ static void roundtrip(source_kind source, int n) {
   KDT_OK(kd_with_raw(s, "test.add", run_add, &c));
   KDT_OK(kd_tensor_download(s, c.out, got, sizeof(float) * (size_t)n));
   cr_assert_eq(memcmp(got, want, sizeof(float) * (size_t)n), 0, "GPU sum differs from the host sum");
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.launches, 1);
   cr_assert_eq(k.device_syncs, 0);
   cr_assert_eq(k.stream_syncs, 0);
@@ -209,8 +209,8 @@ Test(gpu_raw, bad_launches_and_borrows_are_refused_before_enqueueing) {
   kd_session *s = kdt_gpu_session();
   tensors3 t = make_tensors(s, 8);
   KDT_OK(in_scope(s, arg_mismatch, &t));
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.launches, 0, "a refused launch must enqueue nothing");
   kd_session_destroy(s);
 }
@@ -394,8 +394,8 @@ Test(gpu_raw, release_before_completion_is_safe) {
   KDT_OK(kd_tensor_release(s, first.out));
   KDT_OK(kd_tensor_release(s, warm1));
   KDT_OK(kd_tensor_release(s, warm2));
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   uint64_t grows = k.staging_grows;
   spin_job sj = {.ns = 300ull * 1000 * 1000};
   KDT_OK(in_scope(s, spin, &sj));
@@ -409,7 +409,7 @@ Test(gpu_raw, release_before_completion_is_safe) {
   uint32_t pending = 0;
   KDT_OK(kd_session_reap(s, &pending));
   double t1 = now_ms();
-  KDT_OK(kd_session_counters(s, &k));
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.staging_grows, grows, "steady state pins no new staging memory");
   cr_assert_lt(t1 - t0, 50.0, "submitting and releasing took %.1f ms behind a 300 ms kernel "
                "(uploads %.2f ms, raw scope %.2f ms, reap %.2f ms)", t1 - t0, t_upload - t0,
@@ -425,7 +425,7 @@ Test(gpu_raw, release_before_completion_is_safe) {
   KDT_OK(kd_tensor_download(s, c.out, got, bytes)); /* the explicit wait */
   cr_assert_eq(memcmp(got, want, bytes), 0, "sum corrupted by early release");
   KDT_OK(kd_session_reap(s, &pending));
-  KDT_OK(kd_session_counters(s, &k));
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(pending, 0);
   cr_assert_eq(k.bytes_retained, 0, "retained bytes return to 0 (%llu)", (unsigned long long)k.bytes_retained);
   cr_assert_eq(k.device_syncs, 0);
@@ -488,8 +488,8 @@ Test(gpu_raw, module_cache_builds_once_per_session) {
   cr_assert_eq(g_builds, 1);
   cr_assert_eq(m1.bits, m2.bits);
   KDT_FAILS(kd_module_release(s, m1), KD_ERR_INVALID_ARGUMENT, "module cache");
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.stream_syncs, 2, "kd_raw_synchronize waits on the stream, counted");
   cr_assert_eq(k.device_syncs, 0);
   kd_session_destroy(s);
@@ -693,7 +693,7 @@ Test(gpu_raw, a_fresh_process_works_after_a_fault_in_another) {
   KDT_OK(kd_tensor_upload(s, t.a, in, sizeof in));
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_scale(g, "twice", kd_whole(t.a), 2.0, NULL));
+  KDT_OK(kd_graph_op_scale(g, "twice", kd_whole(t.a), 2.0, NULL));
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "out", t.a, out, sizeof out, &sink));
   KDT_OK(kd_graph_submit(g, NULL));

@@ -47,17 +47,17 @@ Test(host_api_null, session_and_tensor_functions_refuse_null_pointers) {
   kd_view view;
   REFUSED("out_session", kd_session_create, NULL, NULL);
   REFUSED("session", kd_session_device_info, NULL, &(kd_device_info){0});
-  REFUSED("out", kd_session_device_info, f.s, NULL);
-  REFUSED("session", kd_session_counters, NULL, &(kd_counters){0});
-  REFUSED("out", kd_session_counters, f.s, NULL);
+  REFUSED("out_info", kd_session_device_info, f.s, NULL);
+  REFUSED("session", kd_session_stats_get, NULL, &(kd_session_stats){0});
+  REFUSED("out_stats", kd_session_stats_get, f.s, NULL);
   REFUSED("session", kd_session_reap, NULL, NULL);
   REFUSED("session", kd_tensor_create, NULL, &d, &t);
   REFUSED("desc", kd_tensor_create, f.s, NULL, &t);
-  REFUSED("out", kd_tensor_create, f.s, &d, NULL);
+  REFUSED("out_tensor", kd_tensor_create, f.s, &d, NULL);
   REFUSED("session", kd_tensor_from_host, NULL, &d, v, sizeof v, &t);
   REFUSED("desc", kd_tensor_from_host, f.s, NULL, v, sizeof v, &t);
   REFUSED("host", kd_tensor_from_host, f.s, &d, NULL, sizeof v, &t);
-  REFUSED("out", kd_tensor_from_host, f.s, &d, v, sizeof v, NULL);
+  REFUSED("out_tensor", kd_tensor_from_host, f.s, &d, v, sizeof v, NULL);
   REFUSED("session", kd_tensor_upload, NULL, f.t, v, sizeof v);
   REFUSED("host", kd_tensor_upload, f.s, f.t, NULL, sizeof v);
   REFUSED("session", kd_tensor_download, NULL, f.t, v, sizeof v);
@@ -65,9 +65,9 @@ Test(host_api_null, session_and_tensor_functions_refuse_null_pointers) {
   REFUSED("session", kd_tensor_retain, NULL, f.t);
   REFUSED("session", kd_tensor_release, NULL, f.t);
   REFUSED("session", kd_tensor_info, NULL, f.t, &d);
-  REFUSED("out", kd_tensor_info, f.s, f.t, NULL);
+  REFUSED("out_desc", kd_tensor_info, f.s, f.t, NULL);
   REFUSED("session", kd_view_whole, NULL, f.t, &view);
-  REFUSED("out", kd_view_whole, f.s, f.t, NULL);
+  REFUSED("out_view", kd_view_whole, f.s, f.t, NULL);
   REFUSED("session", kd_view_check, NULL, &view);
   REFUSED("view", kd_view_check, f.s, NULL);
   cr_assert_eq(kd_view_is_compact(NULL), 0);
@@ -85,21 +85,21 @@ Test(host_api_null, graph_functions_refuse_null_pointers) {
   kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   kd_function fn = {{0}, 0};
   REFUSED("session", kd_graph_create, NULL, &g);
-  REFUSED("out", kd_graph_create, f.s, NULL);
-  REFUSED("graph", kd_graph_fill, NULL, "n", kd_whole(f.t), &one, NULL);
-  REFUSED("name", kd_graph_fill, f.g, NULL, kd_whole(f.t), &one, NULL);
-  REFUSED("value", kd_graph_fill, f.g, "n", kd_whole(f.t), NULL, NULL);
-  REFUSED("graph", kd_graph_copy, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
-  REFUSED("graph", kd_graph_transpose, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
-  REFUSED("graph", kd_graph_add, NULL, "n", kd_whole(f.t), kd_whole(f.t), kd_whole(f.t), NULL);
-  REFUSED("graph", kd_graph_axpy, NULL, "n", kd_whole(f.t), kd_whole(f.t), 1.0, NULL);
-  REFUSED("graph", kd_graph_scale, NULL, "n", kd_whole(f.t), 1.0, NULL);
-  REFUSED("graph", kd_graph_sum, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
+  REFUSED("out_graph", kd_graph_create, f.s, NULL);
+  REFUSED("graph", kd_graph_op_fill, NULL, "n", kd_whole(f.t), &one, NULL);
+  REFUSED("name", kd_graph_op_fill, f.g, NULL, kd_whole(f.t), &one, NULL);
+  REFUSED("value", kd_graph_op_fill, f.g, "n", kd_whole(f.t), NULL, NULL);
+  REFUSED("graph", kd_graph_op_copy, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
+  REFUSED("graph", kd_graph_op_transpose, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
+  REFUSED("graph", kd_graph_op_add, NULL, "n", kd_whole(f.t), kd_whole(f.t), kd_whole(f.t), NULL);
+  REFUSED("graph", kd_graph_op_axpy, NULL, "n", kd_whole(f.t), kd_whole(f.t), 1.0, NULL);
+  REFUSED("graph", kd_graph_op_scale, NULL, "n", kd_whole(f.t), 1.0, NULL);
+  REFUSED("graph", kd_graph_op_sum, NULL, "n", kd_whole(f.t), kd_whole(f.t), NULL);
   REFUSED("graph", kd_graph_upload, NULL, "n", f.t, v, sizeof v, NULL);
   REFUSED("host", kd_graph_upload, f.g, "n", f.t, NULL, sizeof v, NULL);
   REFUSED("graph", kd_graph_sink, NULL, "n", f.t, v, sizeof v, &sink);
   REFUSED("host", kd_graph_sink, f.g, "n", f.t, NULL, sizeof v, &sink);
-  REFUSED("out", kd_graph_sink, f.g, "n", f.t, v, sizeof v, NULL);
+  REFUSED("out_sink", kd_graph_sink, f.g, "n", f.t, v, sizeof v, NULL);
   REFUSED("graph", kd_graph_host, NULL, "n", nothing, NULL, &acc, 1, NULL);
   REFUSED("fn", kd_graph_host, f.g, "n", NULL, NULL, &acc, 1, NULL);
   REFUSED("accesses", kd_graph_host, f.g, "n", nothing, NULL, NULL, 1, NULL);
@@ -109,13 +109,13 @@ Test(host_api_null, graph_functions_refuse_null_pointers) {
   REFUSED("graph", kd_graph_rebind, NULL, f.t, f.t);
   REFUSED("graph", kd_graph_set_arg, NULL, 0, 0, kd_arg_i32(1));
   REFUSED("graph", kd_graph_write_dot, NULL, stderr);
-  REFUSED("out", kd_graph_write_dot, f.g, NULL);
+  REFUSED("file", kd_graph_write_dot, f.g, NULL);
   REFUSED("graph", kd_graph_stats_get, NULL, &(kd_graph_stats){0});
-  REFUSED("out", kd_graph_stats_get, f.g, NULL);
+  REFUSED("out_stats", kd_graph_stats_get, f.g, NULL);
   REFUSED("graph", kd_graph_set_exec_mode, NULL, KD_EXEC_EAGER);
   REFUSED("graph", kd_graph_submit, NULL, NULL);
   REFUSED("session", kd_ticket_done, NULL, (kd_ticket){0}, &one);
-  REFUSED("done", kd_ticket_done, f.s, (kd_ticket){0}, NULL);
+  REFUSED("out_done", kd_ticket_done, f.s, (kd_ticket){0}, NULL);
   REFUSED("sink", kd_sink_wait, NULL);
   kd_graph_destroy(NULL); /* documented: ignored */
   kd_graph_stats st;
@@ -145,7 +145,7 @@ Test(host_api_null, raw_and_compile_functions_refuse_null_pointers) {
   void *stream;
   REFUSED("fn", kd_with_raw, f.s, "op", NULL, NULL);
   REFUSED("session", kd_with_raw, NULL, "op", never_called, NULL);
-  REFUSED("out", kd_launch_config_flat, 16, 16, 0, NULL);
+  REFUSED("out_config", kd_launch_config_flat, 16, 16, 0, NULL);
   REFUSED("raw", kd_raw_load_ptx, NULL, ".version 8.0", 12, &m);
   REFUSED("raw", kd_raw_load_image, NULL, "x", 1, &m);
   REFUSED("raw", kd_raw_compile_nvrtc, NULL, "x", NULL, &m);
@@ -167,30 +167,30 @@ Test(host_api_null, raw_and_compile_functions_refuse_null_pointers) {
   REFUSED("raw", kd_raw_stream, NULL, &stream);
   cr_assert_null(kd_raw_session(NULL));
   REFUSED("source", kd_nvrtc_compile, NULL, NULL, &bin);
-  REFUSED("out", kd_nvrtc_compile, "extern \"C\" __global__ void k() {}", NULL, NULL);
+  REFUSED("out_binary", kd_nvrtc_compile, "extern \"C\" __global__ void k() {}", NULL, NULL);
   REFUSED("data", kd_binary_from_memory, KD_BINARY_PTX, NULL, 1, "sm_90", 0, &bin);
-  REFUSED("out", kd_binary_from_memory, KD_BINARY_PTX, "x", 1, "sm_90", 0, NULL);
+  REFUSED("out_binary", kd_binary_from_memory, KD_BINARY_PTX, "x", 1, "sm_90", 0, NULL);
   REFUSED("cubin", kd_binary_read_global, NULL, "g", &major, sizeof major);
   REFUSED("inputs", kd_nvjitlink_link, NULL, 1, NULL, &bin);
   kd_link_input in = {.kind = KD_BINARY_PTX, .data = "x", .size = 2, .name = "x"};
   REFUSED("options", kd_nvjitlink_link, &in, 1, NULL, &bin);
-  REFUSED("out", kd_nvjitlink_link, &in, 1, &(kd_link_options){.arch = "sm_90"}, NULL);
+  REFUSED("out_binary", kd_nvjitlink_link, &in, 1, &(kd_link_options){.arch = "sm_90"}, NULL);
   REFUSED("major", kd_nvrtc_version, NULL, &minor);
   REFUSED("minor", kd_nvjitlink_version, &major, NULL);
-  REFUSED("out", kd_module_cache_open, NULL, NULL);
+  REFUSED("out_cache", kd_cubin_cache_create, NULL, NULL);
   kd_module_key key;
-  REFUSED("out", kd_build_key, NULL, NULL);
+  REFUSED("out_key", kd_build_key, NULL, NULL);
   REFUSED("recipe", kd_build_key, NULL, &key);
   REFUSED("recipe", kd_build_cubin, NULL, NULL, &bin, NULL);
-  REFUSED("cache", kd_module_cache_stats_get, NULL, NULL);
-  REFUSED("out", kd_mathdx_find, NULL);
+  REFUSED("cache", kd_cubin_cache_stats_get, NULL, NULL);
+  REFUSED("out_info", kd_mathdx_find, NULL);
   kd_nvrtc_options no;
   kd_mathdx_info info;
   memset(&info, 0, sizeof info);
   REFUSED("info", kd_mathdx_nvrtc_options, NULL, &no);
   REFUSED("o", kd_mathdx_nvrtc_options, &info, NULL);
-  kd_binary_free(NULL);        /* documented: ignored */
-  kd_module_cache_close(NULL); /* as free */
+  kd_binary_destroy(NULL);        /* documented: ignored */
+  kd_cubin_cache_destroy(NULL); /* as free */
   still_works_then_done(&f);
 }
 
@@ -227,7 +227,7 @@ Test(host_api_null, tensor_handles_are_checked_everywhere) {
     REFUSED_AS(c, kd_view_check, f.s, &v1);
     REFUSED_AS(c, kd_graph_upload, f.g, "n", t, v, sizeof v, NULL);
     REFUSED_AS(c, kd_graph_sink, f.g, "n", t, v, sizeof v, &sink);
-    REFUSED_AS(c, kd_graph_copy, f.g, "n", kd_whole(f.t), kd_whole(t), NULL);
+    REFUSED_AS(c, kd_graph_op_copy, f.g, "n", kd_whole(f.t), kd_whole(t), NULL);
     REFUSED_AS(c, kd_graph_rebind, f.g, f.t, t);
   }
   kd_graph_stats st;
@@ -235,4 +235,32 @@ Test(host_api_null, tensor_handles_are_checked_everywhere) {
   cr_assert_eq(st.nodes, 0, "no refusal added a node");
   kd_session_destroy(other);
   still_works_then_done(&f);
+}
+
+/* The previous release's names still compile and call the same functions
+ * (kdag/kdag.h: one release of macros). */
+Test(host_api_null, the_previous_names_still_work) {
+  fixture f = setup();
+  int32_t one = 1, got[4];
+  kd_node n = 99;
+  KDT_OK(kd_graph_fill(f.g, "old.fill", kd_whole(f.t), &one, &n));
+  cr_assert_eq(n, 0);
+  kd_tensor u;
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {4}};
+  KDT_OK(kd_tensor_create(f.s, &d, &u));
+  KDT_OK(kd_graph_add(f.g, "old.add", kd_whole(u), kd_whole(f.t), kd_whole(f.t), NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(f.g, "out", u, got, sizeof got, &sink));
+  KDT_OK(kd_graph_submit(f.g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  cr_assert_eq(got[3], 2);
+  kd_counters c;
+  KDT_OK(kd_session_counters(f.s, &c));
+  cr_assert_eq(c.submissions, 1);
+  kd_binary *b;
+  KDT_OK(kd_binary_from_memory(KD_BINARY_PTX, "x", 2, "sm_90", 0, &b));
+  kd_binary_free(b);
+  KDT_OK(kd_tensor_release(f.s, u));
+  kd_graph_destroy(f.g);
+  kd_session_destroy(f.s);
 }

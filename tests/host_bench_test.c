@@ -1246,7 +1246,7 @@ static kb_status probe_setup(kb_run *run, void **state) {
   kb_kdag k;
   memset(&k, 0, sizeof k);
   k.mode = p->mode;
-  kd_counters before, after;
+  kd_session_stats before, after;
   memset(&before, 0, sizeof before);
   memset(&after, 0, sizeof after);
   before.graph_launches = p->launches_before;

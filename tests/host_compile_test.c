@@ -27,7 +27,7 @@ Test(host_compile, nvrtc_compiles_add_to_ptx_naming_the_entry) {
   cr_assert_str_eq(info.target, "sm_90");
   cr_assert_str_eq(kd_binary_arch(b), "compute_90");
   kd_ptx_info_free(&info);
-  kd_binary_free(b);
+  kd_binary_destroy(b);
 }
 
 Test(host_compile, nvrtc_sm_arch_gives_cubin_for_that_arch) {
@@ -40,7 +40,7 @@ Test(host_compile, nvrtc_sm_arch_gives_cubin_for_that_arch) {
   cr_assert_eq(info.sm[0], 80);
   cr_assert_eq(kd_image_runs_on(&info, 90), 0);
   cr_assert_eq(kd_image_runs_on(&info, 86), 1);
-  kd_binary_free(b);
+  kd_binary_destroy(b);
 }
 
 Test(host_compile, nvrtc_lto_and_options) {
@@ -65,7 +65,7 @@ Test(host_compile, nvrtc_lto_and_options) {
   KDT_OK(kd_nvrtc_compile(src, &o, &b));
   cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_LTOIR);
   cr_assert_gt(kd_binary_size(b), 0);
-  kd_binary_free(b);
+  kd_binary_destroy(b);
   o.std = "c++14"; /* the same source refused shows the standard was passed */
   KDT_FAILS(kd_nvrtc_compile(src, &o, &b), KD_ERR_COMPILE_FAILED, "-std=c++17");
   kdt_remove_dir(dir);
@@ -131,14 +131,14 @@ Test(host_compile, a_long_define_is_passed_whole) {
                     "extern \"C\" __global__ void k(int *x) { x[0] = 1; }\n";
   kd_binary *b = NULL;
   KDT_OK(kd_nvrtc_compile(src, &o, &b));
-  kd_binary_free(b);
+  kd_binary_destroy(b);
   /* A space does not split an option: NVRTC takes each string whole. */
   const char *spaced[] = {"KD_SUM=1 + 2"};
   o.defines = spaced;
   const char *sum = "static_assert((KD_SUM) * 2 == 6, \"KD_SUM was split\");\n"
                     "extern \"C\" __global__ void k(int *x) { x[0] = KD_SUM; }\n";
   KDT_OK(kd_nvrtc_compile(sum, &o, &b));
-  kd_binary_free(b);
+  kd_binary_destroy(b);
 }
 
 Test(host_compile, ptx_text_rules_follow_the_seed) {
@@ -365,7 +365,7 @@ Test(host_compile, a_symbol_table_without_its_strings_is_not_followed) {
   KDT_OK(kd_binary_from_memory(KD_BINARY_CUBIN, img, kd_kernel_add_cubin_size, "sm_90", 0, &b));
   int v[4];
   KDT_FAILS(kd_binary_read_global(b, "anything", v, sizeof v), KD_ERR_NOT_FOUND, "no symbol anything");
-  kd_binary_free(b);
+  kd_binary_destroy(b);
   free(img);
 }
 

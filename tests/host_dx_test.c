@@ -45,7 +45,7 @@ Test(host_dx, link_lto_and_read_launch_globals) {
   cr_assert(v[0] == 64 && v[1] == 2 && v[2] == 1 && v[3] == 512, "%u %u %u %u", v[0], v[1], v[2], v[3]);
   KDT_FAILS(kd_binary_read_global(cubin, "nope", v, sizeof v), KD_ERR_NOT_FOUND, "no symbol nope");
   KDT_FAILS(kd_binary_read_global(cubin, "tiny_launch", v, 8), KD_ERR_INVALID_ARGUMENT, "is 16 bytes");
-  kd_binary_free(cubin);
+  kd_binary_destroy(cubin);
 }
 
 /* kd_build_cubin drops device variables that no kernel references unless
@@ -68,7 +68,7 @@ Test(host_dx, unreferenced_device_variables_are_dropped_unless_named) {
   KDT_OK(kd_binary_read_global(b, "kept_v", v, sizeof v));
   cr_assert(v[0] == 3 && v[1] == 4);
   KDT_FAILS(kd_binary_read_global(b, "spare_v", v, sizeof v), KD_ERR_NOT_FOUND, "spare_v");
-  kd_binary_free(b);
+  kd_binary_destroy(b);
   kd_module_key dropped, kept_all;
   KDT_OK(kd_build_key(&r, &dropped));
   r.keep_unused_variables = 1;
@@ -77,7 +77,7 @@ Test(host_dx, unreferenced_device_variables_are_dropped_unless_named) {
   KDT_OK(kd_build_cubin(NULL, &r, &b, NULL));
   KDT_OK(kd_binary_read_global(b, "spare_v", v, sizeof v));
   cr_assert(v[0] == 5 && v[1] == 6);
-  kd_binary_free(b);
+  kd_binary_destroy(b);
   const char *bad[] = {"a,b"};
   r.host_variables = bad;
   KDT_FAILS(kd_build_cubin(NULL, &r, &b, NULL), KD_ERR_INVALID_ARGUMENT, "host_variables[0] (a,b)");
@@ -111,7 +111,7 @@ Test(host_dx, link_errors_carry_the_linker_log) {
   /* LTO-IR from a newer compiler than this nvJitLink: a clear error. */
   in.producer_version = 99000;
   KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &cubin), KD_ERR_LTO_VERSION, "CUDA 99.0, newer than this nvJitLink");
-  kd_binary_free(lto);
+  kd_binary_destroy(lto);
 }
 
 Test(host_dx, compile_errors_through_the_cache_carry_the_log) {
@@ -260,7 +260,7 @@ Test(host_dx, key_changes_when_the_compiler_or_linker_file_changes_without_loadi
   kdt_remove_dir(dir);
 }
 
-static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_module_cache_stats *stats);
+static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_cubin_cache_stats *stats);
 
 /* The warm start the module cache exists for: a fresh process reading a
  * valid disk entry never dlopens NVRTC or nvJitLink. */
@@ -272,13 +272,13 @@ Test(host_dx, warm_build_from_disk_loads_neither_nvrtc_nor_nvjitlink) {
   if (pid == 0) {
     const char *defs[1];
     kd_build_recipe r = tiny_recipe(defs);
-    kd_module_cache *c = NULL;
+    kd_cubin_cache *c = NULL;
     kd_binary *b = NULL;
     kd_build_report rep;
-    int ok = kd_module_cache_open(dir, &c) == KD_OK && kd_build_cubin(c, &r, &b, &rep) == KD_OK &&
+    int ok = kd_cubin_cache_create(dir, &c) == KD_OK && kd_build_cubin(c, &r, &b, &rep) == KD_OK &&
              rep.origin == KD_BUILD_COMPILED && !rep.disk_write_failed;
-    kd_binary_free(b);
-    kd_module_cache_close(c);
+    kd_binary_destroy(b);
+    kd_cubin_cache_destroy(c);
     _exit(ok ? 0 : 1);
   }
   int status = 0;
@@ -297,18 +297,18 @@ static void entry_path(const char *dir, const kd_module_key *k, char *path, size
   snprintf(path, n, "%s/%s.cubin", dir, k->hex);
 }
 
-static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_module_cache_stats *stats) {
-  kd_module_cache *c;
-  KDT_OK(kd_module_cache_open(dir, &c));
+static kd_build_report build_in(const char *dir, const kd_build_recipe *r, kd_cubin_cache_stats *stats) {
+  kd_cubin_cache *c;
+  KDT_OK(kd_cubin_cache_create(dir, &c));
   kd_binary *b = NULL;
   kd_build_report rep;
   KDT_OK(kd_build_cubin(c, r, &b, &rep));
   unsigned v[4];
   KDT_OK(kd_binary_read_global(b, "tiny_launch", v, sizeof v)); /* whatever the origin, a whole CUBIN */
   cr_assert_eq(v[3], 512);
-  kd_binary_free(b);
-  if (stats) KDT_OK(kd_module_cache_stats_get(c, stats));
-  kd_module_cache_close(c);
+  kd_binary_destroy(b);
+  if (stats) KDT_OK(kd_cubin_cache_stats_get(c, stats));
+  kd_cubin_cache_destroy(c);
   return rep;
 }
 
@@ -316,7 +316,7 @@ Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
   char *dir = kdt_temp_dir();
   const char *defs[1];
   kd_build_recipe r = tiny_recipe(defs);
-  kd_module_cache_stats stats;
+  kd_cubin_cache_stats stats;
   kd_build_report rep = build_in(dir, &r, &stats);
   cr_assert_eq(rep.origin, KD_BUILD_COMPILED);
   cr_assert_eq(stats.builds, 1);
@@ -324,8 +324,8 @@ Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
 
   /* Same cache object: memory; a fresh one (a new process): disk. */
   {
-    kd_module_cache *c;
-    KDT_OK(kd_module_cache_open(dir, &c));
+    kd_cubin_cache *c;
+    KDT_OK(kd_cubin_cache_create(dir, &c));
     kd_binary *b1, *b2;
     kd_build_report r1, r2;
     KDT_OK(kd_build_cubin(c, &r, &b1, &r1));
@@ -334,9 +334,9 @@ Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
     cr_assert_eq(r2.origin, KD_BUILD_MEMORY);
     cr_assert_eq(kd_binary_size(b1), kd_binary_size(b2));
     cr_assert_eq(memcmp(kd_binary_data(b1), kd_binary_data(b2), kd_binary_size(b1)), 0);
-    kd_binary_free(b1);
-    kd_binary_free(b2);
-    kd_module_cache_close(c);
+    kd_binary_destroy(b1);
+    kd_binary_destroy(b2);
+    kd_cubin_cache_destroy(c);
   }
   char path[512];
   entry_path(dir, &rep.key, path, sizeof path);
@@ -414,36 +414,36 @@ Test(host_dx, disk_cache_hits_and_rebuilds_corrupt_or_truncated_entries) {
 }
 
 Test(host_dx, cache_folder_comes_from_env_and_bad_folders_are_named) {
-  kd_module_cache *c;
+  kd_cubin_cache *c;
   char *dir = kdt_temp_dir();
   char sub[512];
   snprintf(sub, sizeof sub, "%s/a/b", dir);
   setenv("KDAG_CACHE_DIR", sub, 1);
-  KDT_OK(kd_module_cache_open(NULL, &c));
-  cr_assert_str_eq(kd_module_cache_dir(c), sub);
-  kd_module_cache_close(c);
-  KDT_OK(kd_module_cache_open("", &c));
-  cr_assert_str_eq(kd_module_cache_dir(c), "");
-  kd_module_cache_close(c);
+  KDT_OK(kd_cubin_cache_create(NULL, &c));
+  cr_assert_str_eq(kd_cubin_cache_dir(c), sub);
+  kd_cubin_cache_destroy(c);
+  KDT_OK(kd_cubin_cache_create("", &c));
+  cr_assert_str_eq(kd_cubin_cache_dir(c), "");
+  kd_cubin_cache_destroy(c);
   char file[512];
   snprintf(file, sizeof file, "%s/file", dir);
   kdt_write_file(file, "");
-  KDT_FAILS(kd_module_cache_open(file, &c), KD_ERR_INVALID_ARGUMENT, file);
+  KDT_FAILS(kd_cubin_cache_create(file, &c), KD_ERR_INVALID_ARGUMENT, file);
   /* kdag loads code from the folder: one others can write is refused, and
    * one of another user (checked where this test may chown: as root). */
   char shared[512];
   snprintf(shared, sizeof shared, "%s/shared", dir);
   cr_assert_eq(mkdir(shared, 0700), 0);
   cr_assert_eq(chmod(shared, 0777), 0);
-  KDT_FAILS(kd_module_cache_open(shared, &c), KD_ERR_INVALID_ARGUMENT, "writable by its group or by others");
+  KDT_FAILS(kd_cubin_cache_create(shared, &c), KD_ERR_INVALID_ARGUMENT, "writable by its group or by others");
   cr_assert_eq(chmod(shared, 0770), 0);
-  KDT_FAILS(kd_module_cache_open(shared, &c), KD_ERR_INVALID_ARGUMENT, "mode 770");
+  KDT_FAILS(kd_cubin_cache_create(shared, &c), KD_ERR_INVALID_ARGUMENT, "mode 770");
   cr_assert_eq(chmod(shared, 0755), 0);
-  KDT_OK(kd_module_cache_open(shared, &c));
-  kd_module_cache_close(c);
+  KDT_OK(kd_cubin_cache_create(shared, &c));
+  kd_cubin_cache_destroy(c);
   if (geteuid() == 0) {
     cr_assert_eq(chown(shared, 65534, 65534), 0);
-    KDT_FAILS(kd_module_cache_open(shared, &c), KD_ERR_INVALID_ARGUMENT, "belongs to uid 65534");
+    KDT_FAILS(kd_cubin_cache_create(shared, &c), KD_ERR_INVALID_ARGUMENT, "belongs to uid 65534");
   }
   unsetenv("KDAG_CACHE_DIR");
   kdt_remove_dir(dir);
@@ -465,9 +465,9 @@ Test(host_dx, opening_a_cache_removes_stale_temporary_files) {
   struct timespec old[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
   cr_assert_eq(utimensat(AT_FDCWD, path[0], old, 0), 0);
   cr_assert_eq(utimensat(AT_FDCWD, path[2], old, 0), 0);
-  kd_module_cache *c;
-  KDT_OK(kd_module_cache_open(dir, &c));
-  kd_module_cache_close(c);
+  kd_cubin_cache *c;
+  KDT_OK(kd_cubin_cache_create(dir, &c));
+  kd_cubin_cache_destroy(c);
   cr_assert_neq(access(path[0], F_OK), 0, "the stale temporary file is still there");
   cr_assert_eq(access(path[1], F_OK), 0, "a fresh temporary file (a write in progress) was removed");
   cr_assert_eq(access(path[2], F_OK), 0, "a file that is no cache temporary was removed");
@@ -501,8 +501,8 @@ static kd_mathdx_info *libmathdx_or_skip(void) {
 
 Test(host_dx, cublasdx_gemm_compiles_and_links_to_an_sm90_cubin) {
   kd_mathdx_info *mdx = mathdx_or_skip();
-  kd_module_cache *c;
-  KDT_OK(kd_module_cache_open(NULL, &c));
+  kd_cubin_cache *c;
+  KDT_OK(kd_cubin_cache_create(NULL, &c));
   for (int i = 0; i < 2; ++i) {
     kd_dtype t = i ? KD_F64 : KD_F32;
     kd_binary *cubin = NULL;
@@ -521,15 +521,15 @@ Test(host_dx, cublasdx_gemm_compiles_and_links_to_an_sm90_cubin) {
     size_t es = i ? 8 : 4;
     cr_assert_geq(cfg.shared_bytes, 3 * 32 * 32 * es, "shared %u", cfg.shared_bytes);
     cr_assert_lt(cfg.shared_bytes, 3 * 32 * 32 * es + 1024);
-    kd_binary_free(cubin);
+    kd_binary_destroy(cubin);
   }
-  kd_module_cache_close(c);
+  kd_cubin_cache_destroy(c);
 }
 
 Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
   (void)libmathdx_or_skip();
-  kd_module_cache *c;
-  KDT_OK(kd_module_cache_open(NULL, &c));
+  kd_cubin_cache *c;
+  KDT_OK(kd_cubin_cache_create(NULL, &c));
   kd_binary *cubin = NULL;
   kd_build_report rep;
   KDT_OK(dx_build_cholesky(c, 90, &cubin, &rep));
@@ -541,7 +541,7 @@ Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
   cr_assert_eq(cfg.shared_bytes, 32 * 32 * 8);
   KDT_OK(dx_launch_config(cubin, "dx_potrs_launch", 100, &cfg));
   cr_assert_eq(cfg.shared_bytes, (32 * 32 + 32) * 8);
-  kd_binary_free(cubin);
+  kd_binary_destroy(cubin);
   /* A description kdag can tell is wrong is refused before libmathdx sees it. */
   kd_dx_solver s;
   kd_dx_solver_desc d = {.function = KD_DX_POTRF, .dtype = KD_I32, .m = 32, .sm = 90};
@@ -549,7 +549,7 @@ Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
   d.dtype = KD_F64;
   d.sm = 0;
   KDT_FAILS(kd_dx_solver_create(c, &d, &s), KD_ERR_INVALID_ARGUMENT, "desc->sm");
-  kd_module_cache_close(c);
+  kd_cubin_cache_destroy(c);
 }
 
 /* The solver key names the libmathdx file, and one libmathdx serves a
@@ -558,17 +558,17 @@ Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
  * keyed as the copy while the first one builds. */
 Test(host_dx, one_libmathdx_per_process_and_the_key_names_its_file) {
   kd_mathdx_info *mdx = libmathdx_or_skip();
-  kd_module_cache *c;
+  kd_cubin_cache *c;
   char *cache_dir = kdt_temp_dir(); /* empty: the first create calls libmathdx */
-  KDT_OK(kd_module_cache_open(cache_dir, &c));
+  KDT_OK(kd_cubin_cache_create(cache_dir, &c));
   kd_dx_solver_desc d = {.function = KD_DX_POTRF, .dtype = KD_F64, .m = 32, .sm = 90};
   kd_dx_solver s;
   KDT_OK(kd_dx_solver_create(c, &d, &s));
   cr_assert_eq(s.from_cache, 0);
-  kd_dx_solver_release(&s);
+  kd_dx_solver_destroy(&s);
   KDT_OK(kd_dx_solver_create(c, &d, &s));
   cr_assert_eq(s.from_cache, 1, "the same library and description: a hit");
-  kd_dx_solver_release(&s);
+  kd_dx_solver_destroy(&s);
   char *dir = kdt_temp_dir(), copy[512], cmd[2 * KD_MATHDX_PATH_MAX];
   snprintf(copy, sizeof copy, "%s/libmathdx.so.0", dir);
   snprintf(cmd, sizeof cmd, "cp '%s' '%s'", mdx->libmathdx_path, copy);
@@ -584,12 +584,12 @@ Test(host_dx, one_libmathdx_per_process_and_the_key_names_its_file) {
   d16.m = 16;
   KDT_OK(kd_dx_solver_create(c, &d16, &s));
   cr_assert_eq(s.from_cache, 0);
-  kd_dx_solver_release(&s);
+  kd_dx_solver_destroy(&s);
   unsetenv("KDAG_LIBMATHDX_PATH");
   KDT_OK(kd_dx_solver_create(c, &d, &s));
   cr_assert_eq(s.from_cache, 1, "back to the first library: its entry again");
-  kd_dx_solver_release(&s);
-  kd_module_cache_close(c);
+  kd_dx_solver_destroy(&s);
+  kd_cubin_cache_destroy(c);
   kdt_remove_dir(dir);
   kdt_remove_dir(cache_dir);
 }
@@ -602,10 +602,10 @@ Test(host_dx, a_failed_disk_write_keeps_the_entry_in_memory_and_says_so) {
   char *dir = kdt_temp_dir();
   const char *defs[1];
   kd_build_recipe r = tiny_recipe(defs);
-  kd_module_cache *caches[2];
-  KDT_OK(kd_module_cache_open(dir, &caches[0]));
-  KDT_OK(kd_module_cache_open("", &caches[1]));
-  cr_assert_str_eq(kd_module_cache_dir(caches[1]), "");
+  kd_cubin_cache *caches[2];
+  KDT_OK(kd_cubin_cache_create(dir, &caches[0]));
+  KDT_OK(kd_cubin_cache_create("", &caches[1]));
+  cr_assert_str_eq(kd_cubin_cache_dir(caches[1]), "");
   char cmd[256];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir); /* gone, even for root, whom permissions would not stop */
   cr_assert_eq(system(cmd), 0);
@@ -617,16 +617,16 @@ Test(host_dx, a_failed_disk_write_keeps_the_entry_in_memory_and_says_so) {
     cr_assert_eq(r1.origin, KD_BUILD_COMPILED);
     cr_assert_eq(r1.disk_write_failed, i == 0, "cache %d: disk_write_failed %d", i, r1.disk_write_failed);
     cr_assert_eq(r2.origin, KD_BUILD_MEMORY, "cache %d: the second build comes from memory", i);
-    kd_module_cache_stats st;
-    KDT_OK(kd_module_cache_stats_get(caches[i], &st));
+    kd_cubin_cache_stats st;
+    KDT_OK(kd_cubin_cache_stats_get(caches[i], &st));
     cr_assert_eq(st.builds, 1);
     cr_assert_eq(st.memory_hits, 1);
     cr_assert_eq(st.disk_hits, 0);
     cr_assert_eq(st.entries, 1);
     cr_assert_eq(st.disk_write_failures, (uint64_t)(i == 0));
-    kd_binary_free(b1);
-    kd_binary_free(b2);
-    kd_module_cache_close(caches[i]);
+    kd_binary_destroy(b1);
+    kd_binary_destroy(b2);
+    kd_cubin_cache_destroy(caches[i]);
   }
   struct stat sb;
   cr_assert_neq(stat(dir, &sb), 0, "nothing recreated the folder");

@@ -59,8 +59,8 @@ static kd_status add_node(kd_graph *g, const kd_tensor *t, int i) {
   kd_view even = {.tensor = dst, .rank = 1, .offset = i % 2, .shape = {LEN / 2}, .strides = {2}};
   kd_view half = {.tensor = t[0], .rank = 1, .offset = i % 2 * (LEN / 2), .shape = {LEN / 2}, .strides = {1}};
   switch (i % 3) {
-  case 0: return kd_graph_copy(g, name, quarter, src, NULL);
-  case 1: return kd_graph_add(g, name, even, half, half, NULL);
+  case 0: return kd_graph_op_copy(g, name, quarter, src, NULL);
+  case 1: return kd_graph_op_add(g, name, even, half, half, NULL);
   default: {
     kd_garg acc[] = {kd_g_access(KD_INOUT, quarter), kd_g_access(KD_IN, src)};
     return kd_graph_host(g, name, nothing, NULL, acc, 2, NULL);
@@ -201,10 +201,10 @@ static void submit_oom(kd_exec_mode mode, int relaunch) {
     kd_sink *sink, *ysink;
     KDT_OK(kd_graph_create(s, &g));
     KDT_OK(kd_graph_upload(g, "up", a, in, sizeof in, NULL));
-    KDT_OK(kd_graph_scale(g, "a*=2", kd_whole(a), 2.0, NULL));
-    KDT_OK(kd_graph_copy(g, "b=a", kd_whole(b), kd_whole(a), NULL));
+    KDT_OK(kd_graph_op_scale(g, "a*=2", kd_whole(a), 2.0, NULL));
+    KDT_OK(kd_graph_op_copy(g, "b=a", kd_whole(b), kd_whole(a), NULL));
     KDT_OK(kd_graph_host(g, "host", nothing, NULL, NULL, 0, NULL));
-    KDT_OK(kd_graph_add(g, "y=a+b", kd_whole(y), kd_whole(a), kd_whole(b), NULL));
+    KDT_OK(kd_graph_op_add(g, "y=a+b", kd_whole(y), kd_whole(a), kd_whole(b), NULL));
     KDT_OK(kd_graph_sink(g, "a", a, out, sizeof out, &sink));
     KDT_OK(kd_graph_sink(g, "y", y, y_out, sizeof y_out, &ysink));
     if (relaunch) {
@@ -339,7 +339,7 @@ Test(host_graph_oom, a_host_submission_refused_for_want_of_memory_says_so) {
     kd_graph *g;
     kd_sink *sink;
     KDT_OK(kd_graph_create(s, &g));
-    for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_fill(g, "fill", kd_whole(t[i]), (int32_t[]){i}, NULL));
+    for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_op_fill(g, "fill", kd_whole(t[i]), (int32_t[]){i}, NULL));
     KDT_OK(kd_graph_sink(g, "t4", t[4], out, sizeof out, &sink));
     memset(out, 0xff, sizeof out);
     arm(k);

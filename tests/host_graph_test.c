@@ -70,41 +70,41 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   kd_node n;
-  KDT_OK(kd_graph_copy(g, "first", kd_whole(b), kd_whole(a), &n));
+  KDT_OK(kd_graph_op_copy(g, "first", kd_whole(b), kd_whole(a), &n));
   kd_graph_stats before = stats(g);
   char *dot_before = kdt_dot_text(g);
   kd_view lo = {.tensor = a, .rank = 1, .offset = 0, .shape = {5}, .strides = {1}};
   kd_view hi = {.tensor = a, .rank = 1, .offset = 3, .shape = {5}, .strides = {1}};
-  KDT_FAILS(kd_graph_copy(g, "alias", hi, lo, &n), KD_ERR_ALIASING, "node 'alias'");
+  KDT_FAILS(kd_graph_op_copy(g, "alias", hi, lo, &n), KD_ERR_ALIASING, "node 'alias'");
   cr_assert(strstr(kd_last_error(), "overlaps argument 0"), "%s", kd_last_error());
   names_node_argument_tensor("alias", 1, a);
-  KDT_FAILS(kd_graph_copy(g, "foreign", kd_whole(b), kd_whole(foreign), &n), KD_ERR_WRONG_SESSION, "argument 1");
+  KDT_FAILS(kd_graph_op_copy(g, "foreign", kd_whole(b), kd_whole(foreign), &n), KD_ERR_WRONG_SESSION, "argument 1");
   names_node_argument_tensor("foreign", 1, foreign);
   kd_tensor dead = ivec(s, 8, ones);
   KDT_OK(kd_tensor_release(s, dead));
-  KDT_FAILS(kd_graph_copy(g, "dead", kd_whole(b), kd_whole(dead), &n), KD_ERR_RELEASED, "node 'dead'");
+  KDT_FAILS(kd_graph_op_copy(g, "dead", kd_whole(b), kd_whole(dead), &n), KD_ERR_RELEASED, "node 'dead'");
   names_node_argument_tensor("dead", 1, dead);
-  KDT_FAILS(kd_graph_copy(g, "host", kd_whole(b), kd_whole(host), &n), KD_ERR_NOT_RESIDENT, "host memory");
+  KDT_FAILS(kd_graph_op_copy(g, "host", kd_whole(b), kd_whole(host), &n), KD_ERR_NOT_RESIDENT, "host memory");
   names_node_argument_tensor("host", 1, host);
   kd_view past = {.tensor = a, .rank = 1, .offset = 4, .shape = {5}, .strides = {1}};
-  KDT_FAILS(kd_graph_copy(g, "bounds", kd_whole(b), past, &n), KD_ERR_OUT_OF_BOUNDS, "argument 1");
+  KDT_FAILS(kd_graph_op_copy(g, "bounds", kd_whole(b), past, &n), KD_ERR_OUT_OF_BOUNDS, "argument 1");
   names_node_argument_tensor("bounds", 1, a);
   kd_tensor never = ivec(s, 8, NULL);
-  KDT_FAILS(kd_graph_copy(g, "uninit", kd_whole(a), kd_whole(never), &n), KD_ERR_UNINITIALIZED, "node 'uninit'");
+  KDT_FAILS(kd_graph_op_copy(g, "uninit", kd_whole(a), kd_whole(never), &n), KD_ERR_UNINITIALIZED, "node 'uninit'");
   names_node_argument_tensor("uninit", 1, never);
   /* A rejection after new tensors resolved: a later one must not find
    * them bound to the graph (nothing was bound). */
   kd_tensor fresh = ivec(s, 8, ones), fresh2 = ivec(s, 8, NULL);
-  KDT_FAILS(kd_graph_copy(g, "late", kd_whole(fresh2), past, &n), KD_ERR_OUT_OF_BOUNDS, "node 'late'");
+  KDT_FAILS(kd_graph_op_copy(g, "late", kd_whole(fresh2), past, &n), KD_ERR_OUT_OF_BOUNDS, "node 'late'");
   kd_view strided = {.tensor = fresh, .rank = 1, .offset = 0, .shape = {4}, .strides = {2}};
   kd_view over = {.tensor = fresh, .rank = 1, .offset = 1, .shape = {4}, .strides = {1}};
-  KDT_FAILS(kd_graph_copy(g, "strided alias", over, strided, &n), KD_ERR_ALIASING, "node 'strided alias'");
+  KDT_FAILS(kd_graph_op_copy(g, "strided alias", over, strided, &n), KD_ERR_ALIASING, "node 'strided alias'");
   kd_view half = {.tensor = b, .rank = 1, .offset = 0, .shape = {4}, .strides = {1}};
-  KDT_FAILS(kd_graph_copy(g, "shape", half, kd_whole(a), &n), KD_ERR_INVALID_ARGUMENT,
+  KDT_FAILS(kd_graph_op_copy(g, "shape", half, kd_whole(a), &n), KD_ERR_INVALID_ARGUMENT,
             "node 'shape' (#1): argument 1 (tensor 0x");
   cr_assert(strstr(kd_last_error(), "has shape [8], argument 0 (tensor 0x") && strstr(kd_last_error(), ") [4]"),
             "the message gives both shapes: %s", kd_last_error());
-  KDT_FAILS(kd_graph_axpy(g, "int axpy", kd_whole(b), kd_whole(a), 2.0, &n), KD_ERR_INVALID_ARGUMENT, "f32 or f64");
+  KDT_FAILS(kd_graph_op_axpy(g, "int axpy", kd_whole(b), kd_whole(a), 2.0, &n), KD_ERR_INVALID_ARGUMENT, "f32 or f64");
   kd_function fn = {{0}, 0};
   kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   KDT_FAILS(kd_graph_kernel(g, "user", fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL, "no host implementation");
@@ -116,7 +116,7 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
     cr_assert(strstr(kd_last_error(), want), "want \"%s\" in: %s", want, kd_last_error());
   }
   KDT_FAILS(kd_graph_foreign(g, "blas", NULL, NULL, NULL, 0, 0, NULL, NULL, &n), KD_ERR_NO_HOST_IMPL, "HOST");
-  KDT_FAILS(kd_graph_fill(g, "", kd_whole(b), ones, &n), KD_ERR_INVALID_ARGUMENT, "name");
+  KDT_FAILS(kd_graph_op_fill(g, "", kd_whole(b), ones, &n), KD_ERR_INVALID_ARGUMENT, "name");
   /* Every rejected node left the graph exactly as it was: its counts,
    * its nodes and edges with their hazards, and what it infers next (a
    * binding or interval entry left behind would add or change an edge). */
@@ -127,13 +127,13 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
   cr_assert_eq(after.edges_dropped, before.edges_dropped);
   char *dot_after = kdt_dot_text(g);
   cr_assert_str_eq(dot_after, dot_before);
-  KDT_OK(kd_graph_copy(g, "next", kd_whole(a), kd_whole(fresh), &n));
-  KDT_OK(kd_graph_copy(g, "last", kd_whole(fresh2), kd_whole(b), &n));
+  KDT_OK(kd_graph_op_copy(g, "next", kd_whole(a), kd_whole(fresh), &n));
+  KDT_OK(kd_graph_op_copy(g, "last", kd_whole(fresh2), kd_whole(b), &n));
   kd_graph *ref;
   KDT_OK(kd_graph_create(s, &ref));
-  KDT_OK(kd_graph_copy(ref, "first", kd_whole(b), kd_whole(a), &n));
-  KDT_OK(kd_graph_copy(ref, "next", kd_whole(a), kd_whole(fresh), &n));
-  KDT_OK(kd_graph_copy(ref, "last", kd_whole(fresh2), kd_whole(b), &n));
+  KDT_OK(kd_graph_op_copy(ref, "first", kd_whole(b), kd_whole(a), &n));
+  KDT_OK(kd_graph_op_copy(ref, "next", kd_whole(a), kd_whole(fresh), &n));
+  KDT_OK(kd_graph_op_copy(ref, "last", kd_whole(fresh2), kd_whole(b), &n));
   char *dot_g = kdt_dot_text(g), *dot_ref = kdt_dot_text(ref);
   cr_assert_str_eq(dot_g, dot_ref);
   free(dot_before), free(dot_after), free(dot_g), free(dot_ref);
@@ -173,10 +173,10 @@ Test(host_graph, order_is_inferred_from_hazards) {
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   kd_node n0, n1, n2, n3;
-  KDT_OK(kd_graph_copy(g, "b=a", kd_whole(b), kd_whole(a), &n0));
-  KDT_OK(kd_graph_copy(g, "c=b", kd_whole(c), kd_whole(b), &n1));   /* RAW on b */
-  KDT_OK(kd_graph_fill(g, "b=7", kd_whole(b), (int32_t[]){7}, &n2)); /* WAR on b (after c=b), WAW after b=a */
-  KDT_OK(kd_graph_fill(g, "c=1", kd_whole(c), (int32_t[]){1}, &n3)); /* WAW on c */
+  KDT_OK(kd_graph_op_copy(g, "b=a", kd_whole(b), kd_whole(a), &n0));
+  KDT_OK(kd_graph_op_copy(g, "c=b", kd_whole(c), kd_whole(b), &n1));   /* RAW on b */
+  KDT_OK(kd_graph_op_fill(g, "b=7", kd_whole(b), (int32_t[]){7}, &n2)); /* WAR on b (after c=b), WAW after b=a */
+  KDT_OK(kd_graph_op_fill(g, "c=1", kd_whole(c), (int32_t[]){1}, &n3)); /* WAW on c */
   cr_assert(has_edge_text(g, "n0 -> n1 [label=\"RAW t0\"]"));
   cr_assert(has_edge_text(g, "n1 -> n2 [label=\"WAR t0\"]"));
   cr_assert(has_edge_text(g, "n1 -> n3 [label=\"WAW t2\"]"));
@@ -202,17 +202,17 @@ Test(host_graph, disjoint_views_stay_independent) {
   kd_view row0 = {.tensor = m, .rank = 1, .offset = 0, .shape = {6}, .strides = {4}};
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_fill(g, "even", even, (double[]){1.0}, NULL));
-  KDT_OK(kd_graph_fill(g, "odd", odd, (double[]){2.0}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "even", even, (double[]){1.0}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "odd", odd, (double[]){2.0}, NULL));
   cr_assert_eq(stats(g).edges, 0, "even and odd columns are disjoint");
-  KDT_OK(kd_graph_scale(g, "row0", row0, 3.0, NULL)); /* touches both */
+  KDT_OK(kd_graph_op_scale(g, "row0", row0, 3.0, NULL)); /* touches both */
   cr_assert(has_edge_text(g, "n0 -> n2 [label=\"RAW t0\"]"));
   cr_assert(has_edge_text(g, "n1 -> n2 [label=\"RAW t0\"]"));
   /* A view with a zero extent names nothing, however wide its others: it
    * is accepted, orders nothing and does nothing. */
   kd_view none = {.tensor = m, .rank = 2, .offset = 0, .shape = {0, 1ll << 62}, .strides = {1, 4}};
   uint32_t edges = stats(g).edges;
-  KDT_OK(kd_graph_fill(g, "none", none, (double[]){9.0}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "none", none, (double[]){9.0}, NULL));
   cr_assert_eq(stats(g).edges, edges, "an empty view conflicts with nothing");
   double out[24];
   submit_and_sink(g, m, out, sizeof out);
@@ -243,11 +243,11 @@ Test(host_graph, one_node_tells_wide_strided_views_apart) {
   odd.offset = ROWS;
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_copy(g, "even=odd", even, odd, NULL));
+  KDT_OK(kd_graph_op_copy(g, "even=odd", even, odd, NULL));
   kd_view shifted = even, head = even;
   head.shape[1] = shifted.shape[1] = COLS / 2 - 1;
   shifted.offset = 2 * ROWS; /* the next even column on: shares all but one column with head */
-  KDT_FAILS(kd_graph_copy(g, "head=shifted", head, shifted, NULL), KD_ERR_ALIASING, "overlaps argument 0");
+  KDT_FAILS(kd_graph_op_copy(g, "head=shifted", head, shifted, NULL), KD_ERR_ALIASING, "overlaps argument 0");
   submit_and_sink(g, m, v, sizeof(int32_t) * ROWS * COLS);
   for (int j = 0; j < COLS; j += 2)
     for (int i = 0; i < ROWS; ++i)
@@ -265,20 +265,20 @@ Test(host_graph, an_empty_write_initializes_nothing) {
   kd_view none = {.tensor = t, .rank = 1, .offset = 0, .shape = {0}, .strides = {1}};
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_fill(g, "nothing", none, (int32_t[]){7}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "nothing", none, (int32_t[]){7}, NULL));
   int32_t out[8];
   kd_sink *sink;
   KDT_FAILS(kd_graph_sink(g, "t", t, out, sizeof out, &sink), KD_ERR_UNINITIALIZED, "which no earlier node");
-  KDT_OK(kd_graph_fill(g, "all", kd_whole(t), (int32_t[]){7}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "all", kd_whole(t), (int32_t[]){7}, NULL));
   KDT_OK(kd_graph_sink(g, "t", t, out, sizeof out, &sink)); /* after a real write */
   kd_graph_destroy(g);
   /* Rebinding: the read before the whole write is checked against u. */
   KDT_OK(kd_graph_create(s, &g));
   kd_tensor w = ivec(s, 8, (int32_t[8]){0});
-  KDT_OK(kd_graph_fill(g, "nothing", (kd_view){.tensor = w, .rank = 1, .shape = {0}, .strides = {1}},
+  KDT_OK(kd_graph_op_fill(g, "nothing", (kd_view){.tensor = w, .rank = 1, .shape = {0}, .strides = {1}},
                        (int32_t[]){7}, NULL));
   kd_tensor x = ivec(s, 8, NULL);
-  KDT_OK(kd_graph_copy(g, "x=w", kd_whole(x), kd_whole(w), NULL));
+  KDT_OK(kd_graph_op_copy(g, "x=w", kd_whole(x), kd_whole(w), NULL));
   KDT_FAILS(kd_graph_rebind(g, w, u), KD_ERR_UNINITIALIZED, "reads old before any node writes it");
   kd_graph_destroy(g);
   kd_session_destroy(s);
@@ -302,18 +302,18 @@ Test(host_graph, many_active_accesses_of_one_tensor_order_exactly) {
     kd_view dst = {.tensor = c, .rank = 1, .offset = i, .shape = {1}, .strides = {1}};
     char name[16];
     snprintf(name, sizeof name, "read %d", i);
-    KDT_OK(kd_graph_copy(g, name, dst, src, &reader[i]));
+    KDT_OK(kd_graph_op_copy(g, name, dst, src, &reader[i]));
   }
   cr_assert_eq(stats(g).edges, 0, "reads of one tensor and disjoint writes of another are independent");
   kd_node one, all;
   kd_view e37 = {.tensor = a, .rank = 1, .offset = 37, .shape = {1}, .strides = {1}};
-  KDT_OK(kd_graph_fill(g, "a[37]=0", e37, (int32_t[]){0}, &one));
+  KDT_OK(kd_graph_op_fill(g, "a[37]=0", e37, (int32_t[]){0}, &one));
   cr_assert_eq(stats(g).edges, 1);
   char want[64];
   /* t1 is a: each copy names its destination c first. */
   snprintf(want, sizeof want, "n%u -> n%u [label=\"WAR t1\"]", reader[37], one);
   cr_assert(has_edge_text(g, want), "%s", want);
-  KDT_OK(kd_graph_fill(g, "a=0", kd_whole(a), (int32_t[]){0}, &all));
+  KDT_OK(kd_graph_op_fill(g, "a=0", kd_whole(a), (int32_t[]){0}, &all));
   cr_assert_eq(stats(g).edges, 1 + 39 + 1, "39 readers left (WAR) and a[37]=0 (WAW)");
   for (int i = 0; i < 40; ++i) {
     if (i == 37) continue;
@@ -335,7 +335,7 @@ Test(host_graph, a_large_graph_keeps_its_nodes_and_edges_as_it_grows) {
   kd_tensor a = ivec(s, 4, NULL);
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  for (int32_t i = 0; i < 20000; ++i) KDT_OK(kd_graph_fill(g, "fill", kd_whole(a), &i, NULL));
+  for (int32_t i = 0; i < 20000; ++i) KDT_OK(kd_graph_op_fill(g, "fill", kd_whole(a), &i, NULL));
   kd_graph_stats st = stats(g);
   cr_assert_eq(st.nodes, 20000);
   cr_assert_eq(st.edges, 19999, "each fill follows the one before (WAW)");
@@ -357,9 +357,9 @@ Test(host_graph, a_repeated_edge_is_added_once) {
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   kd_node n0, n1, n2;
-  KDT_OK(kd_graph_fill(g, "a=1", kd_whole(a), (int32_t[]){1}, &n0));
-  KDT_OK(kd_graph_copy(g, "b=a", kd_whole(b), kd_whole(a), &n1)); /* RAW n0 -> n1 */
-  KDT_OK(kd_graph_fill(g, "c=2", kd_whole(c), (int32_t[]){2}, &n2));
+  KDT_OK(kd_graph_op_fill(g, "a=1", kd_whole(a), (int32_t[]){1}, &n0));
+  KDT_OK(kd_graph_op_copy(g, "b=a", kd_whole(b), kd_whole(a), &n1)); /* RAW n0 -> n1 */
+  KDT_OK(kd_graph_op_fill(g, "c=2", kd_whole(c), (int32_t[]){2}, &n2));
   cr_assert_eq(stats(g).edges, 1);
   uint32_t dropped = stats(g).edges_dropped;
   KDT_OK(kd_graph_edge(g, n0, n1)); /* the inferred edge again */
@@ -477,33 +477,33 @@ Test(host_graph, a_write_through_a_view_that_revisits_elements_is_aliasing) {
   KDT_OK(kd_graph_create(s, &g));
   kd_view zero_stride = {.tensor = t, .rank = 1, .offset = 2, .shape = {4}, .strides = {0}};
   kd_view overlapping = {.tensor = t, .rank = 2, .offset = 0, .shape = {2, 2}, .strides = {1, 1}}; /* 0 1 1 2 */
-  KDT_FAILS(kd_graph_fill(g, "fill", zero_stride, (int32_t[]){9}, NULL), KD_ERR_ALIASING,
+  KDT_FAILS(kd_graph_op_fill(g, "fill", zero_stride, (int32_t[]){9}, NULL), KD_ERR_ALIASING,
             "writes some elements of tensor");
-  KDT_FAILS(kd_graph_copy(g, "copy", overlapping, kd_whole(u), NULL), KD_ERR_ALIASING, "more than once");
+  KDT_FAILS(kd_graph_op_copy(g, "copy", overlapping, kd_whole(u), NULL), KD_ERR_ALIASING, "more than once");
   kd_garg inout[] = {kd_g_inout(zero_stride)};
   KDT_FAILS(kd_graph_host(g, "host", no_op, NULL, inout, 1, NULL), KD_ERR_ALIASING, "argument 0");
   cr_assert_eq(stats(g).nodes, 0, "refused nodes leave the graph as it was");
   /* Elements 0 2 4 3 5 7: strides that are not sorted, but never meet. */
   kd_view disjoint = {.tensor = t, .rank = 2, .offset = 0, .shape = {2, 3}, .strides = {3, 2}};
-  KDT_OK(kd_graph_fill(g, "fill disjoint", disjoint, (int32_t[]){0}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "fill disjoint", disjoint, (int32_t[]){0}, NULL));
   /* Past 4096 runs the footprint is a bounding interval; the strides decide. */
   kd_tensor big = ivec(s, 15000, NULL);
   kd_view big_zero = {.tensor = big, .rank = 2, .offset = 0, .shape = {2, 5000}, .strides = {1, 0}};
   kd_view big_apart = {.tensor = big, .rank = 2, .offset = 0, .shape = {2, 5000}, .strides = {1, 3}};
-  KDT_FAILS(kd_graph_fill(g, "fill big", big_zero, (int32_t[]){1}, NULL), KD_ERR_ALIASING, "more than once");
-  KDT_OK(kd_graph_fill(g, "fill big apart", big_apart, (int32_t[]){1}, NULL));
+  KDT_FAILS(kd_graph_op_fill(g, "fill big", big_zero, (int32_t[]){1}, NULL), KD_ERR_ALIASING, "more than once");
+  KDT_OK(kd_graph_op_fill(g, "fill big apart", big_apart, (int32_t[]){1}, NULL));
   /* Strides that prove nothing (2 is less than the 5 elements stride 2
    * spans over 3): the runs decide. 2a + 3b never repeats, while
    * a + 2b does. */
   kd_tensor wide = ivec(s, 12002, NULL);
   kd_view interleaved = {.tensor = wide, .rank = 2, .offset = 0, .shape = {3, 4000}, .strides = {2, 3}};
   kd_view revisits = {.tensor = wide, .rank = 2, .offset = 0, .shape = {3, 4000}, .strides = {1, 2}};
-  KDT_OK(kd_graph_fill(g, "fill interleaved", interleaved, (int32_t[]){2}, NULL));
-  KDT_FAILS(kd_graph_fill(g, "fill revisits", revisits, (int32_t[]){2}, NULL), KD_ERR_ALIASING, "more than once");
+  KDT_OK(kd_graph_op_fill(g, "fill interleaved", interleaved, (int32_t[]){2}, NULL));
+  KDT_FAILS(kd_graph_op_fill(g, "fill revisits", revisits, (int32_t[]){2}, NULL), KD_ERR_ALIASING, "more than once");
   /* A broadcast read: u[i] = t[1] for i < 4. */
   kd_view u4 = {.tensor = u, .rank = 1, .offset = 0, .shape = {4}, .strides = {1}};
   kd_view t2 = {.tensor = t, .rank = 1, .offset = 1, .shape = {4}, .strides = {0}};
-  KDT_OK(kd_graph_copy(g, "broadcast", u4, t2, NULL));
+  KDT_OK(kd_graph_op_copy(g, "broadcast", u4, t2, NULL));
   int32_t got[8], tgot[8];
   kd_sink *ts;
   KDT_OK(kd_graph_sink(g, "t", t, tgot, sizeof tgot, &ts));
@@ -525,7 +525,7 @@ Test(host_graph, a_negative_rank_other_than_whole_is_refused) {
   KDT_OK(kd_graph_create(s, &g));
   kd_view v = kd_whole(a);
   v.rank = -7;
-  KDT_FAILS(kd_graph_fill(g, "bad", v, (int32_t[]){1}, NULL), KD_ERR_INVALID_ARGUMENT, "view rank -7");
+  KDT_FAILS(kd_graph_op_fill(g, "bad", v, (int32_t[]){1}, NULL), KD_ERR_INVALID_ARGUMENT, "view rank -7");
   cr_assert_eq(stats(g).nodes, 0, "a rejected node leaves the graph as it was");
   kd_graph_destroy(g);
   kd_session_destroy(s);
@@ -538,13 +538,13 @@ Test(host_graph, a_reused_handle_slot_is_a_new_tensor) {
   kd_tensor x = ivec(s, 8, NULL);
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_fill(g, "x=1", kd_whole(x), (int32_t[]){1}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "x=1", kd_whole(x), (int32_t[]){1}, NULL));
   KDT_OK(kd_tensor_release(s, x)); /* the graph keeps it */
   kd_tensor y = ivec(s, 8, NULL);
   cr_assert_eq(y.bits & 0xffffff, x.bits & 0xffffff, "the new tensor should reuse the slot");
-  KDT_OK(kd_graph_fill(g, "y=2", kd_whole(y), (int32_t[]){2}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "y=2", kd_whole(y), (int32_t[]){2}, NULL));
   cr_assert_eq(stats(g).edges, 0, "y is not x");
-  KDT_OK(kd_graph_fill(g, "y=3", kd_whole(y), (int32_t[]){3}, NULL));
+  KDT_OK(kd_graph_op_fill(g, "y=3", kd_whole(y), (int32_t[]){3}, NULL));
   cr_assert(has_edge_text(g, "n1 -> n2 [label=\"WAW t1\"]"));
   KDT_FAILS(kd_graph_rebind(g, x, y), KD_ERR_RELEASED, "kd_graph_rebind: argument old: ");
   kd_graph_destroy(g);
@@ -565,17 +565,17 @@ Test(host_graph, pipeline_runs_and_resubmits_with_rebinding) {
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   KDT_OK(kd_graph_upload(g, "x", tx, x, sizeof x, NULL));
-  KDT_OK(kd_graph_fill(g, "y=1", kd_whole(ty), (float[]){1.0f}, NULL));
-  KDT_OK(kd_graph_axpy(g, "y+=2x", kd_whole(ty), kd_whole(tx), 2.0, NULL));
-  KDT_OK(kd_graph_add(g, "z=x+y", kd_whole(tz), kd_whole(tx), kd_whole(ty), NULL));
-  KDT_OK(kd_graph_scale(g, "z*=0.5", kd_whole(tz), 0.5, NULL));
-  KDT_OK(kd_graph_sum(g, "sum", kd_whole(tsum), kd_whole(tz), NULL));
+  KDT_OK(kd_graph_op_fill(g, "y=1", kd_whole(ty), (float[]){1.0f}, NULL));
+  KDT_OK(kd_graph_op_axpy(g, "y+=2x", kd_whole(ty), kd_whole(tx), 2.0, NULL));
+  KDT_OK(kd_graph_op_add(g, "z=x+y", kd_whole(tz), kd_whole(tx), kd_whole(ty), NULL));
+  KDT_OK(kd_graph_op_scale(g, "z*=0.5", kd_whole(tz), 0.5, NULL));
+  KDT_OK(kd_graph_op_sum(g, "sum", kd_whole(tsum), kd_whole(tz), NULL));
   float z[16], total = 0;
   kd_sink *sz, *ss;
   KDT_OK(kd_graph_sink(g, "z", tz, z, sizeof z, &sz));
   KDT_OK(kd_graph_sink(g, "sum", tsum, &total, sizeof total, &ss));
-  kd_counters k0, k;
-  KDT_OK(kd_session_counters(s, &k0));
+  kd_session_stats k0, k;
+  KDT_OK(kd_session_stats_get(s, &k0));
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < 16; ++i) x[i] += 1.0f; /* read at submit */
     KDT_OK(kd_graph_submit(g, NULL));
@@ -600,15 +600,15 @@ Test(host_graph, pipeline_runs_and_resubmits_with_rebinding) {
   KDT_OK(kd_tensor_download(s, tz2, direct, sizeof direct));
   for (int i = 0; i < 16; ++i)
     cr_assert_eq(direct[i], z[i], "the rebound tensor holds the result: [%d] %g vs sink %g", i, direct[i], z[i]);
-  KDT_OK(kd_session_counters(s, &k));
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.plans_built - k0.plans_built, 1, "four submissions, one rebinding: one plan, built %llu",
                (unsigned long long)(k.plans_built - k0.plans_built));
   /* A new node changes the shape: the next submission plans again, once. */
-  KDT_OK(kd_graph_scale(g, "z*=2", kd_whole(tz2), 2.0, NULL));
+  KDT_OK(kd_graph_op_scale(g, "z*=2", kd_whole(tz2), 2.0, NULL));
   KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_sink_wait(sz));
-  KDT_OK(kd_session_counters(s, &k));
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.plans_built - k0.plans_built, 2);
   kd_tensor_desc other = {.dtype = KD_F64, .rank = 1, .shape = {16}};
   kd_tensor wrong;
@@ -635,8 +635,8 @@ Test(host_graph, exec_mode_and_set_arg_are_checked_and_a_host_session_ignores_gr
   kd_node n;
   kd_tensor b;
   KDT_OK(kd_tensor_create(s, &d, &b));
-  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), &n));
-  KDT_OK(kd_graph_add(g, "a=b+b", kd_whole(a), kd_whole(b), kd_whole(b), NULL));
+  KDT_OK(kd_graph_op_add(g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), &n));
+  KDT_OK(kd_graph_op_add(g, "a=b+b", kd_whole(a), kd_whole(b), kd_whole(b), NULL));
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
   KDT_FAILS(kd_graph_set_exec_mode(g, (kd_exec_mode)5), KD_ERR_INVALID_ARGUMENT, "argument mode 5");
@@ -646,16 +646,16 @@ Test(host_graph, exec_mode_and_set_arg_are_checked_and_a_host_session_ignores_gr
   KDT_FAILS(kd_graph_set_arg(g, 99, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "node 99");
   KDT_FAILS(kd_graph_set_arg(NULL, n, 0, kd_arg_i32(1)), KD_ERR_INVALID_ARGUMENT, "argument graph");
   /* A NULL graph is named as such, also where a whole view is resolved first. */
-  KDT_FAILS(kd_graph_transpose(NULL, "t", kd_whole(a), kd_whole(b), NULL), KD_ERR_INVALID_ARGUMENT,
-            "kd_graph_transpose: argument graph is NULL");
+  KDT_FAILS(kd_graph_op_transpose(NULL, "t", kd_whole(a), kd_whole(b), NULL), KD_ERR_INVALID_ARGUMENT,
+            "kd_graph_op_transpose: argument graph is NULL");
   KDT_FAILS(kd_graph_edge(NULL, 0, 1), KD_ERR_INVALID_ARGUMENT, "kd_graph_edge: argument graph is NULL");
   KDT_FAILS(kd_graph_rebind(NULL, a, b), KD_ERR_INVALID_ARGUMENT, "kd_graph_rebind: argument graph is NULL");
   KDT_FAILS(kd_graph_submit(NULL, NULL), KD_ERR_INVALID_ARGUMENT, "kd_graph_submit: argument graph is NULL");
   for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_sink_wait(sink));
   for (int i = 0; i < 8; ++i) cr_assert_eq(got[i], 256 * v[i]); /* (4^4) */
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.graph_launches + k.graph_instantiations, 0);
   kd_graph_destroy(g);
   kd_session_destroy(s);
@@ -671,8 +671,8 @@ Test(host_graph, release_everything_right_after_submit) {
   KDT_OK(kd_tensor_create(s, &one, &ts));
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(tb), kd_whole(ta), kd_whole(ta), NULL));
-  KDT_OK(kd_graph_sum(g, "sum", kd_whole(ts), kd_whole(tb), NULL));
+  KDT_OK(kd_graph_op_add(g, "b=a+a", kd_whole(tb), kd_whole(ta), kd_whole(ta), NULL));
+  KDT_OK(kd_graph_op_sum(g, "sum", kd_whole(ts), kd_whole(tb), NULL));
   int32_t total = 0;
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "sum", ts, &total, sizeof total, &sink));
@@ -690,8 +690,8 @@ Test(host_graph, release_everything_right_after_submit) {
     KDT_OK(kd_session_reap(s, &pending));
     if (pending) sched_yield();
   }
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(pending, 0);
   cr_assert_eq(k.device_syncs, 0);
   cr_assert_eq(k.submissions, 50);
@@ -736,8 +736,8 @@ Test(host_graph, a_long_queue_of_empty_submissions_finishes_without_nesting, .ti
     nanosleep(&ts, NULL);
     KDT_OK(kd_ticket_done(s, last, &done));
   }
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.inflight, 0, "every completion retired with the last (%llu in flight)",
                (unsigned long long)k.inflight);
   kd_graph_destroy(empty);
@@ -835,12 +835,12 @@ Test(host_graph, rebinding_to_a_never_written_tensor_follows_the_declaration_rul
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   /* y: read and written by one node (KD_INOUT) before anything else writes it. */
-  KDT_OK(kd_graph_axpy(g, "y+=x", kd_whole(y), kd_whole(x), 1.0, NULL));
+  KDT_OK(kd_graph_op_axpy(g, "y+=x", kd_whole(y), kd_whole(x), 1.0, NULL));
   /* x: read by node 0, written by a later node. */
-  KDT_OK(kd_graph_copy(g, "x=y", kd_whole(x), kd_whole(y), NULL));
+  KDT_OK(kd_graph_op_copy(g, "x=y", kd_whole(x), kd_whole(y), NULL));
   /* z: written first, then read. */
-  KDT_OK(kd_graph_copy(g, "z=x", kd_whole(z), kd_whole(x), NULL));
-  KDT_OK(kd_graph_copy(g, "y=z", kd_whole(y), kd_whole(z), NULL));
+  KDT_OK(kd_graph_op_copy(g, "z=x", kd_whole(z), kd_whole(x), NULL));
+  KDT_OK(kd_graph_op_copy(g, "y=z", kd_whole(y), kd_whole(z), NULL));
   KDT_FAILS(kd_graph_rebind(g, y, fresh), KD_ERR_UNINITIALIZED, "node 'y+=x' (#0) reads old");
   KDT_FAILS(kd_graph_rebind(g, x, fresh), KD_ERR_UNINITIALIZED, "node 'y+=x' (#0) reads old");
   KDT_OK(kd_graph_rebind(g, z, fresh)); /* node 2 writes it before node 3 reads it */
@@ -865,8 +865,8 @@ Test(host_graph, an_empty_write_does_not_let_a_rebinding_read_a_never_written_te
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   kd_view empty = {.tensor = x, .rank = 3, .shape = {1ll << 40, 1ll << 40, 0}, .strides = {1, 1, 1}};
-  KDT_OK(kd_graph_fill(g, "nothing", empty, &one, NULL));
-  KDT_OK(kd_graph_scale(g, "x*=2", kd_whole(x), 2.0, NULL));
+  KDT_OK(kd_graph_op_fill(g, "nothing", empty, &one, NULL));
+  KDT_OK(kd_graph_op_scale(g, "x*=2", kd_whole(x), 2.0, NULL));
   KDT_FAILS(kd_graph_rebind(g, x, fresh), KD_ERR_UNINITIALIZED, "node 'x*=2' (#1) reads old");
   kd_graph_destroy(g);
   KDT_OK(kd_tensor_release(s, x));
@@ -887,13 +887,13 @@ Test(host_graph, a_rebound_output_is_initialized_by_the_submission_not_the_rebin
   KDT_OK(kd_tensor_create(s, &d, &tb2));
   kd_graph *g, *reader;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_add(g, "b=a+a", kd_whole(tb), kd_whole(ta), kd_whole(ta), NULL));
+  KDT_OK(kd_graph_op_add(g, "b=a+a", kd_whole(tb), kd_whole(ta), kd_whole(ta), NULL));
   KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_graph_rebind(g, tb, tb2));
   KDT_OK(kd_graph_create(s, &reader));
-  KDT_FAILS(kd_graph_copy(reader, "read b2", kd_whole(ta), kd_whole(tb2), NULL), KD_ERR_UNINITIALIZED, "no earlier");
+  KDT_FAILS(kd_graph_op_copy(reader, "read b2", kd_whole(ta), kd_whole(tb2), NULL), KD_ERR_UNINITIALIZED, "no earlier");
   KDT_OK(kd_graph_submit(g, NULL));
-  KDT_OK(kd_graph_copy(reader, "read b2", kd_whole(ta), kd_whole(tb2), NULL));
+  KDT_OK(kd_graph_op_copy(reader, "read b2", kd_whole(ta), kd_whole(tb2), NULL));
   KDT_OK(kd_graph_rebind(g, tb2, tb)); /* both written now: no marking walk needed */
   KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_graph_submit(reader, NULL));
@@ -919,13 +919,13 @@ Test(host_graph, rebound_and_destroyed_bindings_outlive_the_work_in_flight) {
   KDT_OK(kd_graph_submit(g, &t));
   KDT_OK(kd_graph_rebind(g, ta, tb));
   KDT_OK(kd_tensor_release(s, ta)); /* the graph's deferred reference keeps it */
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.bytes_retained, sizeof a, "the rebound tensor must outlive the submission that reads it");
   KDT_OK(kd_graph_submit(g, NULL)); /* now reads tb */
   kd_graph_destroy(g);
   KDT_OK(kd_tensor_release(s, tb));
-  KDT_OK(kd_session_counters(s, &k));
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.bytes_retained, 2 * sizeof a, "a destroyed graph's tensors outlive its submissions");
   ck_pr_store_int(&gate, 1);
   uint32_t pending = 1;
@@ -935,7 +935,7 @@ Test(host_graph, rebound_and_destroyed_bindings_outlive_the_work_in_flight) {
     nanosleep(&ts, NULL);
   }
   cr_assert_eq(pending, 0);
-  KDT_OK(kd_session_counters(s, &k));
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.bytes_retained, 0, "both tensors go once their work is done");
   cr_assert_eq(k.bytes_device, 0);
   kd_session_destroy(s);
@@ -1027,7 +1027,7 @@ Test(host_graph, a_wide_submission_and_an_upload_behind_it_never_wait, .timeout 
   KDT_OK(kd_graph_host(g, "first", gated, &gt, NULL, 0, &first));
   for (int i = 1; i < WIDE; ++i) KDT_OK(kd_graph_host(g, "wide", gated, &gt, NULL, 0, NULL));
   kd_node copy;
-  KDT_OK(kd_graph_copy(g, "y = x", kd_whole(y), kd_whole(x), &copy));
+  KDT_OK(kd_graph_op_copy(g, "y = x", kd_whole(y), kd_whole(x), &copy));
   KDT_OK(kd_graph_edge(g, first, copy)); /* the copy runs once the gate is open */
   double t0 = mono_s();
   kd_ticket t;
@@ -1066,7 +1066,7 @@ Test(host_graph, a_ticket_is_checked_against_its_session) {
   KDT_FAILS(kd_ticket_done(other, t, &done), KD_ERR_WRONG_SESSION, "argument ticket is of another session");
   KDT_FAILS(kd_ticket_done(s, (kd_ticket){0}, &done), KD_ERR_INVALID_ARGUMENT, "never issued");
   KDT_FAILS(kd_ticket_done(other, (kd_ticket){0}, &done), KD_ERR_INVALID_ARGUMENT, "never issued");
-  KDT_FAILS(kd_ticket_done(s, t, NULL), KD_ERR_INVALID_ARGUMENT, "argument done");
+  KDT_FAILS(kd_ticket_done(s, t, NULL), KD_ERR_INVALID_ARGUMENT, "argument out_done");
   for (int i = 0; i < 10000 && !done; ++i) {
     KDT_OK(kd_ticket_done(s, t, &done));
     struct timespec ts = {0, 1000000};
@@ -1118,18 +1118,18 @@ Test(host_graph, a_full_completion_ring_waits_for_the_oldest_and_counts_it) {
   kd_garg in_a = kd_g_in(kd_whole(a));
   KDT_OK(kd_graph_host(g, "gate", gate, NULL, &in_a, 1, NULL));
   for (int i = 0; i < 8; ++i) { /* adds 8 per submission: the result counts them */
-    KDT_OK(kd_graph_add(g, "b=a+1", kd_whole(b), kd_whole(a), kd_whole(one), NULL));
-    KDT_OK(kd_graph_copy(g, "a=b", kd_whole(a), kd_whole(b), NULL));
+    KDT_OK(kd_graph_op_add(g, "b=a+1", kd_whole(b), kd_whole(a), kd_whole(one), NULL));
+    KDT_OK(kd_graph_op_copy(g, "a=b", kd_whole(a), kd_whole(b), NULL));
   }
   int32_t got[64];
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "a", a, got, sizeof got, &sink));
   ck_pr_store_int(&gate_open, 0);
-  kd_counters k;
+  kd_session_stats k;
   /* Two submissions fill the ring; neither can complete. */
   for (int i = 0; i < 2; ++i) {
     KDT_OK(kd_graph_submit(g, NULL));
-    KDT_OK(kd_session_counters(s, &k));
+    KDT_OK(kd_session_stats_get(s, &k));
     cr_assert_eq(k.inflight, (uint64_t)i + 1);
     cr_assert_eq(k.ring_full_waits, 0);
   }
@@ -1140,7 +1140,7 @@ Test(host_graph, a_full_completion_ring_waits_for_the_oldest_and_counts_it) {
   KDT_OK(kd_graph_submit(g, NULL));
   double returned = now_ms();
   pthread_join(opener, NULL);
-  KDT_OK(kd_session_counters(s, &k));
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_geq(k.ring_full_waits, 1, "a full ring waits for its oldest entry and counts it");
   /* Against when the gate opened, not a duration: a descheduled test thread
    * cannot make this pass or fail by itself. */
@@ -1149,7 +1149,7 @@ Test(host_graph, a_full_completion_ring_waits_for_the_oldest_and_counts_it) {
   cr_assert_leq(k.inflight, 2);
   for (int i = 3; i < 10; ++i) {
     KDT_OK(kd_graph_submit(g, NULL));
-    KDT_OK(kd_session_counters(s, &k));
+    KDT_OK(kd_session_stats_get(s, &k));
     cr_assert_leq(k.inflight, 2, "submission %d: %llu in flight, more than the ring holds", i,
                   (unsigned long long)k.inflight);
   }
@@ -1180,8 +1180,8 @@ static void queue_behind_a_gate(kd_session *s, int *gate, int *runs, kd_ticket *
   for (int i = 0; i < 100; ++i) KDT_OK(kd_graph_submit(g, last));
   kd_graph_destroy(hold);
   kd_graph_destroy(g);
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.inflight, 101, "the gate holds every submission in flight (%llu)", (unsigned long long)k.inflight);
   ck_pr_store_int(gate, 1);
   for (int i = 0; i < 5000 && ck_pr_load_int(runs) < 100; ++i) sleep_ms(1);
@@ -1191,8 +1191,8 @@ static void queue_behind_a_gate(kd_session *s, int *gate, int *runs, kd_ticket *
 }
 
 static uint64_t queries(kd_session *s) {
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   return k.event_queries;
 }
 
@@ -1229,8 +1229,8 @@ Test(host_graph, a_finished_ticket_retires_everything_before_it_in_one_poll) {
   }
   cr_assert(done);
   cr_assert_eq(used, 1, "a ticket's poll looks at that ticket alone (%llu polls)", (unsigned long long)used);
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.inflight, 0, "everything before a finished ticket has finished too");
   cr_assert_eq(k.completions_retired, 101);
   kd_session_destroy(s);
@@ -1436,8 +1436,8 @@ typedef struct calls_from_worker {
 
 static void host_fn_calls_kdag(void *p) {
   calls_from_worker *c = p;
-  kd_counters k;
-  c->counters = kd_session_counters(c->s, &k);
+  kd_session_stats k;
+  c->counters = kd_session_stats_get(c->s, &k);
   int32_t got[4];
   c->download = kd_tensor_download(c->s, c->t, got, sizeof got);
   snprintf(c->msg, sizeof c->msg, "%s", kd_last_error());
@@ -1499,16 +1499,16 @@ Test(host_graph, transfer_transpose_and_sum_shapes_are_checked) {
   cr_assert(strstr(kd_last_error(), " holds 32"), "%s", kd_last_error());
   KDT_FAILS(kd_graph_sink(g, "down", a, big, sizeof big, &(kd_sink *){NULL}), KD_ERR_INVALID_ARGUMENT,
             "kd_graph_sink: node 'down' (#0): argument bytes is 36, tensor 0x");
-  KDT_FAILS(kd_graph_transpose(g, "t", kd_whole(mt), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
+  KDT_FAILS(kd_graph_op_transpose(g, "t", kd_whole(mt), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
             "argument 1 (tensor 0x");
   cr_assert(strstr(kd_last_error(), ") has rank 1, not 2"), "%s", kd_last_error());
-  KDT_FAILS(kd_graph_sum(g, "s", kd_whole(two), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
+  KDT_FAILS(kd_graph_op_sum(g, "s", kd_whole(two), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
             "argument 0 (out, tensor 0x");
   cr_assert(strstr(kd_last_error(), ") must hold one element, it holds 2"), "%s", kd_last_error());
   /* An empty out view whose other dimensions multiply past int64 (found by
    * the graph fuzzer: the count overflowed, undefined behaviour). */
   kd_view huge_empty = {.tensor = two, .rank = 3, .shape = {1ll << 40, 1ll << 40, 0}, .strides = {1, 1, 1}};
-  KDT_FAILS(kd_graph_sum(g, "s", huge_empty, kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
+  KDT_FAILS(kd_graph_op_sum(g, "s", huge_empty, kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
             "must hold one element, it holds 0");
   char *after = kdt_dot_text(g);
   cr_assert_str_eq(before, after, "a refused node changed the graph");
@@ -1517,8 +1517,8 @@ Test(host_graph, transfer_transpose_and_sum_shapes_are_checked) {
   KDT_FAILS(kd_tensor_download(s, a, big, sizeof big), KD_ERR_INVALID_ARGUMENT,
             "kd_tensor_download: argument bytes is 36, the i32 tensor holds 32");
   /* And what they accept runs. */
-  KDT_OK(kd_graph_transpose(g, "t", kd_whole(mt), kd_whole(m), NULL));
-  KDT_OK(kd_graph_sum(g, "s", kd_whole(out), kd_whole(a), NULL));
+  KDT_OK(kd_graph_op_transpose(g, "t", kd_whole(mt), kd_whole(m), NULL));
+  KDT_OK(kd_graph_op_sum(g, "s", kd_whole(out), kd_whole(a), NULL));
   int32_t total, tr[8];
   kd_sink *ss, *ts;
   KDT_OK(kd_graph_sink(g, "total", out, &total, sizeof total, &ss));
@@ -1688,10 +1688,10 @@ static void host_node(kd_graph *g, const kd_garg *acc, size_t n) {
 static void sweep_jacobi(kd_graph *g, kd_tensor *t, int k) {
   kd_tensor x = t[k & 1], y = t[!(k & 1)];
   kd_view in = interior(y, 0, 0);
-  KDT_OK(kd_graph_add(g, "up+down", in, interior(x, -1, 0), interior(x, 1, 0), NULL));
-  KDT_OK(kd_graph_axpy(g, "+left", in, interior(x, 0, -1), 1.0, NULL));
-  KDT_OK(kd_graph_axpy(g, "+right", in, interior(x, 0, 1), 1.0, NULL));
-  KDT_OK(kd_graph_scale(g, "/4", in, 0.25, NULL));
+  KDT_OK(kd_graph_op_add(g, "up+down", in, interior(x, -1, 0), interior(x, 1, 0), NULL));
+  KDT_OK(kd_graph_op_axpy(g, "+left", in, interior(x, 0, -1), 1.0, NULL));
+  KDT_OK(kd_graph_op_axpy(g, "+right", in, interior(x, 0, 1), 1.0, NULL));
+  KDT_OK(kd_graph_op_scale(g, "/4", in, 0.25, NULL));
 }
 
 /* A halo exchange: the interior in place from a 5-point read of itself
@@ -1755,7 +1755,7 @@ static sweep_stats run_sweeps(kd_session *s, sweep_fn *fn, int sweeps) {
   float zero = 0;
   for (int i = 0; i < 2; ++i) {
     KDT_OK(kd_tensor_create(s, &d, &t[i]));
-    KDT_OK(kd_graph_fill(g, "init", kd_whole(t[i]), &zero, NULL)); /* whole grids: boundaries included */
+    KDT_OK(kd_graph_op_fill(g, "init", kd_whole(t[i]), &zero, NULL)); /* whole grids: boundaries included */
   }
   uint32_t before = 0;
   for (int k = 0; k < sweeps; ++k) {

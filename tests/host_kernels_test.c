@@ -407,7 +407,7 @@ Test(host_kernels, nvrtc_compiles_the_builtins_source) {
   KDT_OK(kd_nvrtc_compile((const char *)kd_kernel_builtins_source, &o, &b));
   cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_PTX);
   check_entries("NVRTC PTX", kd_binary_data(b));
-  kd_binary_free(b);
+  kd_binary_destroy(b);
 }
 
 /* The device-independent part of a launch's checks (a node's config is

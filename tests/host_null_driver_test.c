@@ -45,9 +45,9 @@ static kdag_null_calls calls(void) {
   return c;
 }
 
-static kd_counters counters(kd_session *s) {
-  kd_counters k;
-  KDT_OK(kd_session_counters(s, &k));
+static kd_session_stats counters(kd_session *s) {
+  kd_session_stats k;
+  KDT_OK(kd_session_stats_get(s, &k));
   return k;
 }
 
@@ -80,8 +80,8 @@ static void pipeline_make(kd_session *s, pipeline *p) {
   KDT_OK(kd_tensor_create(s, &d, &p->b));
   KDT_OK(kd_graph_create(s, &p->g));
   KDT_OK(kd_graph_upload(p->g, "up", p->a, p->in, sizeof p->in, NULL));
-  KDT_OK(kd_graph_scale(p->g, "a*=2", kd_whole(p->a), 2.0, NULL));
-  KDT_OK(kd_graph_copy(p->g, "b=a", kd_whole(p->b), kd_whole(p->a), NULL));
+  KDT_OK(kd_graph_op_scale(p->g, "a*=2", kd_whole(p->a), 2.0, NULL));
+  KDT_OK(kd_graph_op_copy(p->g, "b=a", kd_whole(p->b), kd_whole(p->a), NULL));
   KDT_OK(kd_graph_sink(p->g, "a", p->a, p->out, sizeof p->out, &p->sink));
 }
 
@@ -107,10 +107,10 @@ static void steady_state(kd_exec_mode mode) {
   const int warm = 4, rounds = 1000;
   for (int r = 0; r < warm; ++r) submit_and_check(&p, r);
   kdag_null_calls c0 = calls();
-  kd_counters k0 = counters(s);
+  kd_session_stats k0 = counters(s);
   for (int r = warm; r < warm + rounds; ++r) submit_and_check(&p, r);
   kdag_null_calls c1 = calls();
-  kd_counters k1 = counters(s);
+  kd_session_stats k1 = counters(s);
   const uint64_t n = (uint64_t)rounds;
   cr_assert_eq(c1.stream_syncs, c0.stream_syncs, "no stream synchronize");
   cr_assert_eq(c1.sync_frees, c0.sync_frees, "no cuMemFree or cuMemFreeHost");
@@ -179,7 +179,7 @@ Test(host_null_driver, graph_launches_in_flight_keep_what_they_use) {
   kd_tensor c;
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
   KDT_OK(kd_tensor_create(s, &d, &c));
-  KDT_OK(kd_graph_copy(p.g, "c=b", kd_whole(c), kd_whole(p.b), NULL));
+  KDT_OK(kd_graph_op_copy(p.g, "c=b", kd_whole(c), kd_whole(p.b), NULL));
   KDT_OK(kd_graph_submit(p.g, NULL));
   KDT_OK(kd_tensor_release(s, p.a)); /* the graph binds them still */
   KDT_OK(kd_tensor_release(s, p.b));
@@ -220,7 +220,7 @@ Test(host_null_driver, a_full_ring_waits_for_the_oldest_completion_alone) {
   pipeline_make(s, &p);
   nd.hold(1);
   for (int r = 0; r < 10; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.ring_full_waits, 6);
   cr_assert_eq(k.inflight, 4);
   kdag_null_calls c = calls();
@@ -247,10 +247,10 @@ Test(host_null_driver, rebinding_patches_the_users_of_the_tensor_alone) {
   static const float zero = 0;
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_fill(g, "fill", kd_whole(t[i]), &zero, NULL));
-  KDT_OK(kd_graph_scale(g, "t0*=2", kd_whole(t[0]), 2.0, NULL));
-  KDT_OK(kd_graph_add(g, "t1=t0+t2", kd_whole(t[1]), kd_whole(t[0]), kd_whole(t[2]), NULL));
-  KDT_OK(kd_graph_scale(g, "t3*=2", kd_whole(t[3]), 2.0, NULL));
+  for (int i = 0; i < 4; ++i) KDT_OK(kd_graph_op_fill(g, "fill", kd_whole(t[i]), &zero, NULL));
+  KDT_OK(kd_graph_op_scale(g, "t0*=2", kd_whole(t[0]), 2.0, NULL));
+  KDT_OK(kd_graph_op_add(g, "t1=t0+t2", kd_whole(t[1]), kd_whole(t[0]), kd_whole(t[2]), NULL));
+  KDT_OK(kd_graph_op_scale(g, "t3*=2", kd_whole(t[3]), 2.0, NULL));
   KDT_OK(kd_graph_submit(g, NULL));
   cr_assert_eq(calls().kernel_node_patches, 0);
   KDT_OK(kd_graph_rebind(g, t[0], t2)); /* its fill, scale and the add */
@@ -374,9 +374,9 @@ Test(host_null_driver, random_operations_return_everything_and_violate_nothing) 
         if (rg->g && live[i] && live[j] && rg->used_count < 15) {
           kd_view a = kd_whole(t[i]), b = kd_whole(t[j]);
           switch (next(&x) % 3) {
-            case 0: st = kd_graph_scale(rg->g, "scale", a, 0.5, NULL); break;
-            case 1: st = kd_graph_copy(rg->g, "copy", a, b, NULL); break;
-            default: st = kd_graph_add(rg->g, "add", a, a, b, NULL); break;
+            case 0: st = kd_graph_op_scale(rg->g, "scale", a, 0.5, NULL); break;
+            case 1: st = kd_graph_op_copy(rg->g, "copy", a, b, NULL); break;
+            default: st = kd_graph_op_add(rg->g, "add", a, a, b, NULL); break;
           }
           refusal_only(st, "node");
           if (!st) {
@@ -499,7 +499,7 @@ Test(host_null_driver, a_refused_instantiation_names_the_node_and_the_eager_path
   cr_assert_eq(calls().graph_instantiations, 1);
   /* AUTO: a refusal at the switch leaves the plan EAGER for good, without an error. */
   KDT_OK(kd_graph_set_exec_mode(p.g, KD_EXEC_AUTO));
-  KDT_OK(kd_graph_scale(p.g, "b*=2", kd_whole(p.b), 2.0, NULL)); /* a new plan: counted from 0 */
+  KDT_OK(kd_graph_op_scale(p.g, "b*=2", kd_whole(p.b), 2.0, NULL)); /* a new plan: counted from 0 */
   kd_session_options o;
   kd_session_options_init(&o);
   for (uint32_t r = 0; r < o.graph_after; ++r) KDT_OK(kd_graph_submit(p.g, NULL));
@@ -530,7 +530,7 @@ Test(host_null_driver, a_refused_update_instantiates_afresh) {
   kd_tensor old = rebind_b(s, &p);
   nd.fail("cuGraphExecKernelNodeSetParams", 0, CUDA_ERROR_INVALID_VALUE, 0);
   submit_and_check(&p, 1);
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_instantiations, 2, "the refused update was replaced by a new instantiation");
   cr_assert_eq(k.graph_updates, 0);
   cr_assert_eq(calls().graph_instantiations, 2);
@@ -552,7 +552,7 @@ Test(host_null_driver, a_patch_refused_for_memory_is_made_again_on_the_same_grap
   cr_assert_eq(calls().kernel_node_patches, patches + 1);
   submit_and_check(&p, 1);
   cr_assert_eq(calls().kernel_node_patches, patches + 2, "the refused patch is made again");
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_instantiations, 1, "the same executable graph");
   cr_assert_eq(k.graph_updates, 1);
   cr_assert_eq(calls().graph_instantiations, 1);
@@ -667,7 +667,7 @@ static void kernel_nodes_given_current_tensors_and_values(kd_exec_mode mode) {
       cr_assert_eq(other[i], 0, "round %d: f[%d] of the unbound tensor", round, i);
     }
   }
-  kd_counters c = counters(s);
+  kd_session_stats c = counters(s);
   cr_assert_eq(c.graph_instantiations, mode == KD_EXEC_GRAPH, "patched in place, never built again");
   cr_assert_eq(c.graph_updates, mode == KD_EXEC_GRAPH ? 5u : 0u);
   kd_graph_destroy(g);
@@ -886,7 +886,7 @@ Test(host_null_driver, every_refusable_call_refused_in_turn_loses_nothing) {
             p.b = spare;
             spare = old;
           }
-          if (r == 4) KDT_OK(kd_graph_scale(p.g, "b*=1", kd_whole(p.b), 1.0, NULL)); /* GRAPH: instantiates anew */
+          if (r == 4) KDT_OK(kd_graph_op_scale(p.g, "b*=1", kd_whole(p.b), 1.0, NULL)); /* GRAPH: instantiates anew */
           fill_in(&p, (float)(100 * r));
           kdag_null_calls before = calls();
           kd_status st = kd_graph_submit(p.g, NULL);
@@ -984,7 +984,7 @@ static void staging_refusal_is_a_fault(int download) {
     kd_graph *g;
     float one = 1.0f;
     KDT_OK(kd_graph_create(s, &g));
-    KDT_OK(kd_graph_fill(g, "t=1", kd_whole(t), &one, NULL));
+    KDT_OK(kd_graph_op_fill(g, "t=1", kd_whole(t), &one, NULL));
     KDT_OK(kd_graph_submit(g, NULL));
     kd_graph_destroy(g);
   }
@@ -1095,7 +1095,7 @@ static void foreign_lifetimes(kd_exec_mode mode) {
   nd.hold(0);
   KDT_OK(kd_session_reap(s, NULL));
   cr_assert_eq(c.released, 1);
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   if (mode == KD_EXEC_GRAPH) cr_assert_eq(k.graph_instantiations, 1, "a moved span re-captures in place");
   kd_session_destroy(s);
   assert_all_returned();
@@ -1135,7 +1135,7 @@ static void failed_recapture_tried_again(kd_status fail) {
   cr_assert_neq(c.out_ptr, first, "the capture now writes y2");
   KDT_OK(kd_graph_submit(p.g, NULL));
   cr_assert_eq(c.calls, 3, "and that capture stays until the spans move again");
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_instantiations, 1, "patched in place, never rebuilt");
   kd_graph_destroy(p.g);
   KDT_OK(kd_tensor_release(s, p.a));
@@ -1292,7 +1292,7 @@ Test(host_null_driver, an_update_is_counted_by_the_launch_that_runs_it) {
   cr_assert_eq(counters(s).graph_updates, 0);
   cr_assert_eq(calls().kernel_node_patches, 1, "patched before the refused launch");
   submit_and_check(&p, 1);
-  kd_counters k = counters(s);
+  kd_session_stats k = counters(s);
   cr_assert_eq(k.graph_updates, 1);
   cr_assert_eq(k.graph_instantiations, 1);
   KDT_OK(kd_tensor_release(s, old));
@@ -1355,8 +1355,8 @@ typedef struct reentrant {
 static void host_calls_kdag(void *p) {
   reentrant *r = p;
   r->host_calls++;
-  kd_counters k;
-  r->host_counters = kd_session_counters(r->s, &k);
+  kd_session_stats k;
+  r->host_counters = kd_session_stats_get(r->s, &k);
   snprintf(r->host_msg, sizeof r->host_msg, "%s", kd_last_error());
 }
 
@@ -1385,8 +1385,8 @@ static kd_status submit_in_scope(kd_raw *raw, void *user) {
 static void release_calls_kdag(void *p) {
   reentrant *r = p;
   r->released++;
-  kd_counters k;
-  r->release_counters = kd_session_counters(r->s, &k);
+  kd_session_stats k;
+  r->release_counters = kd_session_stats_get(r->s, &k);
   snprintf(r->release_msg, sizeof r->release_msg, "%s", kd_last_error());
 }
 
@@ -1402,7 +1402,7 @@ static void callbacks_calling_kdag(kd_exec_mode mode) {
   KDT_OK(kd_graph_host(r.g, "host calls kdag", host_calls_kdag, &r, NULL, 0, NULL));
   for (int i = 0; i < 3; ++i) KDT_OK(kd_graph_submit(r.g, NULL));
   cr_assert_eq(r.host_calls, 3);
-  cr_assert_eq(r.host_counters, KD_ERR_BUSY, "kd_session_counters from a host function node: %d", r.host_counters);
+  cr_assert_eq(r.host_counters, KD_ERR_BUSY, "kd_session_stats_get from a host function node: %d", r.host_counters);
   cr_assert(strstr(r.host_msg, "called from inside a host function node"), "%s", r.host_msg);
   cr_assert_geq(r.calls, 1);
   cr_assert_eq(r.fn_stats, KD_ERR_BUSY, "kd_graph_stats_get from a foreign callback: %d", r.fn_stats);
@@ -1419,7 +1419,7 @@ static void callbacks_calling_kdag(kd_exec_mode mode) {
     kd_tensor z;
     KDT_OK(kd_tensor_create(s, &d, &z));
     float zero = 0;
-    KDT_OK(kd_graph_fill(r.g, "z=0", kd_whole(z), &zero, NULL));
+    KDT_OK(kd_graph_op_fill(r.g, "z=0", kd_whole(z), &zero, NULL));
     KDT_OK(kd_tensor_release(s, z));
   }
   KDT_OK(kd_with_raw(s, "outer", submit_in_scope, &r));
@@ -1430,9 +1430,9 @@ static void callbacks_calling_kdag(kd_exec_mode mode) {
   KDT_OK(kd_session_reap(s, NULL));
   cr_assert_eq(r.released, 1);
   cr_assert_eq(r.release_counters, KD_ERR_BUSY);
-  cr_assert(strstr(r.release_msg, "kd_session_counters: called from inside a foreign resource's release callback"),
+  cr_assert(strstr(r.release_msg, "kd_session_stats_get: called from inside a foreign resource's release callback"),
             "%s", r.release_msg);
-  KDT_OK(kd_session_counters(s, &(kd_counters){0})); /* outside any callback: fine again */
+  KDT_OK(kd_session_stats_get(s, &(kd_session_stats){0})); /* outside any callback: fine again */
   kd_session_destroy(s);
   assert_all_returned();
 }
@@ -1467,7 +1467,7 @@ Test(host_null_driver, a_foreign_node_takes_compact_views_only) {
             "node 'strided' (#0), argument 0");
   kd_view broadcast = {.tensor = t, .rank = 1, .offset = 0, .shape = {1024}, .strides = {0}};
   float one = 1.0f;
-  KDT_OK(kd_graph_fill(g, "init", kd_whole(t), &one, NULL));
+  KDT_OK(kd_graph_op_fill(g, "init", kd_whole(t), &one, NULL));
   kd_garg in = kd_g_in(broadcast);
   KDT_FAILS(kd_graph_foreign(g, "broadcast", calls_kdag, NULL, &in, 1, 0, NULL, NULL, NULL), KD_ERR_NOT_COMPACT,
             "argument 0");
@@ -1736,7 +1736,7 @@ static void *first_builtin_run(void *p) {
   host_only_calls *h = p;
   static const float zero = 0;
   h->start = calls();
-  h->st[0] = kd_graph_fill(h->g, "out=0", kd_whole(h->k.out), &zero, NULL);
+  h->st[0] = kd_graph_op_fill(h->g, "out=0", kd_whole(h->k.out), &zero, NULL);
   h->loaded = calls();
   return NULL;
 }
@@ -1772,7 +1772,7 @@ static void *host_only_calls_run(void *p) {
   kd_view v;
   h->before = calls();
   if (!st[1]) st[1] = kd_graph_kernel(h->g, "out=l+r", h->k.fn, &cfg, args, 4, &kn);
-  st[2] = kd_graph_scale(h->g, "out*=2", kd_whole(h->k.out), 2.0, &scaled);
+  st[2] = kd_graph_op_scale(h->g, "out*=2", kd_whole(h->k.out), 2.0, &scaled);
   st[3] = kd_graph_edge(h->g, kn, scaled);
   st[4] = kd_graph_set_arg(h->g, kn, 3, kd_arg_i32(LEN));
   st[5] = kd_graph_rebind(h->g, h->k.lhs, h->spare); /* nothing in flight: old's graph hold goes at once */
@@ -1850,7 +1850,7 @@ static kd_status compile_to_null(kd_raw *raw, void *user) {
 Test(host_null_driver, raw_compile_checks_its_arguments_first) {
   kd_session *s = null_session(KD_EXEC_EAGER, 0);
   KDT_FAILS(kd_with_raw(s, "compile", compile_to_null, NULL), KD_ERR_INVALID_ARGUMENT,
-            "kd_raw_compile_nvrtc: raw scope 'compile': argument out is NULL");
+            "kd_raw_compile_nvrtc: raw scope 'compile': argument out_module is NULL");
   kd_session_destroy(s);
   assert_all_returned();
 }
@@ -1878,7 +1878,7 @@ typedef struct scope_probe {
   kd_session *s;
   kd_raw *raw;
   kd_status other_raw, other_counters;
-  int counters_done; /* set once the other thread's kd_session_counters returned */
+  int counters_done; /* set once the other thread's kd_session_stats_get returned */
   int done_during_scope;
   pthread_t reader;
 } scope_probe;
@@ -1891,8 +1891,8 @@ static void *call_raw_from_another_thread(void *p) {
 
 static void *read_counters(void *p) {
   scope_probe *sp = p;
-  kd_counters k;
-  sp->other_counters = kd_session_counters(sp->s, &k);
+  kd_session_stats k;
+  sp->other_counters = kd_session_stats_get(sp->s, &k);
   __atomic_store_n(&sp->counters_done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
@@ -2015,15 +2015,15 @@ static void no_hidden_wait(kd_exec_mode mode) {
   float out[LEN];
   kd_sink *sink;
   KDT_OK(kd_graph_kernel(g, "out=l+r", k.fn, &cfg, args, 4, NULL));
-  KDT_OK(kd_graph_scale(g, "out*=2", kd_whole(k.out), 2.0, NULL));
+  KDT_OK(kd_graph_op_scale(g, "out*=2", kd_whole(k.out), 2.0, NULL));
   KDT_OK(kd_graph_sink(g, "out", k.out, out, sizeof out, &sink));
   KDT_OK(kd_graph_create(s, &other));
-  KDT_OK(kd_graph_scale(other, "lhs*=1", kd_whole(k.lhs), 1.0, NULL));
+  KDT_OK(kd_graph_op_scale(other, "lhs*=1", kd_whole(k.lhs), 1.0, NULL));
   for (int r = 0; r < 3; ++r) { /* AUTO reaches GRAPH mode */
     KDT_OK(kd_graph_submit(g, NULL));
     KDT_OK(kd_sink_wait(sink));
   }
-  kd_counters k0 = counters(s);
+  kd_session_stats k0 = counters(s);
   kdag_null_calls c0 = calls();
   nd.hold(1); /* every submission from here stays pending, as behind a long kernel */
   kd_ticket t;
@@ -2041,7 +2041,7 @@ static void no_hidden_wait(kd_exec_mode mode) {
   KDT_OK(kd_ticket_done(s, t, &done));
   cr_assert_eq(done, 0);
   cr_assert_gt(pending, 0);
-  kd_counters k1 = counters(s);
+  kd_session_stats k1 = counters(s);
   kdag_null_calls c1 = calls();
   cr_assert_eq(c1.context_waits, c0.context_waits, "mode %d: %llu calls waited for the context", (int)mode,
                (unsigned long long)(c1.context_waits - c0.context_waits));
@@ -2055,7 +2055,7 @@ static void no_hidden_wait(kd_exec_mode mode) {
   kd_tensor x;
   KDT_OK(kd_tensor_from_host(s, &d, zeros, sizeof zeros, &x));
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_scale(g, "x*=2", kd_whole(x), 2.0, NULL));
+  KDT_OK(kd_graph_op_scale(g, "x*=2", kd_whole(x), 2.0, NULL));
   nd.hold(0);
   nd.hold(1);
   KDT_OK(kd_graph_submit(g, NULL)); /* pending */
@@ -2064,7 +2064,7 @@ static void no_hidden_wait(kd_exec_mode mode) {
   cr_assert_eq(calls().module_unloads, c0.module_unloads, "an unload waits for the context: deferred");
   cr_assert_eq(counters(s).modules_deferred, 1);
   KDT_OK(kd_session_trim(s));
-  kd_counters k2 = counters(s);
+  kd_session_stats k2 = counters(s);
   cr_assert_eq(calls().module_unloads, c0.module_unloads + 1, "kd_session_trim unloads");
   cr_assert_eq(calls().context_waits, c0.context_waits + 1, "and waits for the context, as documented");
   cr_assert_geq(k2.context_waits, k1.context_waits + 1, "kdag counts the unload (and any unpinning)");
@@ -2208,7 +2208,7 @@ static kd_status walk_refusals(kd_raw *raw, void *user) {
   KDT_OK(kd_binary_from_memory(KD_BINARY_LTOIR, ltoir, sizeof ltoir, "sm_90", 0, &b));
   RAW_REFUSES(kd_raw_load_binary(raw, b, NULL), "kd_raw_load_binary", KD_ERR_INVALID_ARGUMENT);
   RAW_REFUSES(kd_raw_load_binary(raw, b, &m), "kd_raw_load_binary", KD_ERR_INVALID_ARGUMENT);
-  kd_binary_free(b);
+  kd_binary_destroy(b);
   RAW_REFUSES(kd_raw_load_ptx(raw, "", 0, NULL), "kd_raw_load_ptx", KD_ERR_INVALID_ARGUMENT);
   RAW_REFUSES(kd_raw_load_image(raw, ltoir, sizeof ltoir, NULL), "kd_raw_load_image", KD_ERR_INVALID_ARGUMENT);
   RAW_REFUSES(kd_raw_cached_module(raw, NULL, failing_build, NULL, &m), "kd_raw_cached_module",
@@ -2254,21 +2254,21 @@ typedef struct in_scope_calls {
 static kd_status session_calls_inside(kd_raw *raw, void *user) {
   in_scope_calls *c = user;
   kd_session *s = kd_raw_session(raw);
-  kd_counters before;
-  KDT_OK(kd_session_counters(s, &before));
+  kd_session_stats before;
+  KDT_OK(kd_session_stats_get(s, &before));
   float got[4];
   KDT_OK(kd_tensor_download(s, c->t, got, sizeof got));
   cr_assert_eq(got[3], 4.0f);
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   float two = 2;
-  KDT_OK(kd_graph_fill(g, "fill", kd_whole(c->t), &two, NULL));
+  KDT_OK(kd_graph_op_fill(g, "fill", kd_whole(c->t), &two, NULL));
   kd_graph_destroy(g);
   kd_span span;
   KDT_OK(kd_raw_tensor(raw, c->t, &span)); /* the scope is still open and owned */
   KDT_OK(kd_tensor_release(s, c->t));
   kd_session_destroy(s); /* deferred to the scope's end */
-  KDT_OK(kd_session_counters(s, &before));
+  KDT_OK(kd_session_stats_get(s, &before));
   c->ran = 1;
   return KD_OK;
 }

@@ -44,7 +44,7 @@ Test(host_status, launch_config_flat_rejects_bad_shapes) {
   KDT_FAILS(kd_launch_config_flat(0, 128, 0, &c), KD_ERR_LAUNCH_CONFIG, "n is 0");
   KDT_FAILS(kd_launch_config_flat(1ull << 42, 1, 0, &c), KD_ERR_LAUNCH_CONFIG, "2^31-1");
   KDT_FAILS(kd_launch_config_flat(UINT64_MAX, 1024, 0, &c), KD_ERR_LAUNCH_CONFIG, "2^31-1"); /* n + block - 1 wrapped to 0 blocks */
-  KDT_FAILS(kd_launch_config_flat(8, 128, 0, NULL), KD_ERR_INVALID_ARGUMENT, "kd_launch_config_flat: argument out is NULL");
+  KDT_FAILS(kd_launch_config_flat(8, 128, 0, NULL), KD_ERR_INVALID_ARGUMENT, "kd_launch_config_flat: argument out_config is NULL");
   KDT_OK(kd_launch_config_flat(1000, 128, 64, &c));
   cr_assert_eq(c.grid[0], 8);
   cr_assert_eq(c.block[0], 128);
@@ -113,8 +113,8 @@ Test(host_status, context_keeps_the_call_first_and_names_it_once) {
   static const struct {
     const char *inner, *context, *want;
   } cases[] = {
-      {"kd_graph_add: view rank -2 is outside [0, 8]", "node 'n' (#0), argument 0",
-       "kd_graph_add: node 'n' (#0), argument 0: view rank -2 is outside [0, 8]"},
+      {"kd_graph_op_add: view rank -2 is outside [0, 8]", "node 'n' (#0), argument 0",
+       "kd_graph_op_add: node 'n' (#0), argument 0: view rank -2 is outside [0, 8]"},
       {"kd_graph_submit: cuLaunchKernel: CUDA_ERROR_INVALID_VALUE", "kd_graph_submit: node 'k' (#3)",
        "kd_graph_submit: node 'k' (#3): cuLaunchKernel: CUDA_ERROR_INVALID_VALUE"},
       {"kd_tensor_info: argument session is NULL", "kd_view_whole",

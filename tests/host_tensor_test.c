@@ -40,7 +40,7 @@ Test(host_tensor, an_empty_tensor_reads_as_initialised) {
   KDT_OK(kd_tensor_download(s, empty, host, 0));
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  KDT_OK(kd_graph_sum(g, "sum of nothing", kd_whole(one), kd_whole(empty), NULL));
+  KDT_OK(kd_graph_op_sum(g, "sum of nothing", kd_whole(one), kd_whole(empty), NULL));
   KDT_OK(kd_graph_submit(g, NULL));
   KDT_OK(kd_tensor_download(s, one, host, sizeof host));
   cr_assert_eq(host[0], 0.0f);

@@ -84,12 +84,12 @@ static inline kd_status rg_int_node(kd_graph *g, kd_tensor *t, rg_rng *r, int32_
   kd_view va = rg_view(r, t[a], n), vb = rg_view(r, t[b], n), vc = rg_view(r, t[c], n);
   int32_t value = (int32_t)(rg_next(r) % 100);
   kd_status st;
-  if (op == 0) st = kd_graph_fill(g, "fill", va, &value, id);
-  else if (op == 1) st = kd_graph_copy(g, "copy", va, vb, id);
-  else if (op == 2) st = kd_graph_add(g, "add", va, vb, vc, id);
+  if (op == 0) st = kd_graph_op_fill(g, "fill", va, &value, id);
+  else if (op == 1) st = kd_graph_op_copy(g, "copy", va, vb, id);
+  else if (op == 2) st = kd_graph_op_add(g, "add", va, vb, vc, id);
   else {
     va = rg_view(r, t[a], 1);
-    st = kd_graph_sum(g, "sum", va, vb, id);
+    st = kd_graph_op_sum(g, "sum", va, vb, id);
   }
   if (st || !ref) return st;
   kd_kpattern p = {{(unsigned long long)(uint32_t)value, 0}};
@@ -191,12 +191,12 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
       switch (op) {
       case 4: /* i32 rank-2 copy */
         va = rg_view2(r, p->i[a], rows, cols), vb = rg_view2(r, p->i[b], rows, cols);
-        st = kd_graph_copy(g, "copy2", va, vb, &id);
+        st = kd_graph_op_copy(g, "copy2", va, vb, &id);
         if (!st && p->iref) kd_host_copy(4, rg_kview(p->iref[a], &va), rg_kview(p->iref[b], &vb));
         break;
       case 5: /* i32 transpose: dst cols x rows */
         va = rg_view2(r, p->i[a], cols, rows), vb = rg_view2(r, p->i[b], rows, cols);
-        st = kd_graph_transpose(g, "transpose", va, vb, &id);
+        st = kd_graph_op_transpose(g, "transpose", va, vb, &id);
         /* dst(j, i) = src(i, j), element by element: not the library's own
          * swapped-view copy (the views cannot overlap: that is refused) */
         for (int64_t i = 0; !st && p->iref && i < rows; ++i)
@@ -206,24 +206,24 @@ static inline int rg_build_mixed(kd_graph *g, rg_pools *p, rg_rng *r, rg_counts 
         break;
       case 6: /* f32 y += alpha x: y is KD_INOUT */
         va = rg_view(r, p->f[a], n), vb = rg_view(r, p->f[b], n);
-        st = kd_graph_axpy(g, "axpy", va, vb, alpha, &id);
+        st = kd_graph_op_axpy(g, "axpy", va, vb, alpha, &id);
         break;
       case 7: /* f32 y *= alpha, in place */
         va = rg_view2(r, p->f[a], rows, cols);
-        st = kd_graph_scale(g, "scale", va, alpha, &id);
+        st = kd_graph_op_scale(g, "scale", va, alpha, &id);
         break;
       case 8: /* f32 rank-2 add */
         va = rg_view2(r, p->f[a], rows, cols), vb = rg_view2(r, p->f[b], rows, cols);
         vc = rg_view2(r, p->f[c], rows, cols);
-        st = kd_graph_add(g, "fadd", va, vb, vc, &id);
+        st = kd_graph_op_add(g, "fadd", va, vb, vc, &id);
         break;
       case 9: /* f32 copy, rank 1 */
         va = rg_view(r, p->f[a], n), vb = rg_view(r, p->f[b], n);
-        st = kd_graph_copy(g, "fcopy", va, vb, &id);
+        st = kd_graph_op_copy(g, "fcopy", va, vb, &id);
         break;
       default: /* 10: f32 sum into one element */
         va = rg_view(r, p->f[a], 1), vb = rg_view2(r, p->f[b], rows, cols);
-        st = kd_graph_sum(g, "fsum", va, vb, &id);
+        st = kd_graph_op_sum(g, "fsum", va, vb, &id);
         break;
       }
       if (!st && op >= 6) rg_float_refs(p, op, a, b, c, &va, &vb, &vc, alpha);

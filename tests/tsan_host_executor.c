@@ -70,9 +70,9 @@ static int random_graphs(kd_session *s) {
       int a = (int)(next(&r) % POOL), b = (int)(next(&r) % POOL), c = (int)(next(&r) % POOL);
       kd_view va = view(&r, t[a], n), vb = view(&r, t[b], n), vc = view(&r, t[c], n);
       int32_t value = (int32_t)(next(&r) % 100);
-      kd_status st = op == 0 ? kd_graph_fill(g, "fill", va, &value, NULL)
-                     : op == 1 ? kd_graph_copy(g, "copy", va, vb, NULL)
-                               : kd_graph_add(g, "add", va, vb, vc, NULL);
+      kd_status st = op == 0 ? kd_graph_op_fill(g, "fill", va, &value, NULL)
+                     : op == 1 ? kd_graph_op_copy(g, "copy", va, vb, NULL)
+                               : kd_graph_op_add(g, "add", va, vb, vc, NULL);
       if (st == KD_ERR_ALIASING) continue;
       CHECK(st);
       kd_kpattern p = {{(unsigned long long)(uint32_t)value, 0}};
@@ -117,7 +117,7 @@ static int two_threads(kd_session *s) {
   int32_t out[256];
   shared sh = {s, NULL, NULL, 0};
   CHECK(kd_graph_create(s, &sh.g));
-  CHECK(kd_graph_add(sh.g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  CHECK(kd_graph_op_add(sh.g, "b=a+a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
   CHECK(kd_graph_sink(sh.g, "b", b, out, sizeof out, &sh.sink));
   CHECK(kd_tensor_release(s, a));
   CHECK(kd_tensor_release(s, b));
@@ -158,9 +158,9 @@ static int wide_then_upload(kd_session *s) {
   for (int i = 0; i < WIDE; ++i) {
     kd_view one = {.tensor = w, .rank = 1, .offset = i, .shape = {1}, .strides = {1}};
     int32_t v = 3 * i;
-    CHECK(kd_graph_fill(g, "w[i]", one, &v, NULL));
+    CHECK(kd_graph_op_fill(g, "w[i]", one, &v, NULL));
   }
-  CHECK(kd_graph_copy(g, "y = x", kd_whole(y), kd_whole(x), NULL));
+  CHECK(kd_graph_op_copy(g, "y = x", kd_whole(y), kd_whole(x), NULL));
   kd_sink *sw, *sy;
   CHECK(kd_graph_sink(g, "w", w, got_w, sizeof got_w, &sw));
   CHECK(kd_graph_sink(g, "y", y, got_y, sizeof got_y, &sy));

@@ -58,7 +58,7 @@ static void *work(void *p) {
   if (kd_tensor_create(s, &d, &a) || kd_tensor_create(s, &d, &b) || kd_tensor_create(s, &d, &spare))
     FAIL("tensors");
   if (kd_graph_create(s, &g) || kd_graph_set_exec_mode(g, w->mode)) FAIL("graph");
-  if (kd_graph_upload(g, "up", a, in, sizeof in, NULL) || kd_graph_copy(g, "b=a", kd_whole(b), kd_whole(a), NULL) ||
+  if (kd_graph_upload(g, "up", a, in, sizeof in, NULL) || kd_graph_op_copy(g, "b=a", kd_whole(b), kd_whole(a), NULL) ||
       kd_graph_sink(g, "a", a, out, sizeof out, &sink))
     FAIL("nodes");
   for (int r = 0; r < ROUNDS; ++r) {
@@ -100,9 +100,9 @@ static void *churn(void *p) {
   kd_session *s = p;
   for (unsigned i = 0; atomic_load(&g_running); ++i) {
     uint32_t pending;
-    kd_counters k;
+    kd_session_stats k;
     (void)kd_session_reap(s, &pending);
-    (void)kd_session_counters(s, &k);
+    (void)kd_session_stats_get(s, &k);
     if (i % 16 == 0 && kd_with_raw(s, "churn", churn_scope, NULL)) {
       fprintf(stderr, "churn: kd_with_raw: %s\n", kd_last_error());
       atomic_store(&g_churn_failed, 1);
@@ -148,7 +148,7 @@ int main(void) {
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {LEN}};
   static float zeros[LEN];
   if (kd_tensor_from_host(s, &d, zeros, sizeof zeros, &t) || kd_graph_create(s, &g) ||
-      kd_graph_scale(g, "t*=1", kd_whole(t), 1.0, NULL)) {
+      kd_graph_op_scale(g, "t*=1", kd_whole(t), 1.0, NULL)) {
     fprintf(stderr, "the full-ring phase: %s\n", kd_last_error());
     rc = 1;
   }
@@ -161,8 +161,8 @@ int main(void) {
   g_nd.hold(0);
   kd_graph_destroy(g);
   kd_tensor_release(s, t);
-  kd_counters k;
-  kd_session_counters(s, &k);
+  kd_session_stats k;
+  kd_session_stats_get(s, &k);
   kd_session_destroy(s);
   kdag_null_calls c;
   g_nd.calls_get(&c);

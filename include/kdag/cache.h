@@ -19,16 +19,16 @@
  * the payload, the key) and the CUBIN. Entries are written to a temporary
  * file in the same folder and renamed into place, so a reader sees a whole
  * entry or none; a temporary file a dead writer left is removed by the
- * next kd_module_cache_open of the folder once it is an hour old. An entry
+ * next kd_cubin_cache_create of the folder once it is an hour old. An entry
  * is read only as a plain file of this user, never through a link. An entry that is truncated, corrupt, of another format
  * version or another key is never loaded: it is rebuilt and overwritten
- * (kd_module_cache_stats.corrupt_rebuilt counts them).
+ * (kd_cubin_cache_stats.corrupt_rebuilt counts them).
  *
- * The folder: the dir argument of kd_module_cache_open, else $KDAG_CACHE_DIR,
+ * The folder: the dir argument of kd_cubin_cache_create, else $KDAG_CACHE_DIR,
  * else $XDG_CACHE_HOME/kdag, else $HOME/.cache/kdag. The empty string "" (as
  * dir or KDAG_CACHE_DIR) keeps the cache in memory only.
  *
- * Threads: a kd_module_cache may be used from any number of threads at once
+ * Threads: a kd_cubin_cache may be used from any number of threads at once
  * (one internal lock; compiling and linking happen outside it, so two
  * threads asking for one missing module may both build it, and the second
  * result is dropped). Several processes of one user may share one folder.
@@ -86,29 +86,29 @@ typedef struct kd_module_key {
 /* Computes the recipe's key (identifies NVRTC, when there is a source, and
  * nvJitLink by their files without loading them unless they cannot be found
  * by name; hashes every byte of source, headers and link inputs). Errors:
- * KD_ERR_INVALID_ARGUMENT (NULL recipe or out, no arch, no source and no
+ * KD_ERR_INVALID_ARGUMENT (NULL recipe or out_key, no arch, no source and no
  * inputs, an array NULL with a count), KD_ERR_LIBRARY_MISSING. The recipe,
  * with every string, array and input it points to, is read during the call
- * only; *out is written only on success. Thread-safe. */
-KD_API kd_status kd_build_key(const kd_build_recipe *recipe, kd_module_key *out);
+ * only; *out_key is written only on success. Thread-safe. */
+KD_API kd_status kd_build_key(const kd_build_recipe *recipe, kd_module_key *out_key);
 
-typedef struct kd_module_cache kd_module_cache;
+typedef struct kd_cubin_cache kd_cubin_cache;
 
 /* Opens (creating the folder, mode 0700, if needed) a cache. dir may be NULL
  * (see the top for the search order) or "" (memory only); it is copied.
- * Errors: KD_ERR_INVALID_ARGUMENT (out NULL; the folder cannot be created,
+ * Errors: KD_ERR_INVALID_ARGUMENT (out_cache NULL; the folder cannot be created,
  * is not a writable directory, belongs to another user or is writable by
  * its group or others: the message names it), KD_ERR_OUT_OF_MEMORY.
- * *out is owned: kd_module_cache_close. */
-KD_API kd_status kd_module_cache_open(const char *dir, kd_module_cache **out);
+ * *out_cache is owned: kd_cubin_cache_destroy. */
+KD_API kd_status kd_cubin_cache_create(const char *dir, kd_cubin_cache **out_cache);
 
 /* Frees the cache and its in-memory entries; disk entries stay. The caller
  * must make sure no other thread is using it. NULL is ignored. */
-KD_API void kd_module_cache_close(kd_module_cache *cache);
+KD_API void kd_cubin_cache_destroy(kd_cubin_cache *cache);
 
 /* The folder in use ("" when memory only, and for a NULL cache). Borrowed;
  * lives as the cache. */
-KD_API const char *kd_module_cache_dir(const kd_module_cache *cache);
+KD_API const char *kd_cubin_cache_dir(const kd_cubin_cache *cache);
 
 typedef enum kd_build_origin {
   KD_BUILD_COMPILED = 0, /* compiled and linked now (and stored) */
@@ -133,24 +133,34 @@ typedef struct kd_build_report {
  * disk entry is not an error (report->disk_write_failed says so). Errors:
  * those of kd_build_key, KD_ERR_COMPILE_FAILED (NVRTC's log),
  * KD_ERR_LINK_FAILED (nvJitLink's log), KD_ERR_LTO_VERSION,
- * KD_ERR_OUT_OF_MEMORY. *out is owned (kd_binary_free), a copy the caller
+ * KD_ERR_OUT_OF_MEMORY. *out_binary is owned (kd_binary_destroy), a copy the caller
  * may keep after the cache is closed; NULL on failure. The recipe is read
  * during the call only, as by kd_build_key. *report is written on success,
  * and on a memory or disk hit whose copy fails (KD_ERR_OUT_OF_MEMORY); every
  * other failure leaves it untouched. */
-KD_API kd_status kd_build_cubin(kd_module_cache *cache, const kd_build_recipe *recipe,
-                                kd_binary **out, kd_build_report *report);
+KD_API kd_status kd_build_cubin(kd_cubin_cache *cache, const kd_build_recipe *recipe,
+                                kd_binary **out_binary, kd_build_report *out_report);
 
-typedef struct kd_module_cache_stats {
+typedef struct kd_cubin_cache_stats {
   uint64_t memory_hits, disk_hits, builds;
   uint64_t corrupt_rebuilt; /* disk entries refused (bad magic, version, size, checksum, key) */
   uint64_t disk_write_failures;
   uint64_t entries;         /* in memory */
-} kd_module_cache_stats;
+} kd_cubin_cache_stats;
 
-/* Copies the cache's counts into the caller's *out; callable from any
+/* Copies the cache's counts into the caller's *out_stats; callable from any
  * thread, like every cache call. Errors: KD_ERR_INVALID_ARGUMENT. */
-KD_API kd_status kd_module_cache_stats_get(kd_module_cache *cache, kd_module_cache_stats *out);
+KD_API kd_status kd_cubin_cache_stats_get(kd_cubin_cache *cache, kd_cubin_cache_stats *out_stats);
+
+/* Names of the previous release, for one release (kdag/kdag.h). */
+#ifndef KDAG_NO_DEPRECATED
+#define kd_module_cache kd_cubin_cache
+#define kd_module_cache_open kd_cubin_cache_create
+#define kd_module_cache_close kd_cubin_cache_destroy
+#define kd_module_cache_dir kd_cubin_cache_dir
+#define kd_module_cache_stats kd_cubin_cache_stats
+#define kd_module_cache_stats_get kd_cubin_cache_stats_get
+#endif
 
 #ifdef __cplusplus
 }

@@ -52,9 +52,9 @@ typedef struct kd_nvrtc_options {
   int relocatable;                   /* 1: -rdc=true */
 } kd_nvrtc_options;
 
-/* Output of one compilation. Owned by the caller: free with kd_binary_free.
+/* Output of one compilation. Owned by the caller: free with kd_binary_destroy.
  * Immutable once returned, so any number of threads may read one binary at
- * once; kd_binary_free must not overlap any other use. No kdag call given a
+ * once; kd_binary_destroy must not overlap any other use. No kdag call given a
  * binary keeps it or frees it. */
 typedef struct kd_binary kd_binary;
 
@@ -64,15 +64,15 @@ typedef struct kd_binary kd_binary;
  * Errors: KD_ERR_INVALID_ARGUMENT (NULL source, no arch, bad option strings,
  * an option NVRTC refuses: NVRTC_ERROR_INVALID_OPTION),
  * KD_ERR_LIBRARY_MISSING (no NVRTC), KD_ERR_COMPILE_FAILED (kd_last_error()
- * holds NVRTC's full log), KD_ERR_OUT_OF_MEMORY. On failure *out is NULL.
+ * holds NVRTC's full log), KD_ERR_OUT_OF_MEMORY. On failure *out_binary is NULL.
  * source, options and every string and array options points to (arch, std,
  * include paths, defines, extra flags, program name, headers) are read
  * during the call only: the binary copies what it needs (arch). */
 KD_API kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *options,
-                                  kd_binary **out);
+                                  kd_binary **out_binary);
 
 /* Accessors; the pointers are borrowed from the binary and live until
- * kd_binary_free. A NULL binary gives NULL, 0, KD_BINARY_PTX, "" and ""
+ * kd_binary_destroy. A NULL binary gives NULL, 0, KD_BINARY_PTX, "" and ""
  * (and 0 for kd_binary_producer_version): check the binary first, since
  * KD_BINARY_PTX is also a real answer. Thread-safe: a binary is not
  * changed after it is made. */
@@ -82,7 +82,7 @@ KD_API kd_binary_kind kd_binary_kind_of(const kd_binary *binary);
 KD_API const char *kd_binary_log(const kd_binary *binary); /* compiler warnings; "" if none */
 /* The arch the binary was built for, e.g. "sm_90" or "compute_90". */
 KD_API const char *kd_binary_arch(const kd_binary *binary);
-KD_API void kd_binary_free(kd_binary *binary); /* NULL is ignored */
+KD_API void kd_binary_destroy(kd_binary *binary); /* NULL is ignored */
 
 /* Wraps a copy of size bytes of data as a binary of the given kind (e.g. a
  * fatbin or LTO-IR file read by the caller, or libmathdx output). arch may be
@@ -90,11 +90,11 @@ KD_API void kd_binary_free(kd_binary *binary); /* NULL is ignored */
  * LTO-IR, as major * 1000 + minor * 10 (13000 = 13.0), 0 if unknown; an
  * LTO-IR input newer than nvJitLink is refused before linking. Errors:
  * KD_ERR_INVALID_ARGUMENT (NULL or empty data, unknown kind, LTO-IR without
- * the LTO-IR magic number), KD_ERR_OUT_OF_MEMORY. *out is owned; NULL on
+ * the LTO-IR magic number), KD_ERR_OUT_OF_MEMORY. *out_binary is owned; NULL on
  * failure. data and arch (at most 31 characters) are both copied: neither
  * is read after the call. */
 KD_API kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t size,
-                                       const char *arch, int producer_version, kd_binary **out);
+                                       const char *arch, int producer_version, kd_binary **out_binary);
 
 /* Version of the compiler that produced the binary (major * 1000 + minor *
  * 10; NVRTC's for kd_nvrtc_compile output), 0 if unknown. */
@@ -144,12 +144,12 @@ typedef struct kd_link_options {
  * NULL or empty input, bad kind, no arch, an arch that is not sm_XX),
  * KD_ERR_LIBRARY_MISSING, KD_ERR_LINK_FAILED (the message holds nvJitLink's
  * whole error log and names the input where nvJitLink did),
- * KD_ERR_LTO_VERSION, KD_ERR_OUT_OF_MEMORY. *out (a CUBIN, its log holding
+ * KD_ERR_LTO_VERSION, KD_ERR_OUT_OF_MEMORY. *out_binary (a CUBIN, its log holding
  * nvJitLink's info log) is owned; NULL on failure. inputs (with the data
  * and names they point to) and options (arch, extra flags) are read during
  * the call only; the CUBIN borrows nothing from them. */
 KD_API kd_status kd_nvjitlink_link(const kd_link_input *inputs, size_t input_count,
-                                   const kd_link_options *options, kd_binary **out);
+                                   const kd_link_options *options, kd_binary **out_binary);
 
 /* NVRTC's version. Errors: KD_ERR_INVALID_ARGUMENT (NULL major or minor),
  * KD_ERR_LIBRARY_MISSING. *major and *minor are the caller's, written only
@@ -159,6 +159,11 @@ KD_API kd_status kd_nvrtc_version(int *major, int *minor);
  * minor), KD_ERR_LIBRARY_MISSING. *major and *minor are the caller's,
  * written only on success. */
 KD_API kd_status kd_nvjitlink_version(int *major, int *minor);
+
+/* Names of the previous release, for one release (kdag/kdag.h). */
+#ifndef KDAG_NO_DEPRECATED
+#define kd_binary_free kd_binary_destroy
+#endif
 
 #ifdef __cplusplus
 }

@@ -36,11 +36,11 @@
  * three defined cases: a submission that finds the completion ring full
  * waits for the oldest submission in flight
  * (kd_session_options.completion_ring_capacity; counted in
- * kd_counters.ring_full_waits), a call that finds no memory to defer a
+ * kd_session_stats.ring_full_waits), a call that finds no memory to defer a
  * release waits for the work in flight instead, and when the driver
  * refuses a completion event after work was enqueued, the session stream
  * is waited for before what that work uses is let go
- * (kd_counters.stream_syncs). No call here waits for work of the device's
+ * (kd_session_stats.stream_syncs). No call here waits for work of the device's
  * context beyond its own (kdag/session.h, "Waits").
  *
  * Ownership: the graph is owned by the caller (kd_graph_destroy, before its
@@ -113,10 +113,10 @@ static inline kd_garg kd_g_out(kd_view v) { return kd_g_access(KD_OUT, v); }
 static inline kd_garg kd_g_inout(kd_view v) { return kd_g_access(KD_INOUT, v); }
 static inline kd_garg kd_g_value(kd_arg a) { kd_garg g; g.is_tensor = 0; g.access = KD_IN; g.view = kd_whole((kd_tensor){0}); g.value = a; return g; }
 
-/* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out owned
+/* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out_graph owned
  * (kd_graph_destroy, before the session is destroyed: the graph holds no
  * reference on it); NULL on failure. */
-KD_API kd_status kd_graph_create(kd_session *session, kd_graph **out);
+KD_API kd_status kd_graph_create(kd_session *session, kd_graph **out_graph);
 /* Waits for nothing (unless no memory is left to defer its releases, see
  * above): in-flight submissions keep what they use. NULL ignored. graph is
  * invalid afterwards; no other thread may use it during the call. Called
@@ -125,50 +125,50 @@ KD_API kd_status kd_graph_create(kd_session *session, kd_graph **out);
 KD_API void kd_graph_destroy(kd_graph *graph);
 
 /* A user kernel. Tensor arguments must be compact, device-resident views
- * (a strided view is KD_ERR_NOT_COMPACT: canonicalize it with kd_graph_copy
+ * (a strided view is KD_ERR_NOT_COMPACT: canonicalize it with kd_graph_op_copy
  * into a compact tensor first). On a HOST session: KD_ERR_NO_HOST_IMPL.
  * name is copied and used in errors and DOT output. config and args are
  * borrowed for the call: the node keeps copies (KD_ARG_BYTES data too).
- * out (may be NULL) gets the node's index. */
+ * out_node (may be NULL) gets the node's index. */
 KD_API kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
                                  const kd_launch_config *config, const kd_garg *args,
-                                 size_t arg_count, kd_node *out);
+                                 size_t arg_count, kd_node *out_node);
 
 /* Built-in kernels (kernels/): views may be strided; shapes must match.
  * fill: value points to one element of dst's dtype (copied). copy also
  * canonicalizes (strided src, compact dst). transpose swaps the first two
  * dimensions of a rank-2 src. sum writes the sum of x into the one-element
- * out, in a fixed order (256 running sums, every 256th element each, then a
+ * dst, in a fixed order (256 running sums, every 256th element each, then a
  * tree), on one thread block: for modest sizes, its time and its rounding
  * error growing with the element count. add/axpy/scale/sum take f32 or f64
  * (add and sum also i32, i64). CUDA and HOST give the same bits for every
  * result that is not a NaN (README, "Tested against a sequential
- * interpretation"). name is copied; the views are values; out/node (may be
+ * interpretation"). name is copied; the views are values; out_node (may be
  * NULL) gets the node's index, written only on success. */
-KD_API kd_status kd_graph_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out);
-KD_API kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
-KD_API kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out);
-KD_API kd_status kd_graph_add(kd_graph *g, const char *name, kd_view out, kd_view a, kd_view b, kd_node *node);
-KD_API kd_status kd_graph_axpy(kd_graph *g, const char *name, kd_view y, kd_view x, double alpha, kd_node *out);
-KD_API kd_status kd_graph_scale(kd_graph *g, const char *name, kd_view y, double alpha, kd_node *out);
-KD_API kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_view x, kd_node *node);
+KD_API kd_status kd_graph_op_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out_node);
+KD_API kd_status kd_graph_op_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out_node);
+KD_API kd_status kd_graph_op_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out_node);
+KD_API kd_status kd_graph_op_add(kd_graph *g, const char *name, kd_view dst, kd_view a, kd_view b, kd_node *out_node);
+KD_API kd_status kd_graph_op_axpy(kd_graph *g, const char *name, kd_view y, kd_view x, double alpha, kd_node *out_node);
+KD_API kd_status kd_graph_op_scale(kd_graph *g, const char *name, kd_view y, double alpha, kd_node *out_node);
+KD_API kd_status kd_graph_op_sum(kd_graph *g, const char *name, kd_view dst, kd_view x, kd_node *out_node);
 
 /* Uploads host memory into a whole compact tensor on every submission. The
  * caller's memory is read during kd_graph_submit (copied into staging), so
  * it may change between submissions. host must stay valid while the graph
- * can be submitted (it is fixed for the node's life). name is copied; out
+ * can be submitted (it is fixed for the node's life). name is copied; out_node
  * (may be NULL) gets the node's index, written only on success. */
 KD_API kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const void *host,
-                                 size_t bytes, kd_node *out);
+                                 size_t bytes, kd_node *out_node);
 
 /* A host sink: the tensor is copied out at the node's turn, and
  * kd_sink_wait(sink) waits for the copy of the latest submission made
  * before the call (its event alone), then writes host; a submission another
  * thread makes meanwhile stays pending for a later wait. host must stay
- * valid while the graph lives. name is copied. *out is owned by the graph:
+ * valid while the graph lives. name is copied. *out_sink is owned by the graph:
  * valid until kd_graph_destroy, never freed by the caller. */
 KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes,
-                               kd_sink **out);
+                               kd_sink **out_sink);
 
 /* A host function node: fn(user) runs after every node it depends on and
  * before every node depending on it; its accesses only declare order (any
@@ -184,14 +184,14 @@ KD_API kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, voi
  * function); accesses is borrowed for the call. */
 typedef void (*kd_host_fn)(void *user);
 KD_API kd_status kd_graph_host(kd_graph *g, const char *name, kd_host_fn fn, void *user,
-                               const kd_garg *accesses, size_t count, kd_node *out);
+                               const kd_garg *accesses, size_t count, kd_node *out_node);
 
 /* A foreign-library node (cuBLAS, cuSOLVER, ...): fn receives the session
  * stream, one span per declared access (bounded, valid only during the
  * call), and a workspace of the declared size that kdag allocates per
  * submission. A span is one contiguous run, so every access must be a
  * compact view (KD_ERR_NOT_COMPACT otherwise: canonicalize a strided view
- * with kd_graph_copy first). resource (may be NULL) is released with
+ * with kd_graph_op_copy first). resource (may be NULL) is released with
  * release(resource) only after the last submission using it has
  * completed, on whichever thread makes the kdag call that finds it
  * complete (a submit, a wait, a reap, kd_graph_destroy or
@@ -219,7 +219,7 @@ typedef kd_status (*kd_foreign_fn)(const kd_foreign_call *call, void *user);
 #define KD_FOREIGN_MAX_ACCESSES 64
 KD_API kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user,
                                   const kd_garg *accesses, size_t count, size_t workspace_bytes,
-                                  void *resource, void (*release)(void *resource), kd_node *out);
+                                  void *resource, void (*release)(void *resource), kd_node *out_node);
 
 /* An explicit edge: after runs after before. One that would close a cycle
  * is KD_ERR_CYCLE and leaves the graph unchanged; one that exists already
@@ -251,10 +251,10 @@ KD_API kd_status kd_graph_set_arg(kd_graph *g, kd_node node, uint32_t index, kd_
  * hazard (RAW/WAR/WAW and the tensor, as t<k>: the k-th distinct tensor
  * the graph's nodes name, counted from 0 in declaration order, which
  * kd_graph_rebind keeps) or "explicit"; two nodes ordered by
- * several conflicts get one edge, labelled with one of them. out is the caller's,
+ * several conflicts get one edge, labelled with one of them. file is the caller's,
  * written during the call and left open; a stream in error, before or
  * after, is KD_ERR_INVALID_ARGUMENT. */
-KD_API kd_status kd_graph_write_dot(kd_graph *g, FILE *out);
+KD_API kd_status kd_graph_write_dot(kd_graph *g, FILE *file);
 
 typedef struct kd_graph_stats {
   uint32_t nodes, edges, accesses;
@@ -263,10 +263,10 @@ typedef struct kd_graph_stats {
                              read, a witness, the reduction of a node's edges) */
   uint32_t edges_in_max;  /* the most edges into one node */
 } kd_graph_stats;
-/* out is written during the call only, on success. Errors:
- * KD_ERR_INVALID_ARGUMENT (NULL graph or out), KD_ERR_OUT_OF_MEMORY (a graph
+/* out_stats is written during the call only, on success. Errors:
+ * KD_ERR_INVALID_ARGUMENT (NULL graph or out_stats), KD_ERR_OUT_OF_MEMORY (a graph
  * with declared edges is counted by target in a scratch array). */
-KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out);
+KD_API kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out_stats);
 
 /* A submission's ticket, a value: seq orders the session's submissions;
  * session names the session that issued it (0: none was issued), a number
@@ -286,7 +286,7 @@ typedef struct kd_ticket {
  * names its node. Errors: KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
 
-/* Plans (once) and enqueues the whole graph. out (may be NULL) gets the
+/* Plans (once) and enqueues the whole graph. out_ticket (may be NULL) gets the
  * submission's ticket; on failure, one that kd_ticket_done refuses. With
  * completion_ring_capacity submissions in flight already, it waits for the
  * oldest once its own work is enqueued (counted in ring_full_waits; a
@@ -303,16 +303,16 @@ KD_API kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode);
  * for the stream (stream_syncs), so the submission has run: its writes
  * are done and its sinks hold its copies, but no ticket is issued.
  * Nothing already submitted is lost. */
-KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out);
+KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out_ticket);
 
-/* Non-blocking: *done (the caller's, written during the call only) is 1
+/* Non-blocking: *out_done (the caller's, written during the call only) is 1
  * when the submission has completed, 0 if not yet. Polls that
  * submission's completion alone (one event query); when it is done, it
  * and every earlier submission retire, releasing what they held.
  * Errors: KD_ERR_INVALID_ARGUMENT (a ticket never issued: zeroed, or from a
  * failed submission), KD_ERR_WRONG_SESSION (another session's ticket),
  * KD_ERR_DEVICE_FAULT. */
-KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done);
+KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *out_done);
 
 /* Waits for the sink of the latest submission that ran it, then copies the
  * data into the sink's host memory. On a HOST session it waits without the
@@ -323,6 +323,17 @@ KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *done
  * submission to wait for: never submitted, or its latest submission waited
  * for already), KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_sink_wait(kd_sink *sink);
+
+/* Names of the previous release, for one release (kdag/kdag.h). */
+#ifndef KDAG_NO_DEPRECATED
+#define kd_graph_fill kd_graph_op_fill
+#define kd_graph_copy kd_graph_op_copy
+#define kd_graph_transpose kd_graph_op_transpose
+#define kd_graph_add kd_graph_op_add
+#define kd_graph_axpy kd_graph_op_axpy
+#define kd_graph_scale kd_graph_op_scale
+#define kd_graph_sum kd_graph_op_sum
+#endif
 
 #ifdef __cplusplus
 }

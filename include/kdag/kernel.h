@@ -30,10 +30,10 @@ typedef struct kd_function {
 } kd_function;
 
 /* Looks up an extern "C" kernel. Unknown names are KD_ERR_NOT_FOUND.
- * name is borrowed for the call. *out, a value, is written only on
+ * name is borrowed for the call. *out_function, a value, is written only on
  * success; the function lives as long as its module. */
 KD_API kd_status kd_module_function(kd_session *session, kd_module module,
-                                    const char *name, kd_function *out);
+                                    const char *name, kd_function *out_function);
 
 /* Number of parameters and their sizes, from the driver (cuFuncGetParamInfo)
  * or, for PTX kdag loaded itself, from the .entry signature. sizes may be
@@ -43,7 +43,7 @@ KD_API kd_status kd_module_function(kd_session *session, kd_module module,
  * or count), KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DRIVER (the
  * driver cannot tell the parameters: a driver before CUDA 12.4). */
 KD_API kd_status kd_function_params(kd_session *session, kd_function fn,
-                                    size_t *count, size_t *sizes, size_t cap);
+                                    size_t *out_count, size_t *out_sizes, size_t cap);
 
 /* Drops the caller's reference; in-flight launches keep the module loaded
  * until they complete, and the unload waits for a call that may wait
@@ -90,10 +90,10 @@ typedef struct kd_launch_config {
 
 /* ceil(n / block) blocks of block threads. Errors: KD_ERR_LAUNCH_CONFIG
  * (block 0 or above 1024, n 0, more than 2^31-1 blocks),
- * KD_ERR_INVALID_ARGUMENT (NULL out). Needs no session and is thread-safe;
- * the caller's *out is written only on success. */
+ * KD_ERR_INVALID_ARGUMENT (NULL out_config). Needs no session and is thread-safe;
+ * the caller's *out_config is written only on success. */
 KD_API kd_status kd_launch_config_flat(uint64_t n, uint32_t block,
-                                       uint32_t shared_bytes, kd_launch_config *out);
+                                       uint32_t shared_bytes, kd_launch_config *out_config);
 
 typedef enum kd_arg_kind {
   KD_ARG_TENSOR = 0, KD_ARG_TENSOR_MUT, KD_ARG_I32, KD_ARG_I64, KD_ARG_U32,

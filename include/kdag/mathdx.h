@@ -60,11 +60,11 @@ typedef struct kd_mathdx_info {
   char key_tag[160];
 } kd_mathdx_info;
 
-/* Finds MathDx and fills *out. Errors: KD_ERR_INVALID_ARGUMENT (out NULL),
+/* Finds MathDx and fills *out_info. Errors: KD_ERR_INVALID_ARGUMENT (out_info NULL),
  * KD_ERR_LIBRARY_MISSING (no cublasdx.hpp where it should be; the message
  * names the folder and says to run tools/install-mathdx.sh or set
  * KDAG_MATHDX_DIR). */
-KD_API kd_status kd_mathdx_find(kd_mathdx_info *out);
+KD_API kd_status kd_mathdx_find(kd_mathdx_info *out_info);
 
 /* Fills the NVRTC options a MathDx kernel needs (include paths, flags, std)
  * into *o, borrowing info's arrays (see above); other fields are left alone.
@@ -95,9 +95,9 @@ typedef struct kd_dx_solver_desc {
 /* A generated device function: extern "C" __device__ void <symbol>(...) with
  * cuSOLVERDx's shared-memory signature (potrf: (T *A, int *info); potrs and
  * trsm: (const T *A, T *B)), column-major, leading dimensions m. Link both
- * binaries with the kernel that calls it. Owned: kd_dx_solver_release. */
+ * binaries with the kernel that calls it. Owned: kd_dx_solver_destroy. */
 typedef struct kd_dx_solver {
-  /* Both owned by the solver: never kd_binary_free them (kd_dx_solver_release). */
+  /* Both owned by the solver: never kd_binary_destroy them (kd_dx_solver_destroy). */
   kd_binary *ltoir;   /* the function (LTO-IR, producer version set) */
   kd_binary *fatbin;  /* cuSOLVERDx's universal fatbin the function calls into */
   char symbol[128];
@@ -116,15 +116,20 @@ typedef struct kd_dx_solver {
  * Errors: KD_ERR_INVALID_ARGUMENT (bad description; another libmathdx is
  * loaded), KD_ERR_LIBRARY_MISSING (no libmathdx), KD_ERR_COMPILE_FAILED (libmathdx
  * refused: its message is included), KD_ERR_OUT_OF_MEMORY. desc is read and
- * cache used during the call only. *out is zeroed before desc is checked
+ * cache used during the call only. *out_solver is zeroed before desc is checked
  * (only a NULL desc leaves it untouched), so it must not hold a live solver:
- * that one would leak. On success *out owns both binaries
- * (kd_dx_solver_release); on any other failure it holds none. */
-KD_API kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *desc,
-                                     kd_dx_solver *out);
+ * that one would leak. On success *out_solver owns both binaries
+ * (kd_dx_solver_destroy); on any other failure it holds none. */
+KD_API kd_status kd_dx_solver_create(kd_cubin_cache *cache, const kd_dx_solver_desc *desc,
+                                     kd_dx_solver *out_solver);
 /* Frees both binaries (pointers taken from them, e.g. by kd_link_input_of,
  * die with them) and zeroes *solver. NULL ignored. */
-KD_API void kd_dx_solver_release(kd_dx_solver *solver);
+KD_API void kd_dx_solver_destroy(kd_dx_solver *solver);
+
+/* Names of the previous release, for one release (kdag/kdag.h). */
+#ifndef KDAG_NO_DEPRECATED
+#define kd_dx_solver_release kd_dx_solver_destroy
+#endif
 
 #ifdef __cplusplus
 }

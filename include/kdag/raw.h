@@ -1,7 +1,7 @@
 /* kdag/raw.h — the scoped raw session: load kernels, borrow tensors, launch.
  *
  * kd_with_raw(session, "op.name", fn, user) is the one execution authority
- * for hand-written kernels, as in the seed guide: inside fn the caller loads
+ * for hand-written kernels: inside fn the caller loads
  * PTX/CUBIN/fatbin or compiles NVRTC source, borrows tensors as bounded
  * device spans, and launches on the session's single stream. Launches only
  * enqueue; the host waits only in kd_raw_synchronize or a download.
@@ -76,68 +76,68 @@ KD_API kd_session *kd_raw_session(kd_raw *raw);
 /* PTX text of len bytes that must end with its terminating NUL (len counts
  * it) and contain no other NUL: otherwise KD_ERR_INVALID_ARGUMENT. A PTX
  * ISA newer than the driver accepts is KD_ERR_UNSUPPORTED_PTX. The text is
- * copied; *out is owned. A wait on the context (above). */
+ * copied; *out_module is owned. A wait on the context (above). */
 KD_API kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len,
-                                 kd_module *out);
+                                 kd_module *out_module);
 
 /* CUBIN (ELF) or fatbin image of size bytes, copied. A CUBIN or fatbin
  * without code for this GPU is KD_ERR_NO_BINARY_FOR_GPU, naming both
  * architectures; a NULL or empty image, or one that is neither, is
- * KD_ERR_INVALID_ARGUMENT. *out is owned. A wait on the context. */
+ * KD_ERR_INVALID_ARGUMENT. *out_module is owned. A wait on the context. */
 KD_API kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size,
-                                   kd_module *out);
+                                   kd_module *out_module);
 
 /* Compiles with NVRTC (options may be NULL; arch defaults to the device's
  * sm_XX, so the result is CUBIN) and loads the result. Compile errors are
- * KD_ERR_COMPILE_FAILED with the full log in the message. *out is owned.
+ * KD_ERR_COMPILE_FAILED with the full log in the message. *out_module is owned.
  * source and options (with what they point to) are read during the call
  * only, as by kd_nvrtc_compile. A wait on the context (its load). */
 KD_API kd_status kd_raw_compile_nvrtc(kd_raw *raw, const char *source,
-                                      const kd_nvrtc_options *options, kd_module *out);
+                                      const kd_nvrtc_options *options, kd_module *out_module);
 
 /* Loads a binary produced by kd_nvrtc_compile (PTX, CUBIN or fatbin); the
- * binary is only read during the call (the caller keeps it). *out is owned.
+ * binary is only read during the call (the caller keeps it). *out_module is owned.
  * A wait on the context.
- * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_INVALID_ARGUMENT (NULL binary or out,
+ * Errors: KD_ERR_SCOPE_ENDED, KD_ERR_INVALID_ARGUMENT (NULL binary or out_module,
  * LTO-IR or a library: link those first), and the loaders' errors. */
 KD_API kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *binary,
-                                    kd_module *out);
+                                    kd_module *out_module);
 
 /* The session's module cache: returns the module stored under key, calling
  * build(raw, user, &module) only on the first request (whose load is a
  * wait on the context). The cache owns the module: do not release it; it lives
  * until the session is destroyed. key is copied; user is passed to build as
  * is (only on a miss) and not kept after the call. */
-typedef kd_status (*kd_module_build_fn)(kd_raw *raw, void *user, kd_module *out);
+typedef kd_status (*kd_module_build_fn)(kd_raw *raw, void *user, kd_module *out_module);
 KD_API kd_status kd_raw_cached_module(kd_raw *raw, const char *key,
                                       kd_module_build_fn build, void *user,
-                                      kd_module *out);
+                                      kd_module *out_module);
 
 /* ---- borrows ---------------------------------------------------------- */
 
 /* Read-only borrow of a whole, initialised tensor.
  * Errors: KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_NOT_RESIDENT,
  * KD_ERR_UNINITIALIZED, KD_ERR_BORROW_CONFLICT (mutably borrowed). */
-KD_API kd_status kd_raw_tensor(kd_raw *raw, kd_tensor tensor, kd_span *out);
+KD_API kd_status kd_raw_tensor(kd_raw *raw, kd_tensor tensor, kd_span *out_span);
 
 /* Exclusive borrow. A launch that receives it marks the tensor initialised.
  * Errors as kd_raw_tensor, less KD_ERR_UNINITIALIZED, plus
  * KD_ERR_BORROW_CONFLICT when borrowed at all. */
-KD_API kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor tensor, kd_span_mut *out);
+KD_API kd_status kd_raw_tensor_mut(kd_raw *raw, kd_tensor tensor, kd_span_mut *out_span);
 
 /* Borrows of a view; a non-compact view is KD_ERR_NOT_COMPACT (canonicalize
  * it on the device first; never download it). view is read during the call
  * only; the span lives until the scope ends. */
-KD_API kd_status kd_raw_view(kd_raw *raw, const kd_view *view, kd_span *out);
-KD_API kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *out);
+KD_API kd_status kd_raw_view(kd_raw *raw, const kd_view *view, kd_span *out_span);
+KD_API kd_status kd_raw_view_mut(kd_raw *raw, const kd_view *view, kd_span_mut *out_span);
 
 /* A fresh uninitialised device tensor (poisoned when the session asks;
  * one with no element counts as initialised, as for kd_tensor_create).
- * shape (rank entries) is read during the call only. *out is owned by the
+ * shape (rank entries) is read during the call only. *out_tensor is owned by the
  * caller, like kd_tensor_create's. Errors: KD_ERR_SCOPE_ENDED, and those of
  * kd_tensor_create. */
 KD_API kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank,
-                                     const int64_t *shape, kd_tensor *out);
+                                     const int64_t *shape, kd_tensor *out_tensor);
 
 /* ---- launch ----------------------------------------------------------- */
 

@@ -88,7 +88,7 @@ typedef struct kd_session_options {
   uint32_t graph_after;            /* AUTO: eager submissions of a plan before it
                                       switches to GRAPH (0: from the first); default 2 */
   /* What kdag releases only in a wait (see "Waits" below): modules whose
-   * last reference went (kd_counters.modules_deferred), and pinned staging
+   * last reference went (kd_session_stats.modules_deferred), and pinned staging
    * no transfer holds (staging_idle_bytes). Past either cap, the next wait
    * the caller asks for (kd_sink_wait, kd_tensor_download,
    * kd_raw_synchronize) releases them, and so waits for all work in the
@@ -157,11 +157,11 @@ typedef struct kd_device_info {
   size_t memory_bytes;         /* the device's memory (cuDeviceTotalMem) */
 } kd_device_info;
 
-/* Copies the device's description into the caller's *out (every string is
+/* Copies the device's description into the caller's *out_info (every string is
  * an array inside it, nothing borrowed); written during the call only, and
  * only on success. Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_WRONG_BACKEND on
  * a HOST session. */
-KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out);
+KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out_info);
 
 /* Waits. Besides the waits a caller asks for (kd_sink_wait,
  * kd_tensor_download, kd_raw_synchronize, and a full completion ring, see
@@ -179,7 +179,7 @@ KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out
  *     idle_staging_cap).
  * Everything else defers them: a module whose last reference goes (its
  * release, a graph's destruction, a reap that retires the last work using
- * it) is unloaded in one of those calls. kd_counters.context_waits counts
+ * it) is unloaded in one of those calls. kd_session_stats.context_waits counts
  * the calls made, so a test can show it stays still between a submission
  * and its sink's wait. */
 
@@ -194,7 +194,7 @@ KD_API kd_status kd_session_trim(kd_session *session);
 /* Monotonic counters, readable at any time (but from a callback that must
  * not call kdag: KD_ERR_BUSY) so tests can prove what the session did (and
  * did not) do. */
-typedef struct kd_counters {
+typedef struct kd_session_stats {
   uint64_t launches;            /* kernels enqueued */
   uint64_t submissions;         /* kd_graph_submit calls that enqueued work */
   uint64_t uploads, downloads;
@@ -234,10 +234,10 @@ typedef struct kd_counters {
   uint64_t module_bytes_deferred; /* their PTX or image bytes (gauge) */
   uint64_t staging_blocks;       /* pinned staging blocks the session holds (gauge) */
   uint64_t staging_idle_bytes;   /* of bytes_staging, what no transfer holds (gauge) */
-} kd_counters;
+} kd_session_stats;
 
-/* Copies the counters into the caller's *out. Errors: KD_ERR_INVALID_ARGUMENT. */
-KD_API kd_status kd_session_counters(kd_session *session, kd_counters *out);
+/* Copies the session's statistics into the caller's *out_stats. Errors: KD_ERR_INVALID_ARGUMENT. */
+KD_API kd_status kd_session_stats_get(kd_session *session, kd_session_stats *out_stats);
 
 /* Retires every completion whose event has fired, oldest first, never
  * blocking: it stops at the first one still pending. With n in flight it
@@ -247,6 +247,12 @@ KD_API kd_status kd_session_counters(kd_session *session, kd_counters *out);
  * NULL) receives the number still in flight. A device fault found here is
  * returned as KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_session_reap(kd_session *session, uint32_t *out_pending);
+
+/* Names of the previous release, for one release (kdag/kdag.h). */
+#ifndef KDAG_NO_DEPRECATED
+#define kd_counters kd_session_stats
+#define kd_session_counters kd_session_stats_get
+#endif
 
 #ifdef __cplusplus
 }

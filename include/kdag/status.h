@@ -2,7 +2,7 @@
  *
  * Every kdag function that can fail returns a kd_status. On failure it also
  * writes a message into a per-thread buffer, read with kd_last_error(). The
- * message starts with the kdag call that failed ("kd_graph_add: node 'n'
+ * message starts with the kdag call that failed ("kd_graph_op_add: node 'n'
  * (#4), argument 1, ..."; a call may name another it made for it, such as
  * "kd_view_whole: kd_tensor_info: ...", and kd_with_raw returns its
  * callback's failure as the call in the callback made it), then names the

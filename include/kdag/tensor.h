@@ -6,7 +6,7 @@
  * another session returns KD_ERR_WRONG_SESSION, never a crash. The memory
  * behind a released tensor stays allocated while a graph uses it and until
  * every piece of enqueued work that uses it has completed
- * (kd_counters.bytes_retained shows it).
+ * (kd_session_stats.bytes_retained shows it).
  *
  * Layout: element (i0, i1, ...) lives at i0 + i1*shape[0] + ... (column-major,
  * compact). A kd_view selects part of a tensor with its own offset, shape and
@@ -71,8 +71,8 @@ typedef struct kd_tensor_desc {
  * allowed; a tensor with no element counts as initialised (there is nothing
  * to read before a write, and no write would change that). Device memory
  * comes from the session's stream-ordered pool.
- * *out is owned: release it with kd_tensor_release; it is zeroed before
- * anything is checked (but for a NULL out), so a failure leaves the zero
+ * *out_tensor is owned: release it with kd_tensor_release; it is zeroed before
+ * anything is checked (but for a NULL out_tensor), so a failure leaves the zero
  * handle. desc is read during the call only.
  * Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
  * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_RESOURCE_EXHAUSTED (the session
@@ -80,7 +80,7 @@ typedef struct kd_tensor_desc {
  * the memory pool, the allocation or the poison fill for another reason),
  * KD_ERR_DEVICE_FAULT. */
 KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
-                                  kd_tensor *out);
+                                  kd_tensor *out_tensor);
 
 /* Copies bytes == tensor bytes from host into the tensor and marks it
  * initialised. The caller's memory is read completely before this returns
@@ -101,9 +101,9 @@ KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
 
 /* Convenience: kd_tensor_create + kd_tensor_upload; nothing is left
  * allocated on failure. desc and host are read during the call only (as by
- * those two); *out is owned (kd_tensor_release), zeroed on failure. */
+ * those two); *out_tensor is owned (kd_tensor_release), zeroed on failure. */
 KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
-                                     const void *host, size_t bytes, kd_tensor *out);
+                                     const void *host, size_t bytes, kd_tensor *out_tensor);
 
 /* Copies the tensor into host memory. This is an explicit host wait: it
  * waits on the event of this copy alone (not the device, not the whole
@@ -130,11 +130,11 @@ KD_API kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
  * KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
 
-/* Describes a live tensor: fills every field of the caller's *out (written
- * only on success). Errors: KD_ERR_INVALID_ARGUMENT (NULL session or out, a
+/* Describes a live tensor: fills every field of the caller's *out_desc (written
+ * only on success). Errors: KD_ERR_INVALID_ARGUMENT (NULL session or out_desc, a
  * zero handle), KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
 KD_API kd_status kd_tensor_info(kd_session *session, kd_tensor tensor,
-                                kd_tensor_desc *out);
+                                kd_tensor_desc *out_desc);
 
 /* A view: a region of a tensor. Plain value; it holds no reference, so the
  * tensor must be live whenever the view is used. */
@@ -146,9 +146,9 @@ typedef struct kd_view {
   int64_t strides[KD_MAX_RANK];  /* elements; may be any non-negative value */
 } kd_view;
 
-/* The whole tensor as a compact view, written to the caller's *out (only on
+/* The whole tensor as a compact view, written to the caller's *out_view (only on
  * success). Errors: as kd_tensor_info. */
-KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out);
+KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out_view);
 
 /* Checks that every element of the view lies inside its tensor (view is
  * read during the call only).

@@ -123,7 +123,7 @@ kd_status kd_fail(kd_status code, const char *fmt, ...) {
   return code;
 }
 
-/* Length of the kdag call a text starts with ("kd_graph_add"), 0 if none.
+/* Length of the kdag call a text starts with ("kd_graph_op_add"), 0 if none.
  * In a message the name is followed by ": "; a context may also be the
  * name alone or go on with " (" or "(". */
 static size_t call_name(const char *text, int context) {
@@ -142,7 +142,7 @@ kd_status kd_fail_context(kd_status code, const char *fmt, ...) {
   if (vasprintf(&ctx, fmt, ap) < 0) ctx = NULL;
   va_end(ap);
   if (old) {
-    /* The message keeps the call it names first: "kd_graph_add: " +
+    /* The message keeps the call it names first: "kd_graph_op_add: " +
      * context + the rest, the call named once. A context that names
      * another call (or none, when the message names none) goes first. */
     const char *c = ctx ? ctx : "(no memory for the context)";

@@ -13,7 +13,7 @@ kd_status kd_fail(kd_status code, const char *fmt, ...)
 
 /* Adds "context: " to the current message (errors gain context as they pass
  * up) and returns code unchanged. Messages start with the call that failed
- * ("kd_graph_add: ..."), and keep it first: the context goes after the
+ * ("kd_graph_op_add: ..."), and keep it first: the context goes after the
  * call's name when it names none, and a context that starts with the same
  * call replaces it rather than naming it twice. */
 kd_status kd_fail_context(kd_status code, const char *fmt, ...)

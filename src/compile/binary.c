@@ -34,7 +34,7 @@ const char *kd_binary_log(const kd_binary *b) { return b && b->log ? b->log : ""
 const char *kd_binary_arch(const kd_binary *b) { return b ? b->arch : ""; }
 int kd_binary_producer_version(const kd_binary *b) { return b ? b->producer_version : 0; }
 
-void kd_binary_free(kd_binary *b) {
+void kd_binary_destroy(kd_binary *b) {
   if (!b) return;
   free(b->data);
   free(b->log);
@@ -59,7 +59,7 @@ kd_status kd_binary_arch_check(const char *op, const char *what, const char *arc
 kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t size,
                                 const char *arch, int producer_version, kd_binary **out) {
   static const char *op = "kd_binary_from_memory";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_binary is NULL", op);
   *out = NULL;
   if (!data || !size) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument data is NULL or empty", op);
   if ((unsigned)kind > KD_BINARY_LIBRARY)

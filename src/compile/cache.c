@@ -33,12 +33,12 @@ typedef struct kd_cache_entry {
   kd_binary *cubin;
 } kd_cache_entry;
 
-struct kd_module_cache {
+struct kd_cubin_cache {
   pthread_mutex_t lock;
   char *dir; /* "" memory only */
   kd_cache_entry *entries;
   size_t count, cap;
-  kd_module_cache_stats stats;
+  kd_cubin_cache_stats stats;
 };
 
 static double now_ms(void) {
@@ -167,7 +167,7 @@ static void key_hex(const unsigned char key[16], kd_module_key *out) {
 
 kd_status kd_build_key(const kd_build_recipe *r, kd_module_key *out) {
   static const char *op = "kd_build_key";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_key is NULL", op);
   unsigned char key[16];
   kd_status st = key_raw(op, r, key);
   if (!st) key_hex(key, out);
@@ -234,9 +234,9 @@ static void remove_stale_temporaries(const char *dir) {
   closedir(d);
 }
 
-kd_status kd_module_cache_open(const char *dir, kd_module_cache **out) {
-  static const char *op = "kd_module_cache_open";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+kd_status kd_cubin_cache_create(const char *dir, kd_cubin_cache **out) {
+  static const char *op = "kd_cubin_cache_create";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_cache is NULL", op);
   *out = NULL;
   char path[4096];
   const char *env = getenv("KDAG_CACHE_DIR");
@@ -258,7 +258,7 @@ kd_status kd_module_cache_open(const char *dir, kd_module_cache **out) {
     if (st) return st;
     remove_stale_temporaries(path);
   }
-  kd_module_cache *c = calloc(1, sizeof *c);
+  kd_cubin_cache *c = calloc(1, sizeof *c);
   if (!c || !(c->dir = strdup(path))) {
     free(c);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
@@ -268,20 +268,20 @@ kd_status kd_module_cache_open(const char *dir, kd_module_cache **out) {
   return KD_OK;
 }
 
-void kd_module_cache_close(kd_module_cache *c) {
+void kd_cubin_cache_destroy(kd_cubin_cache *c) {
   if (!c) return;
-  for (size_t i = 0; i < c->count; ++i) kd_binary_free(c->entries[i].cubin);
+  for (size_t i = 0; i < c->count; ++i) kd_binary_destroy(c->entries[i].cubin);
   free(c->entries);
   free(c->dir);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }
 
-const char *kd_module_cache_dir(const kd_module_cache *c) { return c ? c->dir : ""; }
+const char *kd_cubin_cache_dir(const kd_cubin_cache *c) { return c ? c->dir : ""; }
 
-kd_status kd_module_cache_stats_get(kd_module_cache *c, kd_module_cache_stats *out) {
+kd_status kd_cubin_cache_stats_get(kd_cubin_cache *c, kd_cubin_cache_stats *out) {
   if (!c || !out)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_module_cache_stats_get: argument %s is NULL", !c ? "cache" : "out");
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_cubin_cache_stats_get: argument %s is NULL", !c ? "cache" : "out_stats");
   pthread_mutex_lock(&c->lock);
   *out = c->stats;
   out->entries = c->count;
@@ -303,14 +303,14 @@ static uint64_t rd64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i
 
 /* Header: magic[8] format u32, header bytes u32, payload bytes u64,
  * XXH3-64 of the payload u64, key[16], zero padding to 64 bytes. */
-static void entry_path(const kd_module_cache *c, const kd_module_key *k, const char *ext, char *path,
+static void entry_path(const kd_cubin_cache *c, const kd_module_key *k, const char *ext, char *path,
                        size_t n) {
   snprintf(path, n, "%s/%s.%s", c->dir, k->hex, ext);
 }
 
 /* 1: a valid entry was read into *out; 0: none (absent); -1: present but
  * refused (corrupt, truncated, other version or key); -2: out of memory. */
-static int disk_read_raw(const kd_module_cache *c, const unsigned char key[16], const kd_module_key *k,
+static int disk_read_raw(const kd_cubin_cache *c, const unsigned char key[16], const kd_module_key *k,
                          const char *ext, void **out, size_t *out_size) {
   char path[4200];
   entry_path(c, k, ext, path, sizeof path);
@@ -357,7 +357,7 @@ done:
   return result;
 }
 
-static int disk_read(const kd_module_cache *c, const unsigned char key[16], const kd_module_key *k,
+static int disk_read(const kd_cubin_cache *c, const unsigned char key[16], const kd_module_key *k,
                      const char *arch, kd_binary **out) {
   void *data = NULL;
   size_t size = 0;
@@ -376,7 +376,7 @@ static int disk_read(const kd_module_cache *c, const unsigned char key[16], cons
 
 /* Writes the entry to a temporary file beside it and renames it into place.
  * Returns 0 on success, -1 on failure (the temporary file is removed). */
-static int disk_write_raw(const kd_module_cache *c, const unsigned char key[16], const kd_module_key *k,
+static int disk_write_raw(const kd_cubin_cache *c, const unsigned char key[16], const kd_module_key *k,
                           const char *ext, const void *payload, size_t payload_size) {
   if (payload_size > KD_CACHE_ENTRY_MAX) return -1; /* it could not be read back */
   char path[4200], tmp[4300];
@@ -415,12 +415,12 @@ static int disk_write_raw(const kd_module_cache *c, const unsigned char key[16],
   return ok ? 0 : -1;
 }
 
-static int disk_write(const kd_module_cache *c, const unsigned char key[16], const kd_module_key *k,
+static int disk_write(const kd_cubin_cache *c, const unsigned char key[16], const kd_module_key *k,
                       const kd_binary *b) {
   return disk_write_raw(c, key, k, "cubin", b->data, b->size);
 }
 
-int kd_cache_blob_get(kd_module_cache *c, const unsigned char key[16], void **data, size_t *size) {
+int kd_cache_blob_get(kd_cubin_cache *c, const unsigned char key[16], void **data, size_t *size) {
   if (!c || !*c->dir) return 0;
   kd_module_key k;
   key_hex(key, &k);
@@ -432,7 +432,7 @@ int kd_cache_blob_get(kd_module_cache *c, const unsigned char key[16], void **da
   return got;
 }
 
-int kd_cache_blob_put(kd_module_cache *c, const unsigned char key[16], const void *data, size_t size) {
+int kd_cache_blob_put(kd_cubin_cache *c, const unsigned char key[16], const void *data, size_t size) {
   if (!c || !*c->dir) return -1;
   kd_module_key k;
   key_hex(key, &k);
@@ -445,23 +445,23 @@ int kd_cache_blob_put(kd_module_cache *c, const unsigned char key[16], const voi
 
 /* ---- lookup and build -------------------------------------------------- */
 
-static kd_binary *memory_find(kd_module_cache *c, const unsigned char key[16]) {
+static kd_binary *memory_find(kd_cubin_cache *c, const unsigned char key[16]) {
   for (size_t i = 0; i < c->count; ++i)
     if (memcmp(c->entries[i].key, key, 16) == 0) return c->entries[i].cubin;
   return NULL;
 }
 
 /* Takes ownership of cubin (freed if it cannot be stored or is a duplicate). */
-static void memory_put(kd_module_cache *c, const unsigned char key[16], kd_binary *cubin) {
+static void memory_put(kd_cubin_cache *c, const unsigned char key[16], kd_binary *cubin) {
   if (memory_find(c, key)) {
-    kd_binary_free(cubin);
+    kd_binary_destroy(cubin);
     return;
   }
   if (c->count == c->cap) {
     size_t cap = c->cap ? c->cap * 2 : 16;
     kd_cache_entry *grown = realloc(c->entries, cap * sizeof *grown);
     if (!grown) {
-      kd_binary_free(cubin); /* memory layer is best effort; disk still has it */
+      kd_binary_destroy(cubin); /* memory layer is best effort; disk still has it */
       return;
     }
     c->entries = grown;
@@ -471,13 +471,13 @@ static void memory_put(kd_module_cache *c, const unsigned char key[16], kd_binar
   c->entries[c->count++].cubin = cubin;
 }
 
-kd_status kd_build_cubin(kd_module_cache *c, const kd_build_recipe *r, kd_binary **out,
+kd_status kd_build_cubin(kd_cubin_cache *c, const kd_build_recipe *r, kd_binary **out,
                          kd_build_report *report) {
   static const char *op = "kd_build_cubin";
   double t0 = now_ms();
   kd_build_report rep;
   memset(&rep, 0, sizeof rep);
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_binary is NULL", op);
   *out = NULL;
   unsigned char key[16];
   kd_status st = key_raw(op, r, key);
@@ -564,7 +564,7 @@ kd_status kd_build_cubin(kd_module_cache *c, const kd_build_recipe *r, kd_binary
   rep.link_ms = now_ms() - t;
   for (size_t i = 0; i < nk; ++i) free(kept[i]);
   free(ins);
-  kd_binary_free(lto);
+  kd_binary_destroy(lto);
   if (st) return kd_fail_context(st, "%s (key %s)", op, rep.key.hex);
 
   if (c) {

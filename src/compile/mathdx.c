@@ -122,7 +122,7 @@ static kd_status manifest(const char *op, kd_mathdx_info *info) {
 
 kd_status kd_mathdx_find(kd_mathdx_info *out) {
   static const char *op = "kd_mathdx_find";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_info is NULL", op);
   memset(out, 0, sizeof *out);
   const char *env = getenv("KDAG_MATHDX_DIR");
   const char *root = env && *env ? env : KDAG_MATHDX_DEFAULT_DIR;
@@ -341,16 +341,16 @@ static int solver_from_blob(const unsigned char *p, size_t n, const char *arch, 
     return 0;
   if (kd_binary_from_memory(KD_BINARY_LTOIR, p + KD_SOLVER_BLOB_HEAD, nl, arch, producer, &out->ltoir) ||
       kd_binary_from_memory(KD_BINARY_FATBIN, p + KD_SOLVER_BLOB_HEAD + nl, nf, arch, 0, &out->fatbin)) {
-    kd_dx_solver_release(out);
+    kd_dx_solver_destroy(out);
     return 0;
   }
   memcpy(out->block_dim, bd, sizeof bd);
   return 1;
 }
 
-kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d, kd_dx_solver *out) {
+kd_status kd_dx_solver_create(kd_cubin_cache *cache, const kd_dx_solver_desc *d, kd_dx_solver *out) {
   static const char *op = "kd_dx_solver_create";
-  if (!d || !out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, !d ? "desc" : "out");
+  if (!d || !out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, !d ? "desc" : "out_solver");
   memset(out, 0, sizeof *out);
   if ((unsigned)d->function > KD_DX_TRSM)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: desc->function %d is not a kd_dx_solver_function", op, (int)d->function);
@@ -514,9 +514,9 @@ kd_status kd_dx_solver_create(kd_module_cache *cache, const kd_dx_solver_desc *d
   return KD_OK;
 }
 
-void kd_dx_solver_release(kd_dx_solver *s) {
+void kd_dx_solver_destroy(kd_dx_solver *s) {
   if (!s) return;
-  kd_binary_free(s->ltoir);
-  kd_binary_free(s->fatbin);
+  kd_binary_destroy(s->ltoir);
+  kd_binary_destroy(s->fatbin);
   memset(s, 0, sizeof *s);
 }

@@ -140,7 +140,7 @@ static int log_says_version(int ltoir, const char *log) {
 kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_options *o,
                             kd_binary **out) {
   static const char *op = "kd_nvjitlink_link";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_binary is NULL", op);
   *out = NULL;
   if (!in || n == 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: no inputs to link (argument inputs is %s, input_count %zu)", op,

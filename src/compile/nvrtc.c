@@ -65,7 +65,7 @@ static int option_ok(const char *s) { return s && *s; }
 kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
                            kd_binary **out) {
   static const char *op = "kd_nvrtc_compile";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_binary is NULL", op);
   *out = NULL;
   if (!source) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument source is NULL", op);
   if (!o || !o->arch || !*o->arch)

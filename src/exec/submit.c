@@ -35,7 +35,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
 
 kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
   static const char *op = "kd_ticket_done";
-  if (!done) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument done is NULL", op);
+  if (!done) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_done is NULL", op);
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   if (t.session && t.session != s->ticket_id)

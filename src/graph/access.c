@@ -103,7 +103,7 @@ kd_status kd_node_access(node_ctx *c, size_t arg, kd_access mode, const kd_view 
   }
   if (compact && !e.compact)
     return kd_fail(KD_ERR_NOT_COMPACT, KD_AT ": the view of tensor 0x%llx is strided; kernel and foreign nodes take "
-                   "compact views only: canonicalize it with kd_graph_copy first", KD_AT_ARGS,
+                   "compact views only: canonicalize it with kd_graph_op_copy first", KD_AT_ARGS,
                    (unsigned long long)view->tensor.bits);
   p->elements = e.elements;
   p->slot = kd_handle_index(view->tensor.bits);

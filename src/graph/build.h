@@ -26,7 +26,7 @@ typedef struct pending {
 
 typedef struct node_ctx {
   kd_graph *g;
-  const char *op;    /* "kd_graph_add" */
+  const char *op;    /* "kd_graph_op_add" */
   const char *name;  /* the node's name */
   uint32_t index;    /* the node's index if added */
   pending acc[KD_NODE_MAX_ACCESSES];

@@ -22,7 +22,7 @@ static const char *kind_name(const kd_gnode *n) {
 
 kd_status kd_graph_write_dot(kd_graph *g, FILE *f) {
   static const char *op = "kd_graph_write_dot";
-  if (!g || !f) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, g ? "out" : "graph");
+  if (!g || !f) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, g ? "file" : "graph");
   kd_status st = kd_session_enter_host(g->session, op);
   if (st) return st;
   static const char *hz[] = {"", "RAW", "WAR", "WAW", "explicit"};
@@ -46,7 +46,7 @@ kd_status kd_graph_write_dot(kd_graph *g, FILE *f) {
 }
 
 kd_status kd_graph_stats_get(kd_graph *g, kd_graph_stats *out) {
-  if (!g || !out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_stats_get: argument %s is NULL", g ? "out" : "graph");
+  if (!g || !out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_stats_get: argument %s is NULL", g ? "out_stats" : "graph");
   kd_status st = kd_session_enter_host(g->session, "kd_graph_stats_get");
   if (st) return st;
   kd_graph_stats r = {g->node_count, g->edge_count, g->access_count, g->edges_dropped, 0};

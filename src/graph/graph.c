@@ -12,7 +12,7 @@ _Static_assert(KD_GRAPH_EXACT_RUNS <= KD_IVAL_MAX_RUNS, "an exact footprint's ru
 
 kd_status kd_graph_create(kd_session *s, kd_graph **out) {
   static const char *op = "kd_graph_create";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_graph is NULL", op);
   *out = NULL;
   kd_status st = kd_session_enter_host(s, op);
   if (st) return st;

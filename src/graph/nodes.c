@@ -92,28 +92,28 @@ static kd_status builtin(kd_graph *g, const char *op, const char *name, kd_built
   return st;
 }
 
-kd_status kd_graph_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out) {
+kd_status kd_graph_op_fill(kd_graph *g, const char *name, kd_view dst, const void *value, kd_node *out) {
   kd_access m[] = {KD_OUT};
-  return builtin(g, "kd_graph_fill", name, KD_BI_FILL, &dst, m, 1, 0, value, out);
+  return builtin(g, "kd_graph_op_fill", name, KD_BI_FILL, &dst, m, 1, 0, value, out);
 }
 
-kd_status kd_graph_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out) {
+kd_status kd_graph_op_copy(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out) {
   kd_view v[] = {dst, src};
   kd_access m[] = {KD_OUT, KD_IN};
-  return builtin(g, "kd_graph_copy", name, KD_BI_COPY, v, m, 2, 0, NULL, out);
+  return builtin(g, "kd_graph_op_copy", name, KD_BI_COPY, v, m, 2, 0, NULL, out);
 }
 
-kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out) {
-  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: argument graph is NULL");
-  if (!name || !*name) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: argument name is NULL or empty");
+kd_status kd_graph_op_transpose(kd_graph *g, const char *name, kd_view dst, kd_view src, kd_node *out) {
+  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_op_transpose: argument graph is NULL");
+  if (!name || !*name) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_op_transpose: argument name is NULL or empty");
   kd_tensor named = src.tensor;
   if (src.rank == -1) { /* resolve the whole tensor to swap its dimensions */
     kd_status st = kd_view_whole(g->session, src.tensor, &src);
-    if (st) return kd_fail_context(st, "kd_graph_transpose: node '%s', argument 1 (tensor 0x%llx)", name,
+    if (st) return kd_fail_context(st, "kd_graph_op_transpose: node '%s', argument 1 (tensor 0x%llx)", name,
                                    (unsigned long long)named.bits);
   }
   if (src.rank != 2)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_transpose: node '%s': argument 1 (tensor 0x%llx) has rank %d, "
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_graph_op_transpose: node '%s': argument 1 (tensor 0x%llx) has rank %d, "
                    "not 2", name, (unsigned long long)named.bits, src.rank);
   int64_t t = src.shape[0];
   src.shape[0] = src.shape[1];
@@ -123,30 +123,30 @@ kd_status kd_graph_transpose(kd_graph *g, const char *name, kd_view dst, kd_view
   src.strides[1] = t;
   kd_view v[] = {dst, src};
   kd_access m[] = {KD_OUT, KD_IN};
-  return builtin(g, "kd_graph_transpose", name, KD_BI_COPY, v, m, 2, 0, NULL, out);
+  return builtin(g, "kd_graph_op_transpose", name, KD_BI_COPY, v, m, 2, 0, NULL, out);
 }
 
-kd_status kd_graph_add(kd_graph *g, const char *name, kd_view out, kd_view a, kd_view b, kd_node *node) {
+kd_status kd_graph_op_add(kd_graph *g, const char *name, kd_view out, kd_view a, kd_view b, kd_node *node) {
   kd_view v[] = {out, a, b};
   kd_access m[] = {KD_OUT, KD_IN, KD_IN};
-  return builtin(g, "kd_graph_add", name, KD_BI_ADD, v, m, 3, 0, NULL, node);
+  return builtin(g, "kd_graph_op_add", name, KD_BI_ADD, v, m, 3, 0, NULL, node);
 }
 
-kd_status kd_graph_axpy(kd_graph *g, const char *name, kd_view y, kd_view x, double alpha, kd_node *out) {
+kd_status kd_graph_op_axpy(kd_graph *g, const char *name, kd_view y, kd_view x, double alpha, kd_node *out) {
   kd_view v[] = {y, x};
   kd_access m[] = {KD_INOUT, KD_IN};
-  return builtin(g, "kd_graph_axpy", name, KD_BI_AXPY, v, m, 2, alpha, NULL, out);
+  return builtin(g, "kd_graph_op_axpy", name, KD_BI_AXPY, v, m, 2, alpha, NULL, out);
 }
 
-kd_status kd_graph_scale(kd_graph *g, const char *name, kd_view y, double alpha, kd_node *out) {
+kd_status kd_graph_op_scale(kd_graph *g, const char *name, kd_view y, double alpha, kd_node *out) {
   kd_access m[] = {KD_INOUT};
-  return builtin(g, "kd_graph_scale", name, KD_BI_SCALE, &y, m, 1, alpha, NULL, out);
+  return builtin(g, "kd_graph_op_scale", name, KD_BI_SCALE, &y, m, 1, alpha, NULL, out);
 }
 
-kd_status kd_graph_sum(kd_graph *g, const char *name, kd_view out, kd_view x, kd_node *node) {
+kd_status kd_graph_op_sum(kd_graph *g, const char *name, kd_view out, kd_view x, kd_node *node) {
   kd_view v[] = {out, x};
   kd_access m[] = {KD_OUT, KD_IN};
-  return builtin(g, "kd_graph_sum", name, KD_BI_SUM, v, m, 2, 0, NULL, node);
+  return builtin(g, "kd_graph_op_sum", name, KD_BI_SUM, v, m, 2, 0, NULL, node);
 }
 
 /* ---- transfers, host functions ---------------------------------------- */
@@ -183,7 +183,7 @@ kd_status kd_graph_upload(kd_graph *g, const char *name, kd_tensor dst, const vo
 
 kd_status kd_graph_sink(kd_graph *g, const char *name, kd_tensor src, void *host, size_t bytes, kd_sink **out) {
   static const char *op = "kd_graph_sink";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_sink is NULL", op);
   *out = NULL;
   node_ctx c;
   kd_status st = kd_node_enter(g, op, name, &c);

@@ -70,7 +70,7 @@ kd_status kd_module_adopt(kd_session *s, const char *op, kd_cu_module *cu, kd_mo
 
 kd_status kd_module_function(kd_session *s, kd_module m, const char *name, kd_function *out) {
   static const char *op = "kd_module_function";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_function is NULL", op);
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   kd_module_obj *o;
@@ -98,7 +98,7 @@ kd_status kd_function_lookup(kd_session *s, kd_function f, kd_module_obj **mod,
 
 kd_status kd_function_params(kd_session *s, kd_function f, size_t *count, size_t *sizes, size_t cap) {
   static const char *op = "kd_function_params";
-  if (!count) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument count is NULL", op);
+  if (!count) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_count is NULL", op);
   kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   kd_module_obj *mod = NULL;

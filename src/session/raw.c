@@ -129,7 +129,7 @@ static kd_status with_op(kd_raw *raw, const char *op, kd_status st) {
  * one the caller made, also when it loads through another's body), and
  * the caller adds the scope (with_op). */
 static kd_status load_ptx(kd_raw *raw, const char *op, const char *ptx, size_t len, kd_module *out) {
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_module is NULL", op);
   kd_session *s = raw->session;
   kd_cu_module cu;
   kd_status st = kd_session_note(s, kd_cu_module_load_ptx(&s->dev, op, ptx, len, &cu));
@@ -138,7 +138,7 @@ static kd_status load_ptx(kd_raw *raw, const char *op, const char *ptx, size_t l
 }
 
 static kd_status load_image(kd_raw *raw, const char *op, const void *image, size_t size, kd_module *out) {
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_module is NULL", op);
   kd_session *s = raw->session;
   kd_cu_module cu;
   kd_status st = kd_session_note(s, kd_cu_module_load_image(&s->dev, op, image, size, &cu));
@@ -148,7 +148,7 @@ static kd_status load_image(kd_raw *raw, const char *op, const void *image, size
 
 static kd_status load_binary(kd_raw *raw, const char *op, const kd_binary *b, kd_module *out) {
   if (!b) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument binary is NULL", op);
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_module is NULL", op);
   switch (b->kind) {
     case KD_BINARY_PTX: return load_ptx(raw, op, b->data, b->size, out);
     case KD_BINARY_CUBIN:
@@ -164,7 +164,7 @@ static kd_status load_binary(kd_raw *raw, const char *op, const kd_binary *b, kd
 static kd_status compile_nvrtc(kd_raw *raw, const char *op, const char *source, const kd_nvrtc_options *options,
                                kd_module *out) {
   if (!source) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument source is NULL", op);
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op); /* before compiling */
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_module is NULL", op); /* before compiling */
   kd_nvrtc_options o;
   if (options) o = *options;
   else memset(&o, 0, sizeof o);
@@ -176,7 +176,7 @@ static kd_status compile_nvrtc(kd_raw *raw, const char *op, const char *source, 
   kd_binary *b = NULL;
   kd_status st = kd_nvrtc_compile(source, &o, &b);
   if (!st) st = load_binary(raw, op, b, out);
-  kd_binary_free(b);
+  kd_binary_destroy(b);
   return st;
 }
 
@@ -210,7 +210,7 @@ static kd_status cached_module(kd_raw *raw, const char *op, const char *key, kd_
   kd_status st;
   if (!key || !*key || !build || !out)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL%s", op,
-                   !key || !*key ? "key" : !build ? "build" : "out", !key || !*key ? " or empty" : "");
+                   !key || !*key ? "key" : !build ? "build" : "out_module", !key || !*key ? " or empty" : "");
   kd_session *s = raw->session;
   size_t len = strlen(key);
   ck_ht_hash_t h;
@@ -263,7 +263,7 @@ kd_status kd_raw_cached_module(kd_raw *raw, const char *key, kd_module_build_fn 
 static kd_status borrow_body(kd_raw *raw, const char *op, const kd_view *view, kd_tensor t, int mut,
                              kd_span *out) {
   kd_status st;
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_span is NULL", op);
   memset(out, 0, sizeof *out);
   kd_session *s = raw->session;
   kd_tensor_obj *o;
@@ -333,7 +333,7 @@ kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank, const int64
   if (out) out->bits = 0; /* before anything is checked, like kd_tensor_create */
   kd_status st = raw_check(raw, op);
   if (st) return st;
-  if (!out) return with_op(raw, op, kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op));
+  if (!out) return with_op(raw, op, kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_tensor is NULL", op));
   return with_op(raw, op, kd_tensor_new(raw->session, op, dtype, rank, shape, KD_RESIDENCY_DEVICE, out));
 }
 
@@ -342,7 +342,7 @@ kd_status kd_raw_alloc_output(kd_raw *raw, kd_dtype dtype, int rank, const int64
 kd_status kd_launch_config_flat(uint64_t n, uint32_t block, uint32_t shared_bytes,
                                 kd_launch_config *out) {
   static const char *op = "kd_launch_config_flat";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_config is NULL", op);
   if (block == 0 || block > 1024)
     return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: block %u must be in [1, 1024]", op, block);
   if (n == 0) return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: n is 0; there is nothing to launch", op);

@@ -280,7 +280,7 @@ const char *kd_session_backend_reason(kd_session *s) { return s ? s->reason : ""
 
 kd_status kd_session_device_info(kd_session *s, kd_device_info *out) {
   static const char *op = "kd_session_device_info";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_info is NULL", op);
   kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   if (!s->has_device) st = kd_fail(KD_ERR_WRONG_BACKEND, "%s: backend session is not CUDA (%s)", op, s->reason);
@@ -289,12 +289,12 @@ kd_status kd_session_device_info(kd_session *s, kd_device_info *out) {
   return st;
 }
 
-kd_status kd_session_counters(kd_session *s, kd_counters *out) {
-  kd_status st = kd_callback_check("kd_session_counters");
+kd_status kd_session_stats_get(kd_session *s, kd_session_stats *out) {
+  kd_status st = kd_callback_check("kd_session_stats_get");
   if (st) return st;
   if (!s || !out)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_session_counters: argument %s is NULL",
-                   s ? "out" : "session");
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_session_stats_get: argument %s is NULL",
+                   s ? "out_stats" : "session");
   kd_session_lock(s);
   *out = s->counters;
   out->bytes_staging = s->has_device ? s->dev.staging_bytes : 0;

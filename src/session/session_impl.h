@@ -31,7 +31,7 @@ struct kd_session {
   kd_handle_table handles;
   kd_device dev;
   int has_device;
-  kd_counters counters;
+  kd_session_stats counters;
   /* In-order completion ring, indexed by sequence number: completion seq
    * is ring[seq & (ring_size - 1)] while retired_seq <= seq < next_seq.
    * Entries live in the ring (no allocation per submission), and indexing

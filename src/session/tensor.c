@@ -123,7 +123,7 @@ kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
 static kd_status create(kd_session *s, const char *op, const kd_tensor_desc *desc, kd_tensor *out) {
   if (out) out->bits = 0; /* before anything is checked, as the header says */
   if (!desc || !out)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, desc ? "out" : "desc");
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, desc ? "out_tensor" : "desc");
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   st = kd_tensor_new(s, op, desc->dtype, desc->rank, desc->shape, desc->residency, out);
@@ -239,7 +239,7 @@ kd_status kd_tensor_release(kd_session *s, kd_tensor t) {
 
 kd_status kd_tensor_info(kd_session *s, kd_tensor t, kd_tensor_desc *out) {
   static const char *op = "kd_tensor_info";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_desc is NULL", op);
   kd_status st = kd_session_enter_host(s, op);
   if (st) return st;
   kd_tensor_obj *o;

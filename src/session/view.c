@@ -8,7 +8,7 @@
 
 kd_status kd_view_whole(kd_session *s, kd_tensor t, kd_view *out) {
   static const char *op = "kd_view_whole";
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out is NULL", op);
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_view is NULL", op);
   kd_tensor_desc d;
   kd_status st = kd_tensor_info(s, t, &d);
   if (st) return kd_fail_context(st, "%s", op); /* the message names kd_tensor_info, which did the check */

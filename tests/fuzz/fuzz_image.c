@@ -81,7 +81,7 @@ int kdf_image(const uint8_t *data, size_t size) {
       kdf_violation(target, "kd_binary_from_memory(kind %d): %s: %s", (int)kinds[k], kd_status_name(st),
                     kd_last_error());
     }
-    kd_binary_free(b);
+    kd_binary_destroy(b);
   }
   return 0;
 }

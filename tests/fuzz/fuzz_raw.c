@@ -301,8 +301,8 @@ int kdf_raw(const uint8_t *data, size_t size) {
       kdf_violation(target, "kd_tensor_release: %s", kd_last_error());
   if (r->loaded && kd_module_release(r->s, r->module)) kdf_violation(target, "kd_module_release: %s", kd_last_error());
   uint32_t pending = 0;
-  kd_counters c;
-  if (kd_session_reap(r->s, &pending) || pending || kd_session_counters(r->s, &c) || c.bytes_device ||
+  kd_session_stats c;
+  if (kd_session_reap(r->s, &pending) || pending || kd_session_stats_get(r->s, &c) || c.bytes_device ||
       c.bytes_retained)
     kdf_violation(target, "after releasing everything: %u pending, %llu device bytes, %llu retained", pending,
                   (unsigned long long)c.bytes_device, (unsigned long long)c.bytes_retained);

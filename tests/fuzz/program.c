@@ -255,8 +255,8 @@ static void make_tensor(kdf_program *f) {
 }
 
 static void builtin(kdf_program *f, uint8_t which) {
-  static const char *const ops[] = {"kd_graph_fill", "kd_graph_copy",  "kd_graph_transpose", "kd_graph_add",
-                                    "kd_graph_axpy", "kd_graph_scale", "kd_graph_sum"};
+  static const char *const ops[] = {"kd_graph_op_fill", "kd_graph_op_copy",  "kd_graph_op_transpose", "kd_graph_op_add",
+                                    "kd_graph_op_axpy", "kd_graph_op_scale", "kd_graph_op_sum"};
   static const nkind kinds[] = {N_FILL, N_COPY, N_COPY, N_ADD, N_AXPY, N_SCALE, N_SUM};
   static const int counts[] = {1, 2, 2, 3, 2, 1, 2};
   which %= 7;
@@ -272,13 +272,13 @@ static void builtin(kdf_program *f, uint8_t which) {
   kd_node node = 0;
   kd_status st;
   switch (which) {
-  case 0: st = kd_graph_fill(f->g, name, v[0], &fill, &node); break;
-  case 1: st = kd_graph_copy(f->g, name, v[0], v[1], &node); break;
-  case 2: st = kd_graph_transpose(f->g, name, v[0], v[1], &node); break;
-  case 3: st = kd_graph_add(f->g, name, v[0], v[1], v[2], &node); break;
-  case 4: st = kd_graph_axpy(f->g, name, v[0], v[1], alpha, &node); break;
-  case 5: st = kd_graph_scale(f->g, name, v[0], alpha, &node); break;
-  default: st = kd_graph_sum(f->g, name, v[0], v[1], &node); break;
+  case 0: st = kd_graph_op_fill(f->g, name, v[0], &fill, &node); break;
+  case 1: st = kd_graph_op_copy(f->g, name, v[0], v[1], &node); break;
+  case 2: st = kd_graph_op_transpose(f->g, name, v[0], v[1], &node); break;
+  case 3: st = kd_graph_op_add(f->g, name, v[0], v[1], v[2], &node); break;
+  case 4: st = kd_graph_op_axpy(f->g, name, v[0], v[1], alpha, &node); break;
+  case 5: st = kd_graph_op_scale(f->g, name, v[0], alpha, &node); break;
+  default: st = kd_graph_op_sum(f->g, name, v[0], v[1], &node); break;
   }
   check_call(f, ops[which], st, &before, 1);
   if (st) return;
@@ -665,8 +665,8 @@ void kdf_program_run(const kdf_backend *b, const uint8_t *data, size_t size) {
     free(f->sinks[i].expect);
   }
   for (int i = 0; i < f->upload_count; ++i) free(f->uploads[i]);
-  kd_counters c;
-  if (!kd_session_counters(f->s, &c) && (c.bytes_device || c.bytes_retained))
+  kd_session_stats c;
+  if (!kd_session_stats_get(f->s, &c) && (c.bytes_device || c.bytes_retained))
     kdf_violation(target, "after destroying the graph and releasing every tensor: %llu device bytes, %llu retained",
                   (unsigned long long)c.bytes_device, (unsigned long long)c.bytes_retained);
   if (b->end) b->end(f);

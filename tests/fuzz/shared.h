@@ -31,7 +31,7 @@ void kdf_kernel_ptx(char *buf, size_t cap, int count, const uint32_t *sizes);
  * driver's own interface in *api; NULL (reported) if it cannot be made. */
 struct kdag_null_api;
 kd_session *kdf_null_session(const char *target, uint32_t ring, struct kdag_null_api *api);
-/* Length of the kdag call a message starts with ("kd_graph_add: ..."), 0
+/* Length of the kdag call a message starts with ("kd_graph_op_add: ..."), 0
  * if it starts with none. */
 size_t kdf_call_length(const char *msg);
 
