@@ -1,39 +1,26 @@
 /* kdag/cache.h — building CUBINs from source and link inputs (NVRTC -dlto,
- * then nvJitLink), through a content-addressed cache in memory and on disk.
+ * then nvJitLink) through a content-addressed cache in memory and on disk.
  *
- * A recipe names everything that goes into a module: the source, every
- * NVRTC option, in-memory headers, the link inputs (LTO-IR, fatbin, CUBIN,
- * device libraries, e.g. libmathdx output) and link flags, plus key tags for
- * what kdag cannot read itself: header trees found through include_paths.
- * For large library trees (MathDx, CUTLASS) pass the package version and a
- * manifest hash computed once (kd_mathdx_info.key_tag in kdag/mathdx.h), not
- * a hash of every header. The key (XXH3-128) covers all of that plus the
- * identity of the NVRTC and nvJitLink library files (resolved path, size,
- * modification time, a hash of their first and last 64 KiB: found once per
- * process without loading either library, so a warm start never dlopens
- * them) and the cache format version, so a changed input, compiler or
- * linker never finds a stale module.
+ * Objects: kd_build_recipe (everything that goes into a module: source,
+ * options, headers, link inputs and flags, key tags for header trees kdag
+ * cannot read), kd_module_key (its XXH3-128 key, which also covers the
+ * NVRTC and nvJitLink files and the cache format, so a changed input,
+ * compiler or linker never finds a stale module) and kd_cubin_cache (the
+ * caller's: kd_cubin_cache_create, kd_cubin_cache_destroy). The on-disk
+ * format, its checks and the key's parts are in docs/design/module-cache.md.
  *
- * On disk, each entry is <dir>/<32 hex digits of the key>.cubin: a 64-byte
- * header (magic "KDAGCUB", format version, payload size, XXH3-64 checksum of
- * the payload, the key) and the CUBIN. Entries are written to a temporary
- * file in the same folder and renamed into place, so a reader sees a whole
- * entry or none; a temporary file a dead writer left is removed by the
- * next kd_cubin_cache_create of the folder once it is an hour old. An entry
- * is read only as a plain file of this user, never through a link. An entry that is truncated, corrupt, of another format
- * version or another key is never loaded: it is rebuilt and overwritten
- * (kd_cubin_cache_stats.corrupt_rebuilt counts them).
- *
- * The folder: the dir argument of kd_cubin_cache_create, else $KDAG_CACHE_DIR,
- * else $XDG_CACHE_HOME/kdag, else $HOME/.cache/kdag. The empty string "" (as
- * dir or KDAG_CACHE_DIR) keeps the cache in memory only.
+ * The folder: the dir argument of kd_cubin_cache_create, else
+ * $KDAG_CACHE_DIR, else $XDG_CACHE_HOME/kdag, else $HOME/.cache/kdag. The
+ * empty string "" (as dir or KDAG_CACHE_DIR) keeps the cache in memory
+ * only. kdag loads code from the folder, so it refuses one that belongs to
+ * another user or that its group or others can write; an entry is read
+ * only as a plain file of this user, and one that is truncated, corrupt or
+ * of another format or key is rebuilt, never loaded.
  *
  * Threads: a kd_cubin_cache may be used from any number of threads at once
  * (one internal lock; compiling and linking happen outside it, so two
  * threads asking for one missing module may both build it, and the second
  * result is dropped). Several processes of one user may share one folder.
- * kdag loads code from the folder, so it refuses one that belongs to
- * another user or that its group or others can write.
  */
 #ifndef KDAG_CACHE_H
 #define KDAG_CACHE_H

@@ -1,56 +1,36 @@
-/* kdag/graph.h — a task graph: nodes with declared tensor accesses, order
- * inferred from them, run as a whole on the session's backend.
+/* kdag/graph.h — a task graph: nodes with declared tensor accesses, their
+ * order inferred from those accesses, run as a whole on the session's
+ * backend.
+ *
+ * Objects: kd_graph (the caller's: kd_graph_create, kd_graph_destroy
+ * before its session), kd_node (an index, valid for the graph's life),
+ * kd_sink (a host copy-out, owned by its graph), kd_ticket (a value naming
+ * one submission).
  *
  * Declaring: every tensor argument says how the node uses it (KD_IN,
- * KD_OUT, KD_INOUT) over a view. Nodes are checked when added (aliasing
- * inside the node, session, release, residency, bounds, reads of tensors
- * nothing has written, launch config, argument count and sizes); a rejected
- * node leaves the graph exactly as it was. Order follows insertion order:
- * read-after-write, write-after-read and write-after-write edges are added
- * only where the accessed elements overlap. The overlap test is exact: a
- * strided view that steps along the tensor's own dimensions (an interior,
- * a shifted stencil view, a row, every other column) is a box of
- * per-dimension progressions, tested in O(rank) at any size; another view
- * is its list of contiguous runs, up to KD_GRAPH_EXACT_RUNS of them, and
- * past that its element interval (conservative: it may order, never
- * misses). Per tensor only the accesses that can still conflict are kept:
- * a write that covers an earlier access retires it, a read that covers an
- * earlier read some write has since overwritten in part retires it, and an
- * access overwritten in part keeps runs of those writes as witnesses that
- * make later edges from it redundant; so an iterative pipeline (stencil
- * sweeps, ping-pong buffers, tiles, boundary strips, reductions, in-place
- * updates) keeps a bounded state and adds the same edges every sweep.
- * Each node's edges are reduced: an edge from a node that reaches another
- * of its predecessors is dropped (searched among the 64 nodes below its
- * latest predecessor), and EAGER, GRAPH and HOST all run the reduced set.
+ * KD_OUT, KD_INOUT) over a view. A node is checked when added (aliasing
+ * inside it, bounds, residency, reads of tensors nothing has written, the
+ * launch configuration and arguments); a refused node leaves the graph as
+ * it was. Nodes are ordered after the earlier nodes whose accesses overlap
+ * theirs, one of the two writing; the overlap test is exact for the views
+ * a stencil, a tile or a strip uses, and conservative (it may order, it
+ * never misses) past KD_GRAPH_EXACT_RUNS runs. Iterative pipelines keep a
+ * bounded state and add the same edges every sweep, each node's edges
+ * reduced. docs/design/inference.md tells how.
  *
- * Running: kd_graph_submit plans the graph once (topological order, edges,
- * resolved arguments) and reuses the plan on every later submission. A CUDA
- * session runs the nodes in topological order on its one stream (EAGER), or
- * the whole plan as one instantiated CUDA graph launched on that stream
- * (GRAPH; see kd_exec_mode in kdag/session.h and kd_graph_set_exec_mode); a
- * HOST session runs each node's host implementation on a thread pool,
- * independent nodes in parallel. Every submission keeps what it touches
- * alive until its completion; the caller may release every handle at once.
- * The host waits only in kd_sink_wait (and kd_tensor_download), and in
- * three defined cases: a submission that finds the completion ring full
- * waits for the oldest submission in flight
- * (kd_session_options.completion_ring_capacity; counted in
- * kd_session_stats.ring_full_waits), a call that finds no memory to defer a
- * release waits for the work in flight instead, and when the driver
- * refuses a completion event after work was enqueued, the session stream
- * is waited for before what that work uses is let go
- * (kd_session_stats.stream_syncs). No call here waits for work of the device's
- * context beyond its own (kdag/session.h, "Waits").
+ * Running: kd_graph_submit plans the graph once and reuses the plan; a
+ * CUDA session runs it node by node on its stream (EAGER) or as one CUDA
+ * graph (GRAPH), a HOST session on a thread pool. Each submission keeps
+ * what it uses alive until it completes, so the caller may release every
+ * handle at once. The host waits only in kd_sink_wait and
+ * kd_tensor_download, and in the three cases docs/design/lifetimes.md
+ * lists (a full completion ring, no memory to defer a release, a refused
+ * completion event), each counted in kd_session_stats. No call here waits
+ * for work of the device's context beyond its own (kdag/session.h,
+ * "Waits").
  *
- * Ownership: the graph is owned by the caller (kd_graph_destroy, before its
- * session is destroyed) and holds a reference on every tensor and module it
- * names. kd_node values are indices,
- * valid for the graph's life. kd_sink pointers are owned by the graph.
- * Threads: as for the session (all calls serialised by its lock).
- *
- * Errors every node-adding call may return besides its own, each with a
- * message naming the call, the node and the argument: KD_ERR_INVALID_ARGUMENT
+ * Errors every node-adding call may return besides its own, each message
+ * naming the call, the node and the argument: KD_ERR_INVALID_ARGUMENT
  * (NULL graph, a NULL or empty name, NULL args with a count), the tensor
  * checks (KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_NOT_RESIDENT,
  * KD_ERR_OUT_OF_BOUNDS, KD_ERR_ALIASING, KD_ERR_UNINITIALIZED),
