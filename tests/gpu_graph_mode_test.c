@@ -1,14 +1,14 @@
-/* GPU lane: GRAPH mode (the plan as one executable CUDA graph) against
- * EAGER and the HOST reference, in-place updates, lifetimes with several
- * launches in flight, sinks, a captured foreign node, faults, AUTO. */
+/* GPU lane: GRAPH mode (the plan as one executable CUDA graph): in-place
+ * updates, lifetimes with several launches in flight, sinks, a captured
+ * foreign node, faults, AUTO. Its random and per-dtype graphs against
+ * EAGER and HOST are tests/gpu_executors_test.c. */
 #include <ck_pr.h>
 #include <dlfcn.h>
 #include <time.h>
 
 #include "kernels/embedded.h"
 #include "cublas_node.h"
-#include "dtype_graph.h"
-#include "random_graph.h"
+#include "kdag_test.h"
 
 static double now_ms(void) {
   struct timespec ts;
@@ -33,90 +33,6 @@ static kd_session_stats counters(kd_session *s) {
   kd_session_stats k;
   KDT_OK(kd_session_stats_get(s, &k));
   return k;
-}
-
-/* Every dtype's built-ins (tests/dtype_graph.h) as one CUDA graph, bit for
- * bit against HOST. */
-Test(gpu_graph_mode, builtins_of_every_dtype_in_a_cuda_graph_match_host_bit_exact) {
-  kd_session *sg = gpu_session_mode(KD_EXEC_GRAPH, 0), *sh = kdt_host_session();
-  static unsigned char on_gpu[DG_BYTES], on_host[DG_BYTES];
-  for (size_t k = 0; k < sizeof dg_dtypes / sizeof dg_dtypes[0]; ++k) {
-    kd_dtype t = dg_dtypes[k];
-    uint32_t n = dg_run(sg, t, on_gpu);
-    cr_assert_eq(dg_run(sh, t, on_host), n);
-    for (size_t i = 0; i < DG_BYTES; ++i)
-      cr_assert_eq(on_gpu[i], on_host[i], "%s: byte %zu differs (GPU %02x, HOST %02x)", kd_dtype_name(t), i, on_gpu[i],
-                   on_host[i]);
-  }
-  cr_assert_eq(counters(sg).graph_launches, sizeof dg_dtypes / sizeof dg_dtypes[0], "each ran as a CUDA graph");
-  kd_session_destroy(sh);
-  kd_session_destroy(sg);
-}
-
-Test(gpu_graph_mode, random_graphs_graph_matches_eager_and_host_bit_exact) {
-  kd_session *sg = gpu_session_mode(KD_EXEC_GRAPH, 0), *se = gpu_session_mode(KD_EXEC_EAGER, 0);
-  kd_session *sh = kdt_host_session();
-  static int32_t init[RG_POOL][RG_LEN], out[3][RG_POOL][RG_LEN];
-  rg_rng seeds = {0xC0FFEE1234567ull};
-  const int graphs = 300;
-  uint64_t nodes = 0; /* accepted, over the three sessions */
-  for (int gi = 0; gi < graphs; ++gi) {
-    for (int i = 0; i < RG_POOL; ++i)
-      for (int j = 0; j < RG_LEN; ++j) init[i][j] = (int32_t)(rg_next(&seeds) % 2000) - 1000;
-    rg_rng r = {seeds.s ^ (uint64_t)gi * 0x100000001B3ull};
-    kd_session *all[3] = {sg, se, sh};
-    for (int w = 0; w < 3; ++w) {
-      kd_session *s = all[w];
-      kd_tensor t[RG_POOL];
-      kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
-      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_from_host(s, &d, init[i], sizeof init[i], &t[i]));
-      kd_graph *g;
-      KDT_OK(kd_graph_create(s, &g));
-      rg_rng copy = r;
-      rg_build(g, t, &copy, NULL);
-      kd_graph_stats gs;
-      KDT_OK(kd_graph_stats_get(g, &gs));
-      nodes += gs.nodes;
-      kd_sink *sinks[RG_POOL];
-      for (int i = 0; i < RG_POOL; ++i)
-        KDT_OK(kd_graph_sink(g, "out", t[i], out[w][i], sizeof out[w][i], &sinks[i]));
-      /* Twice: the second submission relaunches the same executable graph. */
-      KDT_OK(kd_graph_submit(g, NULL));
-      KDT_OK(kd_graph_submit(g, NULL));
-      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_release(s, t[i])); /* in flight: kept alive */
-      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_sink_wait(sinks[i]));
-      kd_graph_destroy(g);
-    }
-    cr_assert_eq(memcmp(out[0], out[1], sizeof out[0]), 0, "graph %d: GRAPH and EAGER differ", gi);
-    cr_assert_eq(memcmp(out[1], out[2], sizeof out[1]), 0, "graph %d: EAGER and HOST differ", gi);
-  }
-  /* Graphs emptied by a check gone wrong would compare equal too. */
-  cr_assert_gt(nodes, (uint64_t)graphs * 3, "only %llu nodes were added in %d graphs", (unsigned long long)nodes, graphs);
-  kd_session_stats k = counters(sg);
-  cr_assert_eq(k.graph_instantiations, (uint64_t)graphs, "one instantiation per graph");
-  cr_assert_eq(k.graph_launches, 2ull * graphs);
-  cr_assert_eq(k.graph_updates, 0);
-  cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
-  cr_assert_eq(counters(se).graph_launches, 0, "EAGER never launches a CUDA graph");
-  fprintf(stderr, "graph mode: %d random graphs, GRAPH == EAGER == HOST bit for bit\n", graphs);
-  kd_session_destroy(sh);
-  kd_session_destroy(se);
-  kd_session_destroy(sg);
-}
-
-/* Mixed random graphs (f32 beside i32, rank-2 views, in-place nodes,
- * transposes, explicit edges) as CUDA graphs, against HOST and f64
- * (rg_differential); one instantiation and one launch each. */
-Test(gpu_graph_mode, mixed_random_graphs_graph_match_host_and_f64) {
-  kd_session *sg = gpu_session_mode(KD_EXEC_GRAPH, 0), *sh = kdt_host_session();
-  double worst = rg_differential(sg, sh, 0xB5297A4Dull, 300);
-  kd_session_stats k = counters(sg);
-  cr_assert_eq(k.graph_instantiations, 300);
-  cr_assert_eq(k.graph_launches, 300);
-  cr_assert_eq(k.stream_syncs + k.device_syncs, 0);
-  fprintf(stderr, "graph mode: 300 mixed random graphs, f32 worst %.3g x 2^-24 of the magnitude\n", worst);
-  kd_session_destroy(sh);
-  kd_session_destroy(sg);
 }
 
 /* ---- user kernels -------------------------------------------------------- */

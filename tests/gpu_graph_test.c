@@ -1,5 +1,7 @@
-/* GPU lane: graphs on a CUDA session (EAGER), checked against the HOST
- * backend running the same node lists. */
+/* GPU lane: graphs on a CUDA session (EAGER) where the GPU itself is the
+ * point: waits behind spinning kernels, user kernels, foreign libraries,
+ * faults, releases under load. The random and per-dtype graphs of every
+ * executor against HOST are tests/gpu_executors_test.c. */
 #include <ck_pr.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -8,8 +10,7 @@
 
 #include "kernels/embedded.h"
 #include "cublas_node.h"
-#include "dtype_graph.h"
-#include "random_graph.h"
+#include "kdag_test.h"
 
 static double now_ms(void) {
   struct timespec ts;
@@ -23,81 +24,6 @@ static void assert_no_syncs(kd_session *s) {
   KDT_OK(kd_session_stats_get(s, &k));
   cr_assert_eq(k.device_syncs, 0);
   cr_assert_eq(k.stream_syncs, 0);
-}
-
-/* The GPU session never waited on the whole stream or device; both go. */
-static void no_syncs_then_destroy(kd_session *gpu, kd_session *host) {
-  assert_no_syncs(gpu);
-  kd_session_destroy(host);
-  kd_session_destroy(gpu);
-}
-
-Test(gpu_graph, random_graphs_eager_match_host_bit_exact) {
-  kd_session *gpu = kdt_gpu_session(), *host = kdt_host_session();
-  static int32_t init[RG_POOL][RG_LEN], a[RG_POOL][RG_LEN], b[RG_POOL][RG_LEN];
-  rg_rng seeds = {0x9E3779B97F4A7C15ull};
-  int graphs = 300;
-  uint64_t nodes = 0; /* accepted, over both sessions */
-  for (int gi = 0; gi < graphs; ++gi) {
-    for (int i = 0; i < RG_POOL; ++i)
-      for (int j = 0; j < RG_LEN; ++j) init[i][j] = (int32_t)(rg_next(&seeds) % 2000) - 1000;
-    rg_rng r = {seeds.s ^ (uint64_t)gi * 0x100000001B3ull};
-    kd_session *both[2] = {gpu, host};
-    int32_t (*outs[2])[RG_LEN] = {a, b};
-    for (int w = 0; w < 2; ++w) {
-      kd_session *s = both[w];
-      kd_tensor t[RG_POOL];
-      kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
-      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_from_host(s, &d, init[i], sizeof init[i], &t[i]));
-      kd_graph *g;
-      KDT_OK(kd_graph_create(s, &g));
-      rg_rng copy = r;
-      rg_build(g, t, &copy, NULL);
-      kd_graph_stats gs;
-      KDT_OK(kd_graph_stats_get(g, &gs));
-      nodes += gs.nodes;
-      kd_sink *sinks[RG_POOL];
-      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_graph_sink(g, "out", t[i], outs[w][i], sizeof outs[w][i], &sinks[i]));
-      KDT_OK(kd_graph_submit(g, NULL));
-      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_release(s, t[i])); /* in flight: kept alive */
-      for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_sink_wait(sinks[i]));
-      kd_graph_destroy(g);
-    }
-    cr_assert_eq(memcmp(a, b, sizeof a), 0, "graph %d: EAGER and HOST differ", gi);
-  }
-  /* Graphs emptied by a check gone wrong would compare equal too. */
-  cr_assert_gt(nodes, (uint64_t)graphs * 3, "only %llu nodes were added in %d graphs", (unsigned long long)nodes, graphs);
-  no_syncs_then_destroy(gpu, host);
-}
-
-/* Every dtype through the built-ins its element size and kind allow
- * (fill over a strided view, copies, transpose for 1- to 16-byte
- * elements; add and sum for f32, f64, i32, i64; axpy and scale for f32,
- * f64) on EAGER, bit for bit against HOST: the random graphs use i32 and
- * f32 only. */
-Test(gpu_graph, builtins_of_every_dtype_match_host_bit_exact) {
-  kd_session *gpu = kdt_gpu_session(), *host = kdt_host_session();
-  static unsigned char on_gpu[DG_BYTES], on_host[DG_BYTES];
-  for (size_t k = 0; k < sizeof dg_dtypes / sizeof dg_dtypes[0]; ++k) {
-    kd_dtype t = dg_dtypes[k];
-    uint32_t n = dg_run(gpu, t, on_gpu);
-    cr_assert_eq(dg_run(host, t, on_host), n);
-    cr_assert_geq(n, 10, "%s: %u nodes", kd_dtype_name(t), n);
-    for (size_t i = 0; i < DG_BYTES; ++i)
-      cr_assert_eq(on_gpu[i], on_host[i], "%s: byte %zu differs (GPU %02x, HOST %02x)", kd_dtype_name(t), i, on_gpu[i],
-                   on_host[i]);
-  }
-  no_syncs_then_destroy(gpu, host);
-}
-
-/* Mixed random graphs (f32 beside i32, rank-2 views, in-place nodes,
- * transposes, explicit edges) on EAGER, against HOST and f64
- * (rg_differential). */
-Test(gpu_graph, mixed_random_graphs_eager_match_host_and_f64) {
-  kd_session *gpu = kdt_gpu_session(), *host = kdt_host_session();
-  double worst = rg_differential(gpu, host, 0x5DEECE66Dull, 300);
-  fprintf(stderr, "mixed random graphs: 300 on EAGER and HOST, f32 worst %.3g x 2^-24 of the magnitude\n", worst);
-  no_syncs_then_destroy(gpu, host);
 }
 
 /* A float pipeline with strided views and a transpose, on both backends. */
