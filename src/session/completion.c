@@ -1,5 +1,6 @@
 /* The in-order completion ring: each piece of enqueued work records one
- * event and keeps what it uses alive until that event has fired.
+ * event (or, a HOST run, is a fence: session/fence.h) and keeps what it
+ * uses alive until that event has fired.
  *
  * The session's stream runs in order (and HOST runs start only after the
  * one before has finished), so the finished entries are always a prefix of
