@@ -93,14 +93,7 @@ static kd_session *cuda_session(kd_exec_mode mode) {
     register_builtins();
     return s;
   }
-  kd_session_destroy(kdt_gpu_session()); /* skips without a GPU */
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.exec_mode = mode;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
-  return s;
+  return kdt_gpu_session_mode(mode, 0);
 }
 
 static kd_session_stats stats(kd_session *s) {

@@ -16,19 +16,6 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static kd_session *gpu_session_mode(kd_exec_mode mode, uint32_t flags) {
-  kd_session *probe = kdt_gpu_session_flags(flags); /* skips without a GPU */
-  kd_session_destroy(probe);
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.flags = flags;
-  o.exec_mode = mode;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
-  return s;
-}
-
 static kd_session_stats counters(kd_session *s) {
   kd_session_stats k;
   KDT_OK(kd_session_stats_get(s, &k));
@@ -54,7 +41,7 @@ static kd_status load(kd_raw *raw, void *user) {
 }
 
 Test(gpu_graph_mode, rebinding_and_new_scalars_patch_the_executable_graph_in_place) {
-  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   float x[1024], y[1024], out[1024];
@@ -118,7 +105,7 @@ Test(gpu_graph_mode, rebinding_and_new_scalars_patch_the_executable_graph_in_pla
  * several of one binding patch once, and a rebinding undone before the
  * launch patches nothing. */
 Test(gpu_graph_mode, rebinding_several_times_between_launches_patches_once_and_stays_correct) {
-  kd_session *s = gpu_session_mode(KD_EXEC_EAGER, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_EAGER, 0);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   float x[256], x2[256], y[256], out[256];
@@ -183,7 +170,7 @@ Test(gpu_graph_mode, rebinding_several_times_between_launches_patches_once_and_s
  * The patch keeps each view's offset into the tensor and each pointer in
  * its own parameter, back and forth between two tensors, in place. */
 Test(gpu_graph_mode, rebinding_keeps_each_views_offset_into_the_new_tensor) {
-  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   enum { ROWS = 64, COLS = 8 };
@@ -256,7 +243,7 @@ Test(gpu_graph_mode, rebinding_keeps_each_views_offset_into_the_new_tensor) {
  * patch that node once, and a value equal to what the node holds patches
  * nothing. */
 Test(gpu_graph_mode, new_values_patch_their_node_once_and_stay_correct) {
-  kd_session *s = gpu_session_mode(KD_EXEC_EAGER, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_EAGER, 0);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   enum { N = 256 };
@@ -322,7 +309,7 @@ Test(gpu_graph_mode, new_values_patch_their_node_once_and_stay_correct) {
 }
 
 Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
-  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   enum { N = 4096, LAUNCHES = 8 };
@@ -386,7 +373,7 @@ Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
 }
 
 Test(gpu_graph_mode, sink_of_earlier_launch_waits_alone_behind_a_spinning_graph) {
-  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   int32_t v[256], got[256];
@@ -434,7 +421,7 @@ Test(gpu_graph_mode, sink_of_earlier_launch_waits_alone_behind_a_spinning_graph)
 /* ---- a foreign node captured into the graph: cuBLAS saxpy ---------------- */
 
 Test(gpu_graph_mode, foreign_cublas_node_is_captured_and_keeps_its_resource) {
-  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_GRAPH, 0);
   blas b;
   blas_open(&b);
   enum { N = 4096 };
@@ -488,7 +475,7 @@ static kd_status syncing_node(const kd_foreign_call *call, void *user) {
 
 Test(gpu_graph_mode, an_uncapturable_node_fails_graph_mode_by_name_and_auto_runs_it_eagerly) {
   void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_GRAPH, 0);
   cr_assert(cuda != NULL);
   cu_stream_sync_fn sync = (cu_stream_sync_fn)dlsym(cuda, "cuStreamSynchronize");
   cr_assert(sync != NULL);
@@ -523,7 +510,7 @@ Test(gpu_graph_mode, an_uncapturable_node_fails_graph_mode_by_name_and_auto_runs
 }
 
 Test(gpu_graph_mode, auto_switches_to_graph_after_graph_after_submissions) {
-  kd_session *s = gpu_session_mode(KD_EXEC_AUTO, 0); /* graph_after defaults to 2 */
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_AUTO, 0); /* graph_after defaults to 2 */
   float v[64], got[64];
   for (int i = 0; i < 64; ++i) v[i] = (float)i;
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {64}};
@@ -561,7 +548,7 @@ static kd_graph *trap_graph(kd_session *s, const loaded *l, kd_tensor t) {
 }
 
 Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_for_that_launch) {
-  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, 0);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_GRAPH, 0);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};
@@ -588,7 +575,7 @@ Test(gpu_graph_mode, a_fault_inside_a_graph_launch_is_reported_for_that_launch) 
 }
 
 Test(gpu_graph_mode, debug_nodes_runs_graph_mode_eagerly_to_name_the_faulting_node) {
-  kd_session *s = gpu_session_mode(KD_EXEC_GRAPH, KD_SESSION_DEBUG_NODES);
+  kd_session *s = kdt_gpu_session_mode(KD_EXEC_GRAPH, KD_SESSION_DEBUG_NODES);
   loaded l;
   KDT_OK(kd_with_raw(s, "test.load", load, &l));
   kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {16}};

@@ -49,11 +49,13 @@ static inline char *kdt_dot_text(kd_graph *g) {
   return buf;
 }
 
-static inline kd_session *kdt_gpu_session_flags(uint32_t flags) {
+/* A CUDA session on the GPU in exec mode `mode` (skipping without one). */
+static inline kd_session *kdt_gpu_session_mode(kd_exec_mode mode, uint32_t flags) {
   kd_session_options o;
   kd_session_options_init(&o);
   o.backend = KD_BACKEND_CUDA;
   o.flags = flags;
+  o.exec_mode = mode;
   kd_session *s = NULL;
   kd_status st = kd_session_create(&o, &s);
   if (st == KD_ERR_DRIVER_MISSING || st == KD_ERR_NO_DEVICE) {
@@ -73,6 +75,8 @@ static inline kd_session *kdt_gpu_session_flags(uint32_t flags) {
   }
   return s;
 }
+
+static inline kd_session *kdt_gpu_session_flags(uint32_t flags) { return kdt_gpu_session_mode(KD_EXEC_AUTO, flags); }
 
 static inline kd_session *kdt_gpu_session(void) { return kdt_gpu_session_flags(0); }
 

@@ -36,12 +36,13 @@ KD_API kd_status kd_module_function(kd_session *session, kd_module module,
                                     const char *name, kd_function *out_function);
 
 /* Number of parameters and their sizes, from the driver (cuFuncGetParamInfo)
- * or, for PTX kdag loaded itself, from the .entry signature. sizes may be
- * NULL; at most cap sizes are written. *count (every parameter, even past
- * cap; count must not be NULL) and sizes are the caller's, written during
- * the call only, on success. Errors: KD_ERR_INVALID_ARGUMENT (NULL session
- * or count), KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_DRIVER (the
- * driver cannot tell the parameters: a driver before CUDA 12.4). */
+ * or, for PTX kdag loaded itself, from the .entry signature. out_sizes may
+ * be NULL; at most cap sizes are written (cap, the room in out_sizes, comes
+ * after it: the one input after out-parameters). *out_count counts every
+ * parameter, even past cap; out_count must not be NULL. Errors:
+ * KD_ERR_INVALID_ARGUMENT (NULL session or out_count), KD_ERR_RELEASED,
+ * KD_ERR_WRONG_SESSION, KD_ERR_DRIVER (the driver cannot tell the
+ * parameters: a driver before CUDA 12.4). */
 KD_API kd_status kd_function_params(kd_session *session, kd_function fn,
                                     size_t *out_count, size_t *out_sizes, size_t cap);
 

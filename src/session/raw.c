@@ -128,20 +128,13 @@ static kd_status with_op(kd_raw *raw, const char *op, kd_status st) {
 /* The bodies of the loading calls below: op names the public call (the
  * one the caller made, also when it loads through another's body), and
  * the caller adds the scope (with_op). */
-static kd_status load_ptx(kd_raw *raw, const char *op, const char *ptx, size_t len, kd_module *out) {
+/* PTX (text of size bytes) or an image, loaded and adopted as a module. */
+static kd_status load(kd_raw *raw, const char *op, int ptx, const void *data, size_t size, kd_module *out) {
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_module is NULL", op);
   kd_session *s = raw->session;
   kd_cu_module cu;
-  kd_status st = kd_session_note(s, kd_cu_module_load_ptx(&s->dev, op, ptx, len, &cu));
-  if (!st) st = kd_module_adopt(s, op, &cu, out);
-  return st;
-}
-
-static kd_status load_image(kd_raw *raw, const char *op, const void *image, size_t size, kd_module *out) {
-  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_module is NULL", op);
-  kd_session *s = raw->session;
-  kd_cu_module cu;
-  kd_status st = kd_session_note(s, kd_cu_module_load_image(&s->dev, op, image, size, &cu));
+  kd_status st = kd_session_note(s, ptx ? kd_cu_module_load_ptx(&s->dev, op, data, size, &cu)
+                                        : kd_cu_module_load_image(&s->dev, op, data, size, &cu));
   if (!st) st = kd_module_adopt(s, op, &cu, out);
   return st;
 }
@@ -150,9 +143,9 @@ static kd_status load_binary(kd_raw *raw, const char *op, const kd_binary *b, kd
   if (!b) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument binary is NULL", op);
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_module is NULL", op);
   switch (b->kind) {
-    case KD_BINARY_PTX: return load_ptx(raw, op, b->data, b->size, out);
+    case KD_BINARY_PTX: return load(raw, op, 1, b->data, b->size, out);
     case KD_BINARY_CUBIN:
-    case KD_BINARY_FATBIN: return load_image(raw, op, b->data, b->size, out);
+    case KD_BINARY_FATBIN: return load(raw, op, 0, b->data, b->size, out);
     case KD_BINARY_LTOIR:
     case KD_BINARY_LIBRARY: break;
   }
@@ -183,13 +176,13 @@ static kd_status compile_nvrtc(kd_raw *raw, const char *op, const char *source, 
 kd_status kd_raw_load_ptx(kd_raw *raw, const char *ptx, size_t len, kd_module *out) {
   static const char *op = "kd_raw_load_ptx";
   kd_status st = raw_check(raw, op);
-  return st ? st : with_op(raw, op, load_ptx(raw, op, ptx, len, out));
+  return st ? st : with_op(raw, op, load(raw, op, 1, ptx, len, out));
 }
 
 kd_status kd_raw_load_image(kd_raw *raw, const void *image, size_t size, kd_module *out) {
   static const char *op = "kd_raw_load_image";
   kd_status st = raw_check(raw, op);
-  return st ? st : with_op(raw, op, load_image(raw, op, image, size, out));
+  return st ? st : with_op(raw, op, load(raw, op, 0, image, size, out));
 }
 
 kd_status kd_raw_load_binary(kd_raw *raw, const kd_binary *b, kd_module *out) {
