@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kdag-bench command line (kb_main), reusable by any program that
  * registers its own suites on a harness. */
 #include <errno.h>

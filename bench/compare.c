@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* --compare: per-case change between two JSON reports, against the noise
  * both runs measured. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU context helper: a device context, stream and timing events through
  * kdag's driver table. */
 #include <stdio.h>

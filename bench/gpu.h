@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench/gpu.h — the GPU context helper of kdag-bench's built-in suites.
  *
  * One process-wide device context (device 0's primary context), one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The harness: registry of suites and cases, and the measurement loop
  * (warm-up, batch sizing, flushing, sampling, the stopping rule). */
 #include <fnmatch.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench/harness.h — the kdag-bench harness: register suites of benchmark
  * cases over axes; the harness warms up, sizes batches, decides when to stop,
  * summarises, computes ratios against baselines and writes the outputs.

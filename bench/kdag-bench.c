@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag-bench: runs kdag's built-in benchmark suites (see --help).
  *
  * Without a usable GPU the GPU suites are skipped with the driver's reason

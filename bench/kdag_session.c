@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A kdag session for one benchmark case, timed on its own stream. */
 #include <string.h>
 

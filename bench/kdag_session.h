@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench/kdag_session.h — a kdag session for one benchmark case, on the
  * shared GPU's device, with the kd_exec_mode the case compares, and a pair
  * of timing events recorded on the session's own stream (inside raw

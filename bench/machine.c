@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host half of the machine description. */
 #include <stdio.h>
 #include <string.h>

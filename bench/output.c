@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Outputs: markdown table, CSV, JSON (jansson), and reading JSON back. */
 #include <errno.h>
 #include <jansson.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The report: rows, skips, ratios against baselines, bandwidth shares. */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Statistics of a sample series and the stopping rule. */
 #include <math.h>
 #include <stdlib.h>

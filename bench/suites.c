@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Registers every built-in suite; helpers they share. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench/suites.h — kdag-bench's built-in suites. Each registration returns
  * 0, or -1 when the harness refused it (duplicate name, no memory). */
 #ifndef KDAG_BENCH_SUITES_H

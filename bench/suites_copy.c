@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "copy": device-to-device copy bandwidth with cuMemcpyDtoDAsync. Its
  * d2d_copy case is the run's bandwidth reference: every bytes_per_second
  * row also gets a bandwidth_share relative to it. Traffic counts the bytes

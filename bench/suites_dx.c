@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "dx": MathDx device-library kernels as kdag graph nodes against the
  * toolkit's batched libraries, and the MathDx module's cold and warm start.
  * Every batch is 10,000 problems of 32x32 (column-major, one per block).

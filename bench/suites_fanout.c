@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "fanout": W independent small kernels per submission, so that what
  * can overlap shows. Each kernel is one block of 128 threads running `iters`
  * dependent multiply-adds per thread (axis iters, default 2048: a few

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "graph" (CPU): declaring a graph of N nodes with 4 accesses each
  * (one write, three reads, over views of a pool of tensors), with every
  * add-time check and the order inference, into a fresh graph and after a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "hostexec" (CPU): the HOST executor's own cost per node. A graph
  * of N no-op host nodes is built once and each iteration submits it and
  * waits at its sink (times are per node of the N + 1, the sink's included): "chain" orders every node after the one before (one

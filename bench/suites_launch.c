@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "launch": a chain of N empty kernels per submission, launched
  * directly (raw_loop), as a CUDA graph built by hand with the driver's
  * cuGraph* calls (hand_graph), or as a kdag graph run EAGER (kdag_eager) or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "module": getting a kernel from nothing to a finished first launch,
  * through kdag's public API (one CUDA session, its raw scope):
  *   nvrtc_compile  kd_raw_compile_nvrtc of kernels/add.cu (CUBIN for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "nvrtc" (CPU): kd_nvrtc_compile of the add kernel's source to PTX,
  * CUBIN and LTO-IR for the architecture of the embedded CUBINs. NVRTC runs
  * on the CPU, so this suite needs no GPU. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "oneshot" (issue 5): a graph used once. One iteration is the whole
  * life of a graph of N nodes: kd_graph_create, N kd_graph_kernel calls (a
  * chain through one INOUT access each, x += 1 on 256 floats: the order is

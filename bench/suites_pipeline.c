@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "pipeline": a bandwidth-bound kdag graph of 4 elementwise stages
  * over 2^log2n floats (default 2^26, 256 MiB per tensor), built from kdag's
  * built-in kernels:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "rebind" (issue 5): re-submitting one GRAPH-mode kdag graph, a
  * chain of N step kernels (node i: t[i+1] = 0.5 t[i] + 1, 256 floats, one
  * block), with and without rebinding tensors between submissions:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Suites "workloads_*": pipelines a user would write (bench/workloads.h),
  * each against hand-written CUDA of the same kernels in the same run:
  *   hand_loop   every kernel of a submission by cuLaunchKernel on one

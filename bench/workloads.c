@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pipelines written as a user would write them (bench/workloads.h). */
 #include "bench/workloads.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bench/workloads.h — pipelines written as a user would write them, over
  * kdag's public API, shared by kdag-bench's workloads suites and the host
  * lane's tests (which run them on HOST and on the null driver with the

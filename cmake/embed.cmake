@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes a C file defining `const unsigned char <NAME>[]` and `<NAME>_size`
 # from the bytes of INPUT, with a NUL appended (so PTX and source are valid
 # C strings; _size counts that NUL for text, not for binaries unless TEXT).

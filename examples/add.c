@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/add.c — a custom kernel through kdag's raw scope.
  *
  * Uploads two vectors, compiles add_kernel with NVRTC (once per session:

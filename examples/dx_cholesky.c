@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/dx_cholesky.c — batched Cholesky (cuSOLVERDx potrf) followed by
  * a triangular-solve node (two cuSOLVERDx trsm), one kdag graph with sinks,
  * checked on the host through the residual ||A x - b|| / ||b||.

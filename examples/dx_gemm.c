@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/dx_gemm.c — 10,000 products of 32x32 matrices (f32 and f64)
  * through a cuBLASDx kernel node in a kdag graph, checked on the host.
  *

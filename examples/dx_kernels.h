@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/dx_kernels.h — MathDx kernels shared by the dx examples, tests and
  * bench: sources, and how each is built into a CUBIN with kd_build_cubin.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* examples/pipeline.c — a small pipeline as a kdag task graph, submitted
  * repeatedly.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The seed's add kernel: out[i] = lhs[i] + rhs[i] for i < n.
 // ABI: (float *out, const float *lhs, const float *rhs, int n).
 extern "C" __global__ void add_kernel(float *out, const float *lhs, const float *rhs, int n) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels of kdag-bench's suites (bench/): small, deterministic work whose
 // outputs nobody checks, sized so one instance does not fill the GPU.
 

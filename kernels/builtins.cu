@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Built-in kernels of kdag's task graph. kernels/host_builtins.c implements
 // each with the same semantics; the two must change together.
 //

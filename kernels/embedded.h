@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernels built at build time by nvcc and embedded in the binary. Each PTX
  * and source array is NUL-terminated and its _size counts the NUL; CUBIN
  * sizes are the image's. The CUBINs target KDAG_CUDA_ARCH (default sm_90);

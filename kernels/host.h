@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host implementations of the built-in kernels (the HOST backend's code and
  * the reference tests compare with). */
 #ifndef KDAG_KERNELS_HOST_H

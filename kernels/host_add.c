@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host implementation of kernels/add.cu, the reference tests compare with. */
 #include "kernels/host.h"
 

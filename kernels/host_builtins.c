@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host implementations of kernels/builtins.cu; the semantics, including the
  * order of every floating-point operation, must stay identical to the GPU
  * kernels. Floats are never contracted into FMAs: this file is compiled

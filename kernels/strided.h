@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Strided views shared by the built-in kernels (kernels/builtins.cu) and
  * their host implementations (kernels/host_builtins.c).
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels the tests use to hold the stream and to provoke faults.
 
 // Spins until `ns` nanoseconds of the GPU's global timer have passed, then

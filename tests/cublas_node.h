@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU-lane tests: a cuBLAS saxpy (y += 2x) as a kdag foreign node, with
  * cuBLAS loaded from the toolkit at run time. Shared by the EAGER and
  * GRAPH-mode suites. */

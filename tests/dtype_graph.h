@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One graph of built-in kernels per dtype, for differential tests: every
  * element size through fill (strided), copy and transpose, and add, sum,
  * axpy and scale where the dtype takes them; the results land in one byte

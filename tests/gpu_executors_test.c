@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One differential suite over every executor: the same graphs run on a
  * CUDA session in EAGER, GRAPH and AUTO mode, and on the HOST backend,
  * which is the reference; results must agree bit for bit (the built-in

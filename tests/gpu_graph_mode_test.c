@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU lane: GRAPH mode (the plan as one executable CUDA graph): in-place
  * updates, lifetimes with several launches in flight, sinks, a captured
  * foreign node, faults, AUTO. Its random and per-dtype graphs against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU lane: graphs on a CUDA session (EAGER) where the GPU itself is the
  * point: waits behind spinning kernels, user kernels, foreign libraries,
  * faults, releases under load. The random and per-dtype graphs of every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU lane: the raw scope on a real device. Each test skips without a GPU
  * (fails with KDAG_REQUIRE_GPU=1). */
 #include <math.h>

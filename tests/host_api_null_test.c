@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: every public function that takes pointers refuses a NULL one
  * (where NULL is not documented as allowed) with KD_ERR_INVALID_ARGUMENT
  * and a message naming the function, instead of crashing, and the session

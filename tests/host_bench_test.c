@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: the kdag-bench harness. Statistics, the stopping rule (with a
  * fake clock, so the tests are exact), batching and cold mode, ratios and
  * bandwidth shares, the JSON / CSV / markdown outputs, and --compare. And

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: NVRTC on the CPU, PTX parsing and checks, image inspection. */
 #include <unistd.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: nvJitLink linking and its errors, the module cache (keys,
  * corrupt entries), and MathDx kernels compiled and linked to sm_90 CUBINs
  * on the CPU (skipped with a reason when MathDx is not installed). */

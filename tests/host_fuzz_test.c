@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replays the fuzz corpus (tests/fuzz/corpus/<target>/, grown by
  * tools/fuzz.sh) through the fuzz targets in every build, the sanitized one
  * included: an input that once crashed a target or broke one of its

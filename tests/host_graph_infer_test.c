@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: the order kdag infers, against a brute-force reference.
  *
  * Seeded random graphs of host nodes over small tensors, drawn from the

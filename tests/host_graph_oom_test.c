@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: a node refused for want of memory leaves the graph exactly as
  * it was, and a submission refused for want of memory loses nothing. The
  * library's malloc, calloc and realloc are wrapped at link time

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane property test: thousands of seeded random graphs over pools of
  * i32 and f32 tensors and views of rank 1 and 2 (rg_build_mixed: in-place
  * nodes, transposes, explicit edges too), run on a HOST session with random

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: declaring graphs (checks, inferred order, DOT) and running them
  * on a HOST session's thread pool. */
 #include <ck_pr.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: the host implementations of the built-in kernels against naive
  * reference loops, and the embedded builtins PTX/CUBIN/source. */
 #include <math.h>

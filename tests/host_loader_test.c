@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: the dlopen'd driver and toolkit libraries fail cleanly.
  * Each Criterion test runs in its own process, so each can point the loader
  * somewhere before kdag's first use of it. */

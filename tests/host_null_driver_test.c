@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: the CUDA backend's bookkeeping against tests/null_driver.c, a
  * null CUDA driver (no GPU: kernels do nothing, copies are host memcpys,
  * events finish when recorded or, while held, when waited for).

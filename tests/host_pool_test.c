@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HOST thread pool on its own: queueing never waits, however many
  * items are ready at once, and an item that did not fit in the ring stays
  * visible to every worker. */

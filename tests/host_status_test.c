@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: status codes, messages, option and argument validation. */
 #include <pthread.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: tensor handles, upload/download, views, on a HOST session. */
 #include <pthread.h>
 

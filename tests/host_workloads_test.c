@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host lane: the workloads of kdag-bench (bench/workloads.h), as a user
  * writes them, run to a checked result: the Jacobi of built-ins on a HOST
  * session, and every workload on the null driver with its kernels' host

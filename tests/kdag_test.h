@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers for kdag's Criterion tests.
  *
  * GPU-lane tests call kdt_gpu_session() first: without a usable device they

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Built with KDAG_NO_DEPRECATED (tests/CMakeLists.txt): the previous
  * release's names must then be gone, and the new ones all there. */
 #include "kdag/kdag.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A null CUDA driver for the host lane: a shared library with
  * cuGetProcAddress_v2 and every entry point kdag resolves
  * (cuda/driver_symbols.h), loaded through KDAG_CUDA_DRIVER_PATH.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The null CUDA driver's own interface (tests/null_driver.c): what a test
  * or a benchmark that loaded it through KDAG_CUDA_DRIVER_PATH looks up with
  * dlsym on the same library. Not part of kdag. */

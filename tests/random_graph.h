@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Seeded random graphs over pools of tensors and views, shared by the host
  * property test and the GPU differential tests. rg_build: i32 tensors,
  * rank-1 views (ranges, strided). rg_build_mixed: also f32 tensors, rank-2

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ThreadSanitizer lane for the HOST executor, outside Criterion (whose
  * runner does not work under TSan): seeded random graphs over a pool of
  * tensors and strided views, run with random per-node delays on the thread

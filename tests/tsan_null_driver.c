@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ThreadSanitizer lane for the CUDA backend, against the null driver
  * (tests/null_driver.c; no GPU), outside Criterion (whose runner does not
  * work under TSan). One CUDA session shared by four threads: three each

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Interleaved A/B of two revisions through kdag-bench, for changes a single
 # run cannot settle on a noisy machine (the 2-core build machine, the H200's
 # VM host): each revision is built once (Release) in a worktree, then the two

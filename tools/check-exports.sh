@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The shared library exports exactly the functions its public headers mark
 # KD_API, and every function a public header declares is marked: nothing
 # internal leaks into the ABI, no declared function is hidden or missing.

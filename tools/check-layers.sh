@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The layering of src/ (docs/design/layers.md), checked: each layer
 # includes only itself and the layers before it,
 #   base < compile < cuda < session < graph < exec

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fails when a kd_raw_launch call in examples/, tests/ or bench/ is not preceded,
 # within the 12 lines above it, by a "SAFETY:" comment (the seed's rule:
 # every launch states ABI, order, bounds, aliasing, initialisation, lifetime).

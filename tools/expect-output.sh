@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs a command and passes only if it exits 0 AND its output contains a
 # text: ctest's PASS_REGULAR_EXPRESSION alone ignores the exit status, so a
 # program that printed its verdict and then crashed, leaked under a

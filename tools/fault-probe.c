@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fault-probe: what a sticky device fault leaves usable in one process.
  *
  * Each route runs in its own forked child (CUDA is never initialised in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fuzzes kdag's parsers and graph API (tests/fuzz/) with libFuzzer, then
 # merges what found new coverage into the committed corpus, which
 # host_fuzz_test replays in every build.

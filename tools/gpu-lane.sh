@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU lane in one script.
 #
 #   tools/gpu-lane.sh bundle   (here, no GPU needed)

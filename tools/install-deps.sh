@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs kdag's build and test dependencies from Debian's packages.
 # The CUDA toolkit (nvcc, headers, NVRTC, nvJitLink) is expected at
 # /usr/local/cuda or on PATH; kdag needs no GPU and no driver to build.

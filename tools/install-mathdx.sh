@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs NVIDIA MathDx (cuBLASDx, cuSOLVERDx headers with CUTLASS and
 # commonDx; libmathdx) from PyPI into third_party/mathdx (git-ignored), at
 # pinned versions. MathDx is NVIDIA's, under its own licence (see the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Plots time per node against N for the launch suite of a kdag-bench JSON
 # file (one line per case, GPU and host time side by side), with gnuplot:
 # raw loop, hand graph, kdag EAGER and kdag GRAPH (kdag_graph), then any other

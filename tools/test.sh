@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The test command (README, .ci/run): configure, build, run every test
 # through ctest, plain and ASan+UBSan. GPU tests skip with a reason here.
 # Then everything is built once more as a Release (-O3) build, tests and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wait-probe: which driver calls wait for unrelated work in the same
  * context.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/cache.h — building CUBINs from source and link inputs (NVRTC -dlto,
  * then nvJitLink) through a content-addressed cache in memory and on disk.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/compile.h — run-time compilation with NVRTC and linking with
  * nvJitLink, usable without a GPU.
  *

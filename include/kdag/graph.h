@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/graph.h — a task graph: nodes with declared tensor accesses, their
  * order inferred from those accesses, run as a whole on the session's
  * backend.

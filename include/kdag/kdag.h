@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/kdag.h — kdag runs pipelines of custom CUDA kernels as asynchronous
  * task graphs. This umbrella header includes every other; each of them
  * opens with a banner on its objects, and its declarations state only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/kernel.h — what a kernel launch is made of: modules and their
  * functions (value handles of a session), launch configurations, device
  * spans of borrowed tensors, and typed arguments. The raw scope

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/mathdx.h — NVIDIA MathDx device libraries (cuBLASDx, cuSOLVERDx).
  *
  * MathDx is not part of kdag: tools/install-mathdx.sh installs the pinned

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/raw.h — the scoped raw session: load kernels, borrow tensors, launch.
  *
  * kd_with_raw(session, "op.name", fn, user) is the one execution authority

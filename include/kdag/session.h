@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/session.h — a session: one device, one context, one stream.
  *
  * Ownership: kd_session_create returns an owned session; kd_session_destroy

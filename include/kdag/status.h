@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/status.h — status codes and the message that explains them.
  *
  * Every kdag function that can fail returns a kd_status. On failure it also

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kdag/tensor.h — tensors: typed, compact column-major, session-owned.
  *
  * A kd_tensor is a small value handle (session, slot, generation). Copying it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A graph's arena: a bump allocator over blocks that never move. */
 #include <stdlib.h>
 

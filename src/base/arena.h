@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: memory that lives as long as its graph and never moves (node
  * names, the numbers of access views), bump-allocated from blocks, so the
  * records that point into it stay small and one malloc serves many nodes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Search for a dynamically loaded toolkit library, and its identity (the
  * resolved file's path, size, modification time and a hash of its first and
  * last bytes) for cache keys, computed without loading it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: finding and loading a library at run time (NVRTC, nvJitLink,
  * libmathdx): one loader for all of them. */
 #ifndef KDAG_CUDA_DYNLIB_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Growable arrays: the heap while small, a mapping of their own once large.
  *
  * Large mappings a freed graph let go of are kept, a few and up to

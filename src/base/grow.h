@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the growable arrays of a graph (nodes, accesses, edges, ...).
  *
  * Capacity doubles. An array of KD_GROW_MAPPED bytes or more lives in a

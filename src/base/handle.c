@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Slot table behind value handles. */
 #include <stdlib.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: value handles with generation checks.
  *
  * A handle is 64 bits: session serial (16) | kind (4) | generation (20) |

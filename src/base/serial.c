@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Session serials: a bitmap of the ones live sessions hold. */
 #include <pthread.h>
 

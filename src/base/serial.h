@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: session serial numbers, the 16 bits in every handle that tell
  * the handles of different sessions apart. A serial is never held by two
  * live sessions at once, however many sessions the process has made:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scope stamps: blocks of a process-wide count (base/stamp.h). */
 #include <ck_pr.h>
 

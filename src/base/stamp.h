@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: scope stamps. A stamp names one holding pass of kdag's: a
  * submission, a raw scope, a plan's count of its modules, an executable
  * graph's build. Objects remember the last stamp that held them

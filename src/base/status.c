@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status names, the per-thread message buffer, CUresult conversion. */
 #include <ctype.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: setting the per-thread error message (CUDA results become
  * statuses in cuda/cu_status.h). */
 #ifndef KDAG_BASE_STATUS_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kd_binary: what every compile and link step returns, binaries from the
  * caller's memory, and reading initialised globals out of a CUBIN's ELF
  * symbol table (no GPU needed). */

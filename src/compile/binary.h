@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the kd_binary object (output of NVRTC, input of module loading). */
 #ifndef KDAG_CUDA_BINARY_H
 #define KDAG_CUDA_BINARY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The module cache: recipe keys (XXH3-128), in-memory entries, and disk
  * entries with a checked header, written atomically (temp file + rename). */
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: raw blobs in the module cache's folder (same header and atomic
  * write as CUBIN entries), for outputs of other generators (libmathdx). */
 #ifndef KDAG_CUDA_CACHE_INTERNAL_H

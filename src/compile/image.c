@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUBIN and fatbin headers: which architectures an image carries. */
 #include <stdio.h>
 #include <string.h>

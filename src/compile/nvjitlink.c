@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nvJitLink, loaded at run time: links LTO-IR, PTX, CUBIN, fatbin and
  * device-library inputs into one CUBIN. Entry points are the versioned
  * __nvJitLink*_13_0 symbols that nvJitLink.h's inline wrappers call. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVRTC, loaded at run time: compile CUDA C++ to PTX, CUBIN or LTO-IR. */
 #include <dlfcn.h>
 #include <nvrtc.h>

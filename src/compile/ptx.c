@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* PTX text: the seed's NUL rules, the ISA version, .entry signatures. */
 #include <ctype.h>
 #include <stdio.h>

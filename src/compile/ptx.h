@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: what kdag reads out of PTX text and CUBIN/fatbin images on the
  * CPU, so checks work on the host lane and errors can name architectures. */
 #ifndef KDAG_CUDA_PTX_H

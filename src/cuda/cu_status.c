@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUDA driver results as kdag statuses, converted where each call is made. */
 #include "base/status_internal.h"
 #include "cuda/cu_status.h"

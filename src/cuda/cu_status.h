@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: a CUDA driver result as a kd_status with a message, at the
  * call site (the CUDA layer and the executors that call the driver). */
 #ifndef KDAG_CUDA_CU_STATUS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Session device state: context, stream, pool, events, allocations. */
 #include <ck_pr.h>
 #include <pthread.h>

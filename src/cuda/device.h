@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: one session's hold on a CUDA device — primary context, the one
  * stream, the event pool, the stream-ordered memory pool and pinned staging.
  * Knows nothing of tensors or graphs; the engine calls it. Not thread-safe:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dlopen'd CUDA driver table, resolved once per process. */
 #include <dlfcn.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the dlopen'd CUDA driver. kdag never links libcuda; it loads
  * libcuda.so.1 (or $KDAG_CUDA_DRIVER_PATH) once per process and resolves the
  * symbols of driver_symbols.h through cuGetProcAddress. */

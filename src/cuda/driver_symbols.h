@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* X-macro list of every CUDA driver entry point kdag uses. Each is resolved
  * once through cuGetProcAddress at the CUDA version of the headers kdag was
  * built with, so the ABI of each pointer matches its declaration here.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loading PTX, CUBIN and fatbin images; function ABI; kernel launch. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: loaded modules, their functions' ABI, and kernel launch. */
 #ifndef KDAG_CUDA_MODULE_H
 #define KDAG_CUDA_MODULE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pinned host staging for uploads and downloads, placed on the GPU's NUMA
  * node. Blocks come in power-of-two size classes and are reused, so steady
  * state never pins or unpins memory; unpinning (cuMemHostUnregister,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kd_session_create: a session (session/session.c) and the backend that
  * runs its work, picked by what kd_session_open found: the CUDA backend
  * on a device, the HOST backend without one (or when asked for). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA backend (session/backend.h): work on the session's stream, a
  * submission run by the EAGER executor (exec/cuda_eager.c) or as the
  * plan's executable CUDA graph (exec/cuda_graph.c), with the AUTO policy

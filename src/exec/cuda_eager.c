@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The EAGER executor: every node of the plan, in topological order, on the
  * session's one stream. Ordering comes from the stream itself; the edges
  * matter for the HOST pool and for GRAPH mode. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GRAPH executor: a plan as one executable CUDA graph, launched on the
  * session stream.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: executing a planned graph. Each submission resolves every
  * node's arguments against the current bindings (so rebinding and graph
  * edits never touch work in flight) and keeps what it uses in a held set

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HOST executor: a submission becomes one task per node, released to
  * the thread pool as their predecessors finish. */
 #include <ck_pr.h>

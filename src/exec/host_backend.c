@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HOST backend (session/backend.h): tensors in host memory, each
  * submission a run of tasks on the session's thread pool (exec/host.c),
  * started when the one before it is done, as work on a stream. */

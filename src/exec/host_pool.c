@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HOST backend's worker threads. */
 #include <ck_pr.h>
 #include <sched.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the HOST backend's thread pool. Workers are placed one per core
  * of the creating thread's CPU binding with hwloc and take ready tasks from
  * a Concurrency Kit MPMC ring; a semaphore counts queued tasks so idle

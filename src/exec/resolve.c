@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What both CUDA executors and the HOST executor resolve a node into:
  * a kernel or built-in node's launch against the graph's current
  * bindings, a foreign node's spans, and the callbacks' marked calls.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Submitting graphs, tickets and host sinks. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A submission's transfers on a CUDA session: the pinned staging block of
  * each upload and sink, and each sink's event, taken before anything is
  * enqueued (both executors), so that running out of pinned memory or

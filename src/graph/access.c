@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A node's declaration: each tensor access resolved and checked (bounds,
  * residency, initialization, aliasing within the node) before anything
  * changes, then the node committed with everything it needs reserved

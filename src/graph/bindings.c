@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What changes between submissions without a new plan: a binding's
  * tensor (kd_graph_rebind) and a kernel node's value arguments
  * (kd_graph_set_arg). GRAPH mode then patches the executable graph in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal to src/graph: what declaring a node shares between its files.
  * A node's accesses are resolved and checked one by one into a node_ctx
  * (access.c), then committed at once, each access ordered after the ones

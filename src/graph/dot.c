@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A graph as Graphviz DOT, and its statistics. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Element footprints of views: runs, boxes of arithmetic progressions, or a
  * bounding interval. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the set of elements a view touches, for overlap and coverage
  * tests between accesses. Three kinds, chosen when the access is declared:
  *

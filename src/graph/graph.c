@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Graphs: creation, destruction, the execution mode. A graph's nodes are
  * declared in nodes.c (checked in access.c, ordered in infer.c), its
  * bindings changed in bindings.c, drawn in dot.c. */

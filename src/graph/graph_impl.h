@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the task graph's data, shared by graph/ (declaring, checking,
  * inferring order) and engine/ (planning, executing). */
 #ifndef KDAG_GRAPH_GRAPH_IMPL_H

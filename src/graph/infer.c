@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inferred order: each access ordered after the earlier active accesses
  * of its tensor that it conflicts with, the implied edges dropped, and
  * declared edges (kd_graph_edge) checked for cycles. */

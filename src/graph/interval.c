@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sets of active accesses: arrays of element intervals, sorted once large. */
 #include <stdlib.h>
 #include <string.h>

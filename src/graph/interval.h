@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: a tensor's active accesses (those that can still conflict with
  * later ones), by their footprints' bounding element intervals, so that a
  * new access visits only the entries whose interval meets its own.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node constructors: built-in kernels, uploads and sinks, host
  * functions, foreign nodes and user kernels, each checked and committed
  * through access.c. */

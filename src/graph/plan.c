@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plans: topological order and successor lists, built once per graph shape. */
 #include <stdlib.h>
 #include <string.h>

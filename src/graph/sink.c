@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host sinks: what a destroyed graph's sinks give back. Their copies are
  * taken, committed and waited for by the executors (exec/xfer.c, the
  * backends' sink_wait). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the interface between a session and the backend that runs its
  * work, as ggml's ggml_backend_i: one table per backend, each slot
  * required unless marked optional.

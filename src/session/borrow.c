@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Borrow checking: many readers or one writer per tensor per scope. */
 #include "base/status_internal.h"
 #include "session/borrow.h"

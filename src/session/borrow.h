@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: per-scope borrow state of one tensor (the seed's tensor /
  * tensor_mut rules). State from an older scope is stale and reads as "not
  * borrowed", so ending a scope needs no pass over its tensors. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The in-order completion ring: each piece of enqueued work records one
  * event (or, a HOST run, is a fence: session/fence.h) and keeps what it
  * uses alive until that event has fired.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the in-order completion ring (session/completion.c): what
  * enqueued work keeps alive until it is done, deferred releases, and
  * orphaned sink copies. Under the session lock. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: what a completion waits for when the work is not on a CUDA
  * stream (a HOST run): an object whose first member is a kd_fence, whose
  * ops say whether it is done, wait for it and drop the completion's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Held sets: what a piece of work keeps alive until its completion
  * retires (session/held.h). */
 #include <stdlib.h>

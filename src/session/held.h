@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the set of objects one piece of work keeps alive until it has
  * completed (a submission, a raw scope, an executable graph), released
  * when its completion retires. Objects of the layers above (executable

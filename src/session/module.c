@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Module handles: loaded code as refcounted session objects. */
 #include <ck_pr.h>
 #include <stdio.h>

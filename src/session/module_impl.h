@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: modules as session objects, kdag's built-in kernels and the
  * deferred unloads (session/module.c). Fields are guarded by the session
  * lock; refs are atomic. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The raw scope: the seed's with_raw execution authority. */
 #include <ck_pr.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the raw scope's state (session/raw.c), one per session. */
 #ifndef KDAG_SESSION_RAW_IMPL_H
 #define KDAG_SESSION_RAW_IMPL_H

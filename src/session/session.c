@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Sessions: backend choice, the lock every entry point takes, counters,
  * teardown. */
 #include <ck_pr.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: the session and how every entry point enters it
  * (session/session.c); with it the headers of the objects it owns, so a
  * file above includes this one. Every field is guarded by kd_session.lock. */

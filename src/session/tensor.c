@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensors: creation, upload, download, references. */
 #include <ck_pr.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: tensors as session objects (session/tensor.c). Fields are
  * guarded by the session lock; refs are atomic. */
 #ifndef KDAG_SESSION_TENSOR_IMPL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Views: a tensor's whole view, compactness, and the checks of a view
  * against its tensor. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal: checking a view against its tensor, in one pass over its
  * numbers that also answers what the graph asks next (how many elements,
  * how far, one run or strided). */

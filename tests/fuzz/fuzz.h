@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz targets: kdag's parsers of untrusted bytes (PTX text, CUBIN and
  * fatbin images), programs of graph calls (views with hostile numbers,
  * bad tensors, edges, rebinds, submissions) on a HOST session and on a

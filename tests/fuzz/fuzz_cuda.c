@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: graph programs (tests/fuzz/program.c) on a CUDA session over
  * the null driver (tests/null_driver.c), which runs no GPU work and proves
  * nothing about a GPU: what it exercises is the CUDA backend's bookkeeping,

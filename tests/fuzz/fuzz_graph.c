@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: graph programs (tests/fuzz/program.c) on a HOST session,
  * where the built-in nodes compute: every submission must match running
  * the accepted nodes one by one with the host kernels. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: CUBIN and fatbin images. kdag reads an image's ELF or
  * fatbin headers on the CPU to name its architectures (compile/image.c) and
  * reads initialised globals out of a CUBIN's symbol table

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: PTX text. kdag reads .version, .target and every .entry
  * signature of the PTX a caller hands it (compile/ptx.c), on the CPU, before
  * the driver sees it. Properties: the text checks refuse exactly the texts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: raw scopes (kd_with_raw) on a CUDA session over the null
  * driver (tests/null_driver.c, no GPU): borrows of whole tensors and of
  * views, outputs allocated in the scope, launches of a kernel whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer's entry point for one target (KDF_TARGET, set by CMake): a
  * broken property aborts, which libFuzzer reports as a crash and saves. */
 #include <stdarg.h>

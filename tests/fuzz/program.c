@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The graph program behind the fuzz targets fuzz_graph (a HOST session)
  * and fuzz_cuda (a CUDA session on the null driver): the input is a program
  * of calls (tensors, built-in nodes, uploads, sinks, host nodes, edges,

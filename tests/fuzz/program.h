@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The graph program shared by the fuzz targets fuzz_graph (HOST) and
  * fuzz_cuda (CUDA on the null driver): its state, and what a backend adds
  * (tests/fuzz/program.c runs it). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the fuzz targets share (shared.h). */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the fuzz targets share (tests/fuzz/shared.c): arguments drawn from
  * their input (numbers, views, launch configurations, kernel arguments, a
  * kernel's signature as PTX), the CUDA session over the null driver, and
