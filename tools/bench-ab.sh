@@ -40,6 +40,11 @@ fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=${KDAG_AB_DIR:-/tmp/kdag-ab}
 mkdir -p "$dir"
+# Revisions that look in the configured MathDx folder (not the worktree's
+# third_party/) find this checkout's through the environment.
+if [ -z "${KDAG_MATHDX_DIR:-}" ] && [ -d "$here/third_party/mathdx" ]; then
+  export KDAG_MATHDX_DIR="$here/third_party/mathdx"
+fi
 
 build() { # REV NAME: a detached worktree of REV at $dir/NAME, kdag-bench built in it
   local src="$dir/$2"

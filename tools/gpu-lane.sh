@@ -78,6 +78,10 @@ bundle() {
       strip --strip-debug -o "$build/ab/$side/build/bench/kdag-bench" "$ab/$side/build/bench/kdag-bench"
     done
   fi
+  # The test binaries (half the bundle, each carrying the embedded kernels)
+  # travel compressed too; run unpacks them in place.
+  rm -f "$build/tests-bin.tar.xz"
+  (cd "$build" && XZ_OPT=-T0 tar -cJf tests-bin.tar.xz --remove-files $(ls tests/*_test tests/*_test_asan 2>/dev/null))
   # The build tree records its absolute path; the run step recreates it.
   echo "$here" > "$build/source-dir"
   # The libraries travel compressed, like MathDx: the carry limit is 64 MiB
@@ -106,10 +110,12 @@ run() {
     mkdir -p /tmp/kdag-carry && tar -C /tmp/kdag-carry -xJf "$build/carry-lib.tar.xz"
     libs=/tmp/kdag-carry/carry-lib
   fi
+  [ -f "$build/tests-bin.tar.xz" ] && tar -C "$build" -xJf "$build/tests-bin.tar.xz"
   export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export KDAG_REQUIRE_GPU=1
   if [ -f "$build/mathdx.tar.xz" ]; then
-    export KDAG_MATHDX_DIR=/tmp/kdag-mathdx
+    # Where the tests look (ctest points them at the checkout's third_party).
+    export KDAG_MATHDX_DIR=$here/third_party/mathdx
     mkdir -p "$KDAG_MATHDX_DIR" && tar -C "$KDAG_MATHDX_DIR" -xJf "$build/mathdx.tar.xz"
   fi
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv || true

@@ -92,7 +92,16 @@ static inline kd_garg kd_g_access(kd_access a, kd_view v) { kd_garg g; g.is_tens
 static inline kd_garg kd_g_in(kd_view v) { return kd_g_access(KD_IN, v); }
 static inline kd_garg kd_g_out(kd_view v) { return kd_g_access(KD_OUT, v); }
 static inline kd_garg kd_g_inout(kd_view v) { return kd_g_access(KD_INOUT, v); }
-static inline kd_garg kd_g_value(kd_arg a) { kd_garg g; g.is_tensor = 0; g.access = KD_IN; g.view = kd_whole((kd_tensor){0}); g.value = a; return g; }
+static inline kd_garg kd_g_value(kd_arg a) {
+  kd_tensor none; /* no compound literal: the header is valid C++ too */
+  none.bits = 0;
+  kd_garg g;
+  g.is_tensor = 0;
+  g.access = KD_IN;
+  g.view = kd_whole(none);
+  g.value = a;
+  return g;
+}
 
 /* Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_OUT_OF_MEMORY. *out_graph owned
  * (kd_graph_destroy, before the session is destroyed: the graph holds no

@@ -4,6 +4,7 @@
  * opens with a banner on its objects, and its declarations state only
  * where they differ from the conventions below.
  *
+ *   kdag/version.h   the version of the headers and of the loaded library
  *   kdag/status.h    status codes and the thread's last message
  *   kdag/session.h   a session: a device (or the HOST backend), its stream, counters
  *   kdag/tensor.h    tensors (value handles) and views
@@ -47,6 +48,7 @@
 #ifndef KDAG_KDAG_H
 #define KDAG_KDAG_H
 
+#include "kdag/version.h"
 #include "kdag/status.h"
 #include "kdag/session.h"
 #include "kdag/tensor.h"

@@ -18,7 +18,7 @@
 #include "kdag/mathdx.h"
 
 #ifndef KDAG_MATHDX_DEFAULT_DIR
-#define KDAG_MATHDX_DEFAULT_DIR "third_party/mathdx"
+#define KDAG_MATHDX_DEFAULT_DIR "/usr/local/share/kdag/mathdx"
 #endif
 #ifndef KDAG_CUDA_TOOLKIT_INCDIR
 #define KDAG_CUDA_TOOLKIT_INCDIR "/usr/local/cuda/include"
@@ -142,8 +142,9 @@ kd_status kd_mathdx_find(kd_mathdx_info *out) {
     if (!is_file(probe))
       return kd_fail(KD_ERR_LIBRARY_MISSING,
                      "%s: MathDx not found in %s (%s): no cublasdx.hpp under nvidia/mathdx/include "
-                     "or include/. Run tools/install-mathdx.sh, or point KDAG_MATHDX_DIR at a "
-                     "MathDx install", op, root, env && *env ? "KDAG_MATHDX_DIR" : "kdag's default");
+                     "or include/. Point the environment variable KDAG_MATHDX_DIR at a MathDx "
+                     "install (tools/install-mathdx.sh DIR puts the PyPI wheels in DIR)",
+                     op, root, env && *env ? "KDAG_MATHDX_DIR" : "the folder kdag was configured with");
   }
   snprintf(out->cuda_include_dir, sizeof out->cuda_include_dir, "%s", KDAG_CUDA_TOOLKIT_INCDIR);
   snprintf(out->cccl_include_dir, sizeof out->cccl_include_dir, "%s/cccl", KDAG_CUDA_TOOLKIT_INCDIR);
