@@ -27,7 +27,15 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/kdagConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/kdagConfig.cmake ${PROJECT_BINARY_DIR}/kdagConfigVersion.cmake
   DESTINATION ${KDAG_CMAKE_DIR})
 
-# kdag.pc: absolute install directories may sit outside the prefix.
+# kdag.pc finds the prefix from where it lies (pkg-config's pcfiledir), so
+# the installed tree can move too; absolute install directories stay as
+# they are.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(KDAG_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH _kdag_up "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+  set(KDAG_PC_PREFIX "\${pcfiledir}/${_kdag_up}")
+endif()
 foreach(_kdag_dir LIBDIR INCLUDEDIR)
   if(IS_ABSOLUTE "${CMAKE_INSTALL_${_kdag_dir}}")
     set(KDAG_PC_${_kdag_dir} "${CMAKE_INSTALL_${_kdag_dir}}")

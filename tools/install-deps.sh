@@ -4,7 +4,9 @@
 # The CUDA toolkit (nvcc, headers, NVRTC, nvJitLink) is expected at
 # /usr/local/cuda or on PATH; kdag needs no GPU and no driver to build.
 set -euo pipefail
-pkgs=(cmake pkg-config gcc clang make binutils libck-dev libhwloc-dev libcriterion-dev libjansson-dev libxxhash-dev)
+# g++ and libudev-dev: the downstream test (a C++17 file; hwloc's static
+# link flags, which pkg-config --static follows, name -ludev).
+pkgs=(cmake pkg-config gcc g++ clang make binutils libck-dev libhwloc-dev libudev-dev libcriterion-dev libjansson-dev libxxhash-dev)
 # pip installs MathDx (tools/install-mathdx.sh) when no python3 pip exists yet.
 command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || pkgs+=(python3-pip)
 missing=()
