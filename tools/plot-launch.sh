@@ -4,7 +4,7 @@
 # file (one line per case, GPU and host time side by side), with gnuplot:
 # raw loop, hand graph, kdag EAGER and kdag GRAPH (kdag_graph), then any other
 # case of the suite. A case without rows (skipped) is named on stderr.
-#   tools/plot-launch.sh bench/results/h200-2026-12-02.json bench/results/h200-2026-12-02-launch.png
+#   tools/plot-launch.sh bench/results/h200/launch.json bench/results/h200/launch.png
 set -euo pipefail
 json=${1:?usage: $0 RESULTS.json OUT.png}
 png=${2:?usage: $0 RESULTS.json OUT.png}
