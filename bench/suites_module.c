@@ -102,7 +102,7 @@ static kb_status module_flush(void *state, char *why, size_t cap) {
 
 static kd_build_recipe add_recipe(const module_suite *s) {
   kd_build_recipe r;
-  memset(&r, 0, sizeof r);
+  kd_build_recipe_init(&r);
   r.source = (const char *)kd_kernel_add_source;
   r.nvrtc.arch = s->arch;
   r.nvrtc.program_name = "add.cu";

@@ -37,7 +37,7 @@ static kb_status nvrtc_batch(kb_run *run, void *state, uint64_t iterations, kb_t
   char arch[32];
   /* kd_kernel_arch is "sm_XX"; PTX targets the matching compute_XX. */
   snprintf(arch, sizeof arch, "%s%s", t->emit_ptx_arch ? "compute_" : "sm_", kd_kernel_arch + 3);
-  kd_nvrtc_options o = {.arch = arch, .program_name = "add.cu", .lto = t->lto};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = arch, .program_name = "add.cu", .lto = t->lto};
   uint64_t t0 = kb_now_ns();
   for (uint64_t i = 0; i < iterations; ++i) {
     kd_binary *bin = NULL;

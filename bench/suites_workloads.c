@@ -304,7 +304,7 @@ static kb_status hand_setup(kb_run *run, void **state, int as_graph) {
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
     const char *opts[] = {KB_WL_FMAD};
-    kd_nvrtc_options o = {.arch = arch, .extra_flags = opts, .extra_flag_count = 1, .program_name = "workload.cu"};
+    kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = arch, .extra_flags = opts, .extra_flag_count = 1, .program_name = "workload.cu"};
     kd_binary *b = NULL;
     if (kd_nvrtc_compile(kb_wl_source(spec.kind), &o, &b)) {
       st = kb_run_fail(run, "kd_nvrtc_compile: %s", kd_last_error());

@@ -550,7 +550,7 @@ typedef struct compile_job {
 static kd_status compile(kd_raw *raw, void *user) {
   compile_job *j = user;
   const char *opts[] = {KB_WL_FMAD};
-  kd_nvrtc_options o = {.extra_flags = opts, .extra_flag_count = 1, .program_name = "workload.cu"};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .extra_flags = opts, .extra_flag_count = 1, .program_name = "workload.cu"};
   kd_status st = kd_raw_compile_nvrtc(raw, kb_wl_source(j->w->spec.kind), &o, &j->w->m);
   if (st) return st;
   j->w->has_module = 1;

@@ -112,7 +112,7 @@ static inline kd_status dx_build_gemm(kd_cubin_cache *cache, const kd_mathdx_inf
   const char *defs[] = {def_t, def_sm, "KD_DX_THREADS=256"};
   const char *tags[] = {mdx->key_tag};
   kd_build_recipe r;
-  memset(&r, 0, sizeof r);
+  kd_build_recipe_init(&r);
   r.source = dx_gemm_source;
   kd_status st = kd_mathdx_nvrtc_options(mdx, &r.nvrtc);
   if (st) return st;
@@ -164,7 +164,7 @@ static inline kd_status dx_build_cholesky(kd_cubin_cache *cache, int sm, kd_bina
                            kd_link_input_of(trsm_t.ltoir, "cusolverdx trsm (L^T)"),
                            kd_link_input_of(potrf.fatbin, "cusolverdx universal fatbin")};
     kd_build_recipe r;
-    memset(&r, 0, sizeof r);
+    kd_build_recipe_init(&r);
     r.source = dx_cholesky_source;
     r.nvrtc.arch = arch;
     r.nvrtc.defines = defs;

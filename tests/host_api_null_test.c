@@ -175,7 +175,7 @@ Test(host_api_null, raw_and_compile_functions_refuse_null_pointers) {
   REFUSED("inputs", kd_nvjitlink_link, NULL, 1, NULL, &bin);
   kd_link_input in = {.kind = KD_BINARY_PTX, .data = "x", .size = 2, .name = "x"};
   REFUSED("options", kd_nvjitlink_link, &in, 1, NULL, &bin);
-  REFUSED("out_binary", kd_nvjitlink_link, &in, 1, &(kd_link_options){.arch = "sm_90"}, NULL);
+  REFUSED("out_binary", kd_nvjitlink_link, &in, 1, &(kd_link_options){.struct_size = sizeof(kd_link_options), .arch = "sm_90"}, NULL);
   REFUSED("major", kd_nvrtc_version, NULL, &minor);
   REFUSED("minor", kd_nvjitlink_version, &major, NULL);
   REFUSED("out_cache", kd_cubin_cache_create, NULL, NULL);

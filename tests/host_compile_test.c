@@ -9,7 +9,7 @@
 #include "kernels/embedded.h"
 
 Test(host_compile, nvrtc_compiles_add_to_ptx_naming_the_entry) {
-  kd_nvrtc_options o = {.arch = "compute_90"};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = "compute_90"};
   kd_binary *b = NULL;
   KDT_OK(kd_nvrtc_compile((const char *)kd_kernel_add_source, &o, &b));
   cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_PTX);
@@ -32,7 +32,7 @@ Test(host_compile, nvrtc_compiles_add_to_ptx_naming_the_entry) {
 }
 
 Test(host_compile, nvrtc_sm_arch_gives_cubin_for_that_arch) {
-  kd_nvrtc_options o = {.arch = "sm_80"};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = "sm_80"};
   kd_binary *b = NULL;
   KDT_OK(kd_nvrtc_compile((const char *)kd_kernel_add_source, &o, &b));
   cr_assert_eq(kd_binary_kind_of(b), KD_BINARY_CUBIN);
@@ -53,7 +53,7 @@ Test(host_compile, nvrtc_lto_and_options) {
   kdt_write_file(header, "#define KD_PROBE_HEADER 1\n");
   const char *inc[] = {dir};
   const char *defs[] = {"KD_SCALE=3", "KD_FLAG"};
-  kd_nvrtc_options o = {.arch = "sm_90", .std = "c++17", .include_paths = inc, .include_path_count = 1,
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = "sm_90", .std = "c++17", .include_paths = inc, .include_path_count = 1,
                         .defines = defs, .define_count = 2, .lto = 1};
   const char *src =
       "#include <kd_probe.h>\n"
@@ -73,7 +73,7 @@ Test(host_compile, nvrtc_lto_and_options) {
 }
 
 Test(host_compile, compile_error_carries_the_full_log) {
-  kd_nvrtc_options o = {.arch = "compute_90", .program_name = "broken.cu"};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = "compute_90", .program_name = "broken.cu"};
   kd_binary *b = (kd_binary *)0x1;
   const char *src = "extern \"C\" __global__ void k(float *x) { x[0] = undeclared_name; }\n";
   KDT_FAILS(kd_nvrtc_compile(src, &o, &b), KD_ERR_COMPILE_FAILED, "undeclared_name");
@@ -84,7 +84,7 @@ Test(host_compile, compile_error_carries_the_full_log) {
 
 Test(host_compile, bad_options_are_invalid_arguments) {
   kd_binary *b;
-  kd_nvrtc_options o = {0};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options)};
   KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "arch is required");
   KDT_FAILS(kd_nvrtc_compile("x", NULL, &b), KD_ERR_INVALID_ARGUMENT, "arch is required");
   o.arch = "gfx90a";
@@ -102,7 +102,7 @@ Test(host_compile, bad_options_are_invalid_arguments) {
   o.define_count = 0;
   o.arch = "sm_90_an_architecture_name_far_too_long";
   KDT_FAILS(kd_nvrtc_compile("x", &o, &b), KD_ERR_INVALID_ARGUMENT, "longer than 31 characters");
-  kd_link_options lo = {.arch = "sm_90_an_architecture_name_far_too_long"};
+  kd_link_options lo = {.struct_size = sizeof(kd_link_options), .arch = "sm_90_an_architecture_name_far_too_long"};
   kd_link_input in = {.kind = KD_BINARY_PTX, .data = "x", .size = 2};
   KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &b), KD_ERR_INVALID_ARGUMENT, "longer than 31 characters");
   KDT_FAILS(kd_binary_from_memory(KD_BINARY_CUBIN, "x", 1, "sm_90_an_architecture_name_far_too_long", 0, &b),
@@ -126,7 +126,7 @@ Test(host_compile, a_long_define_is_passed_whole) {
   memcpy(def, "KD_LONG=", 8);
   def[sizeof def - 2] = 'Z'; /* the macro's value ends in Z only if nothing was cut */
   const char *defs[] = {def};
-  kd_nvrtc_options o = {.arch = "compute_90", .defines = defs, .define_count = 1};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = "compute_90", .defines = defs, .define_count = 1};
   const char *src = "#define STR2(x) #x\n#define STR(x) STR2(x)\n"
                     "static_assert(sizeof(STR(KD_LONG)) == 5991 + 1, \"KD_LONG was cut\");\n"
                     "extern \"C\" __global__ void k(int *x) { x[0] = 1; }\n";

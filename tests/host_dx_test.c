@@ -19,7 +19,7 @@ static const char tiny_src[] =
 
 static kd_build_recipe tiny_recipe(const char **defs) {
   kd_build_recipe r;
-  memset(&r, 0, sizeof r);
+  kd_build_recipe_init(&r);
   r.source = tiny_src;
   r.nvrtc.arch = "sm_90";
   defs[0] = "TINY_VALUE=7";
@@ -56,7 +56,7 @@ Test(host_dx, unreferenced_device_variables_are_dropped_unless_named) {
                             "extern \"C\" __device__ const unsigned spare_v[2] = {5, 6};\n"
                             "extern \"C\" __global__ void k(unsigned *x) { x[0] = 1; }\n";
   kd_build_recipe r;
-  memset(&r, 0, sizeof r);
+  kd_build_recipe_init(&r);
   r.source = src;
   r.nvrtc.arch = "sm_90";
   r.nvrtc.relocatable = 1;
@@ -92,13 +92,13 @@ Test(host_dx, unreferenced_device_variables_are_dropped_unless_named) {
 Test(host_dx, link_errors_carry_the_linker_log) {
   const char *src = "extern \"C\" __device__ float kd_missing_fn(float);\n"
                     "extern \"C\" __global__ void k(float *x) { x[0] = kd_missing_fn(x[1]); }\n";
-  kd_nvrtc_options o = {.arch = "sm_90", .lto = 1, .relocatable = 1};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = "sm_90", .lto = 1, .relocatable = 1};
   kd_binary *lto = NULL, *cubin = (kd_binary *)0x1;
   KDT_OK(kd_nvrtc_compile(src, &o, &lto));
   cr_assert_eq(kd_binary_kind_of(lto), KD_BINARY_LTOIR);
   cr_assert_geq(kd_binary_producer_version(lto), 13000);
   kd_link_input in = kd_link_input_of(lto, "missing.ltoir");
-  kd_link_options lo = {.arch = "sm_90"};
+  kd_link_options lo = {.struct_size = sizeof(kd_link_options), .arch = "sm_90"};
   KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &cubin), KD_ERR_LINK_FAILED, "kd_missing_fn");
   cr_assert_null(cubin);
   cr_assert(strstr(kd_last_error(), "nvJitLinkComplete"), "%s", kd_last_error());
@@ -117,7 +117,7 @@ Test(host_dx, link_errors_carry_the_linker_log) {
 
 Test(host_dx, compile_errors_through_the_cache_carry_the_log) {
   kd_build_recipe r;
-  memset(&r, 0, sizeof r);
+  kd_build_recipe_init(&r);
   r.source = "extern \"C\" __global__ void k(float *x) { x[0] = not_declared; }\n";
   r.nvrtc.arch = "sm_90";
   r.nvrtc.program_name = "broken_dx.cu";

@@ -402,7 +402,7 @@ Test(host_kernels, nvrtc_compiles_the_builtins_source) {
   cr_assert_not_null(cut, "__FILE__ is %s", __FILE__);
   snprintf(cut, sizeof dir - (size_t)(cut - dir), "/kernels");
   const char *inc[] = {dir};
-  kd_nvrtc_options o = {.arch = "compute_90", .include_paths = inc, .include_path_count = 1,
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = "compute_90", .include_paths = inc, .include_path_count = 1,
                         .program_name = "builtins.cu"};
   kd_binary *b = NULL;
   KDT_OK(kd_nvrtc_compile((const char *)kd_kernel_builtins_source, &o, &b));

@@ -71,7 +71,7 @@ Test(host_loader, missing_nvrtc_is_library_missing) {
   setenv("KDAG_NVRTC_PATH", "/nonexistent/libnvrtc.so.13", 1);
   int major, minor;
   KDT_FAILS(kd_nvrtc_version(&major, &minor), KD_ERR_LIBRARY_MISSING, "/nonexistent/libnvrtc.so.13");
-  kd_nvrtc_options o = {.arch = "compute_90"};
+  kd_nvrtc_options o = {.struct_size = sizeof(kd_nvrtc_options), .arch = "compute_90"};
   kd_binary *b = (kd_binary *)0x1;
   KDT_FAILS(kd_nvrtc_compile("__global__ void k() {}", &o, &b), KD_ERR_LIBRARY_MISSING, "KDAG_NVRTC_PATH");
   cr_assert_null(b);

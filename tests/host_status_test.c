@@ -6,12 +6,58 @@
 #include "kdag_test.h"
 
 Test(host_status, every_code_has_a_distinct_name) {
-  for (int a = KD_OK; a <= KD_ERR_LTO_VERSION; ++a) {
+  for (int a = KD_OK; a <= KD_ERR_VERSION_MISMATCH; ++a) {
     cr_assert_str_neq(kd_status_name((kd_status)a), "KD_ERR_UNKNOWN", "code %d unnamed", a);
-    for (int b = a + 1; b <= KD_ERR_LTO_VERSION; ++b)
+    for (int b = a + 1; b <= KD_ERR_VERSION_MISMATCH; ++b)
       cr_assert_str_neq(kd_status_name((kd_status)a), kd_status_name((kd_status)b));
   }
   cr_assert_str_eq(kd_status_name((kd_status)999), "KD_ERR_UNKNOWN");
+}
+
+/* Every options struct is refused uninitialized (struct_size 0) and with
+ * another size than this library's, naming the call and the field. */
+Test(host_status, options_structs_check_their_size) {
+  kd_session_options so;
+  kd_session_options_init(&so);
+  cr_assert_eq(so.struct_size, sizeof so);
+  kd_session *s = NULL;
+  so.struct_size = 0;
+  KDT_FAILS(kd_session_create(&so, &s), KD_ERR_INVALID_ARGUMENT, "kd_session_create: options->struct_size is 0");
+  so.struct_size = sizeof so + 8;
+  KDT_FAILS(kd_session_create(&so, &s), KD_ERR_VERSION_MISMATCH, "kd_session_options of this kdag");
+  cr_assert_null(s);
+
+  kd_nvrtc_options no;
+  kd_nvrtc_options_init(&no);
+  cr_assert_eq(no.struct_size, sizeof no);
+  no.arch = "compute_90";
+  kd_binary *b = NULL;
+  no.struct_size = 0;
+  KDT_FAILS(kd_nvrtc_compile("__global__ void k() {}", &no, &b), KD_ERR_INVALID_ARGUMENT,
+            "kd_nvrtc_options_init()");
+  no.struct_size = sizeof no - 4;
+  KDT_FAILS(kd_nvrtc_compile("__global__ void k() {}", &no, &b), KD_ERR_VERSION_MISMATCH,
+            "compiled against the headers of another kdag version");
+  cr_assert_null(b);
+
+  kd_link_options lo;
+  kd_link_options_init(&lo);
+  lo.arch = "sm_90";
+  static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n";
+  kd_link_input in = {.kind = KD_BINARY_PTX, .data = ptx, .size = sizeof ptx, .name = "p"};
+  lo.struct_size = 1;
+  KDT_FAILS(kd_nvjitlink_link(&in, 1, &lo, &b), KD_ERR_VERSION_MISMATCH, "options->struct_size is 1");
+
+  kd_build_recipe r;
+  kd_build_recipe_init(&r);
+  cr_assert_eq(r.nvrtc.struct_size, sizeof r.nvrtc);
+  r.source = "__global__ void k() {}";
+  r.nvrtc.arch = "sm_90";
+  r.nvrtc.struct_size = 0;
+  kd_module_key key;
+  KDT_FAILS(kd_build_key(&r, &key), KD_ERR_INVALID_ARGUMENT, "recipe->nvrtc.struct_size is 0");
+  cr_assert_eq(kd_version(), KD_VERSION);
+  cr_assert_str_eq(kd_version_string(), "0.2.0");
 }
 
 Test(host_status, session_options_are_validated) {

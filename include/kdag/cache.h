@@ -66,6 +66,11 @@ typedef struct kd_build_recipe {
   int keep_unused_variables; /* 1: keep every device variable (drops nothing) */
 } kd_build_recipe;
 
+/* Zeroes *recipe (every field's default) and fills recipe->nvrtc with
+ * kd_nvrtc_options_init, whose struct_size the build calls check. NULL is
+ * ignored; thread-safe. */
+KD_API void kd_build_recipe_init(kd_build_recipe *recipe);
+
 /* A module key: XXH3-128 as 32 lowercase hex digits and a NUL. */
 typedef struct kd_module_key {
   char hex[33];

@@ -14,6 +14,7 @@
 #define KDAG_COMPILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kdag/status.h"
 
@@ -30,6 +31,7 @@ typedef enum kd_binary_kind {
 } kd_binary_kind;
 
 typedef struct kd_nvrtc_options {
+  uint32_t struct_size; /* sizeof(kd_nvrtc_options), set by kd_nvrtc_options_init: checked */
   /* "sm_90" compiles to CUBIN for that GPU, "compute_90" to PTX. NULL: the
    * session device's sm_XX inside a raw scope; required outside one. */
   const char *arch;
@@ -52,6 +54,10 @@ typedef struct kd_nvrtc_options {
   int lto;                           /* 1: -dlto, output is LTO-IR */
   int relocatable;                   /* 1: -rdc=true */
 } kd_nvrtc_options;
+
+/* Zeroes *options (every field's default) and sets struct_size. NULL is
+ * ignored; thread-safe. */
+KD_API void kd_nvrtc_options_init(kd_nvrtc_options *options);
 
 /* Output of one compilation. Owned by the caller: free with kd_binary_destroy.
  * Immutable once returned, so any number of threads may read one binary at
@@ -130,12 +136,17 @@ typedef struct kd_link_input {
 KD_API kd_link_input kd_link_input_of(const kd_binary *binary, const char *name);
 
 typedef struct kd_link_options {
+  uint32_t struct_size;           /* sizeof(kd_link_options), set by kd_link_options_init: checked */
   const char *arch;               /* "sm_90": required, a real architecture */
   int lto;                        /* 1: -lto (needed when any input is LTO-IR;
                                      kdag sets it itself when one is) */
   const char *const *extra_flags; /* passed verbatim (e.g. "-O3", "-maxrregcount=64") */
   size_t extra_flag_count;
 } kd_link_options;
+
+/* Zeroes *options and sets struct_size (arch stays to be set). NULL is
+ * ignored; thread-safe. */
+KD_API void kd_link_options_init(kd_link_options *options);
 
 /* Links the inputs into one CUBIN for options->arch. Before calling
  * nvJitLink, every LTO-IR input with a known producer version newer than

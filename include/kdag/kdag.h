@@ -41,6 +41,14 @@
  *   may come from every call into a session.
  * - Waits. No call waits for the device unless its declaration says so
  *   (kdag/session.h, "Waits").
+ * - Options structs (kd_session_options, kd_nvrtc_options,
+ *   kd_link_options, and a kd_build_recipe's nvrtc) open with struct_size,
+ *   so fields can be added without breaking programs built earlier: fill
+ *   one with its *_init function (kd_build_recipe_init for a recipe)
+ *   before setting fields, or set struct_size to its sizeof. A struct_size
+ *   of 0 is KD_ERR_INVALID_ARGUMENT; another size than this library's is
+ *   KD_ERR_VERSION_MISMATCH (a program compiled against the headers of
+ *   another kdag version).
  *
  * Names of the previous release (kd_graph_add for kd_graph_op_add, ...)
  * are kept as macros for one release; define KDAG_NO_DEPRECATED before

@@ -61,14 +61,17 @@ typedef struct kd_mathdx_info {
   char key_tag[160];
 } kd_mathdx_info;
 
-/* Finds MathDx and fills *out_info. Errors: KD_ERR_INVALID_ARGUMENT (out_info NULL),
- * KD_ERR_LIBRARY_MISSING (no cublasdx.hpp where it should be; the message
- * names the folder and says to run tools/install-mathdx.sh or set
- * KDAG_MATHDX_DIR). */
+/* Finds MathDx and fills *out_info: in the folder the environment variable
+ * KDAG_MATHDX_DIR names, else in the one kdag was configured with
+ * (-DKDAG_MATHDX_DIR, by default <prefix>/share/kdag/mathdx), in the PyPI
+ * wheels' layout or a MathDx tarball's. Errors: KD_ERR_INVALID_ARGUMENT
+ * (out_info NULL), KD_ERR_LIBRARY_MISSING (no cublasdx.hpp where it should
+ * be; the message names the folder and says how to point kdag at one). */
 KD_API kd_status kd_mathdx_find(kd_mathdx_info *out_info);
 
 /* Fills the NVRTC options a MathDx kernel needs (include paths, flags, std)
- * into *o, borrowing info's arrays (see above); other fields are left alone.
+ * into *o, borrowing info's arrays (see above); other fields, struct_size
+ * included, are left alone (initialize *o first).
  * Errors: KD_ERR_INVALID_ARGUMENT. */
 KD_API kd_status kd_mathdx_nvrtc_options(const kd_mathdx_info *info, kd_nvrtc_options *o);
 

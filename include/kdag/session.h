@@ -74,6 +74,8 @@ typedef enum kd_exec_mode {
 } kd_exec_mode;
 
 typedef struct kd_session_options {
+  uint32_t struct_size;            /* sizeof(kd_session_options), set by
+                                      kd_session_options_init: checked */
   kd_backend backend;
   int device_ordinal;              /* CUDA device index; default 0. Where a driver with
                                       devices is found, an ordinal it does not have (or past
@@ -98,8 +100,9 @@ typedef struct kd_session_options {
   uint64_t idle_staging_cap;       /* bytes; default 1 GiB (0: as above) */
 } kd_session_options;
 
-/* Fills the defaults above. Thread-safe: it writes every field of the
- * caller's *options and touches nothing else. NULL is ignored. */
+/* Fills the defaults above and struct_size. Thread-safe: it writes every
+ * field of the caller's *options and touches nothing else. NULL is
+ * ignored. */
 KD_API void kd_session_options_init(kd_session_options *options);
 
 /* options may be NULL (defaults). *out_session is owned by the caller.

@@ -63,6 +63,7 @@ const char *kd_status_name(kd_status status) {
     KD_NAME(KD_ERR_CYCLE)
     KD_NAME(KD_ERR_NO_HOST_IMPL)
     KD_NAME(KD_ERR_LTO_VERSION)
+    KD_NAME(KD_ERR_VERSION_MISMATCH)
 #undef KD_NAME
   }
   return "KD_ERR_UNKNOWN";

@@ -15,6 +15,7 @@
 
 #include "compile/binary.h"
 #include "compile/cache_internal.h"
+#include "base/options.h"
 #include "base/dynlib.h"
 #include "compile/ptx.h"
 #include "base/status_internal.h"
@@ -78,6 +79,8 @@ static kd_status check_array(const char *op, const char *what, const void *a, si
 static kd_status key_raw(const char *op, const kd_build_recipe *r, unsigned char key[16]) {
   if (!r) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument recipe is NULL", op);
   const kd_nvrtc_options *o = &r->nvrtc;
+  kd_status st = kd_options_check(op, "recipe->nvrtc.", "kd_nvrtc_options", o->struct_size, sizeof *o);
+  if (st) return st;
   if (!o->arch || strncmp(o->arch, "sm_", 3) != 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: recipe nvrtc.arch must be a real architecture such "
                    "as \"sm_90\" (got %s)", op, o->arch ? o->arch : "NULL");
@@ -88,7 +91,6 @@ static kd_status key_raw(const char *op, const kd_build_recipe *r, unsigned char
                    o->arch, KD_BINARY_ARCH_MAX - 1);
   if (!r->source && r->input_count == 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the recipe has no source and no link inputs", op);
-  kd_status st;
   if ((st = check_array(op, "inputs", r->inputs, r->input_count)) ||
       (st = check_array(op, "link_flags", r->link_flags, r->link_flag_count)) ||
       (st = check_array(op, "key_tags", r->key_tags, r->key_tag_count)) ||
@@ -164,6 +166,12 @@ static void key_hex(const unsigned char key[16], kd_module_key *out) {
     out->hex[2 * i + 1] = digits[key[i] & 15];
   }
   out->hex[32] = '\0';
+}
+
+void kd_build_recipe_init(kd_build_recipe *r) {
+  if (!r) return;
+  memset(r, 0, sizeof *r);
+  kd_nvrtc_options_init(&r->nvrtc);
 }
 
 kd_status kd_build_key(const kd_build_recipe *r, kd_module_key *out) {
@@ -556,7 +564,12 @@ kd_status kd_build_cubin(kd_cubin_cache *c, const kd_build_recipe *r, kd_binary 
       flags[nf++] = kept[nk++];
     }
   }
-  kd_link_options lo = {.arch = r->nvrtc.arch, .lto = 1, .extra_flags = flags, .extra_flag_count = nf};
+  kd_link_options lo;
+  kd_link_options_init(&lo);
+  lo.arch = r->nvrtc.arch;
+  lo.lto = 1;
+  lo.extra_flags = flags;
+  lo.extra_flag_count = nf;
   double t = now_ms();
   if (!r->keep_unused_variables && nk < r->host_variable_count)
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the link flags", op);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compile/binary.h"
+#include "base/options.h"
 #include "base/dynlib.h"
 #include "base/status_internal.h"
 
@@ -138,6 +139,12 @@ static int log_says_version(int ltoir, const char *log) {
 
 #define KD_MAX_LINK_OPTIONS 64
 
+void kd_link_options_init(kd_link_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+}
+
 kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_options *o,
                             kd_binary **out) {
   static const char *op = "kd_nvjitlink_link";
@@ -147,10 +154,12 @@ kd_status kd_nvjitlink_link(const kd_link_input *in, size_t n, const kd_link_opt
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: no inputs to link (argument inputs is %s, input_count %zu)", op,
                    in ? "set" : "NULL", n);
   if (!o) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument options is NULL (it names the architecture)", op);
+  kd_status st = kd_options_check(op, "options->", "kd_link_options", o->struct_size, sizeof *o);
+  if (st) return st;
   if (!o->arch || strncmp(o->arch, "sm_", 3) != 0 || !o->arch[3])
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->arch must be a real architecture such as "
                    "\"sm_90\" (got %s)", op, o->arch ? o->arch : "NULL");
-  kd_status st = kd_binary_arch_check(op, "options->arch", o->arch);
+  st = kd_binary_arch_check(op, "options->arch", o->arch);
   if (st) return st;
   if (o->extra_flag_count && !o->extra_flags)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->extra_flags is NULL but its count is %zu",

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compile/binary.h"
+#include "base/options.h"
 #include "base/dynlib.h"
 #include "base/status_internal.h"
 
@@ -63,12 +64,22 @@ static int option_ok(const char *s) { return s && *s; }
 
 #define KD_MAX_OPTIONS 256
 
+void kd_nvrtc_options_init(kd_nvrtc_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+}
+
 kd_status kd_nvrtc_compile(const char *source, const kd_nvrtc_options *o,
                            kd_binary **out) {
   static const char *op = "kd_nvrtc_compile";
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_binary is NULL", op);
   *out = NULL;
   if (!source) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument source is NULL", op);
+  if (o) {
+    kd_status st = kd_options_check(op, "options->", "kd_nvrtc_options", o->struct_size, sizeof *o);
+    if (st) return st;
+  }
   if (!o || !o->arch || !*o->arch)
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: options->arch is required outside a raw scope (e.g. "

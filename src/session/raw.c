@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "compile/binary.h"
+#include "base/options.h"
 #include "base/status_internal.h"
 #include "cuda/cu_status.h"
 #include "session/session_impl.h"
@@ -160,8 +161,12 @@ static kd_status compile_nvrtc(kd_raw *raw, const char *op, const char *source, 
   if (!source) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument source is NULL", op);
   if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_module is NULL", op); /* before compiling */
   kd_nvrtc_options o;
-  if (options) o = *options;
-  else memset(&o, 0, sizeof o);
+  kd_nvrtc_options_init(&o);
+  if (options) {
+    kd_status st = kd_options_check(op, "options->", "kd_nvrtc_options", options->struct_size, sizeof o);
+    if (st) return st;
+    o = *options;
+  }
   char arch[16];
   if (!o.arch) {
     snprintf(arch, sizeof arch, "sm_%d", raw->session->dev.sm);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/options.h"
 #include "base/status_internal.h"
 #include "base/serial.h"
 #include "session/session_impl.h"
@@ -13,6 +14,7 @@
 void kd_session_options_init(kd_session_options *o) {
   if (!o) return;
   memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
   o->backend = KD_BACKEND_AUTO;
   o->device_ordinal = 0;
   o->pool_release_threshold = UINT64_MAX;
@@ -61,8 +63,12 @@ static kd_status validate_options(const kd_session_options *o) {
 kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
   static const char *op = "kd_session_create";
   kd_session_options o;
-  if (options) o = *options;
-  else kd_session_options_init(&o);
+  kd_session_options_init(&o);
+  if (options) {
+    kd_status st = kd_options_check(op, "options->", "kd_session_options", options->struct_size, sizeof o);
+    if (st) return st;
+    o = *options;
+  }
   kd_status st = validate_options(&o);
   if (st) return st;
   uint32_t serial;
