@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* kdag/tensor.h — tensors: typed, compact column-major, session-owned.
- *
- * A kd_tensor is a small value handle (session, slot, generation). Copying it
- * copies the name, not the tensor. Releasing the last reference invalidates
- * every copy at once: any later use returns KD_ERR_RELEASED, and a handle of
- * another session returns KD_ERR_WRONG_SESSION, never a crash. The memory
- * behind a released tensor stays allocated while a graph uses it and until
- * every piece of enqueued work that uses it has completed
- * (kd_session_stats.bytes_retained shows it).
- *
- * Layout: element (i0, i1, ...) lives at i0 + i1*shape[0] + ... (column-major,
- * compact). A kd_view selects part of a tensor with its own offset, shape and
- * strides (in elements); raw kernels accept only compact views.
- *
- * Threads: as for the owning session (kdag/session.h).
- */
+/// @file
+/// kdag/tensor.h — tensors: typed, compact column-major, session-owned.
+///
+/// A kd_tensor is a small value handle (session, slot, generation). Copying it
+/// copies the name, not the tensor. Releasing the last reference invalidates
+/// every copy at once: any later use returns KD_ERR_RELEASED, and a handle of
+/// another session returns KD_ERR_WRONG_SESSION, never a crash. The memory
+/// behind a released tensor stays allocated while a graph uses it and until
+/// every piece of enqueued work that uses it has completed
+/// (kd_session_stats.bytes_retained shows it).
+///
+/// Layout: element (i0, i1, ...) lives at i0 + i1*shape[0] + ... (column-major,
+/// compact). A kd_view selects part of a tensor with its own offset, shape and
+/// strides (in elements); raw kernels accept only compact views.
+///
+/// Threads: as for the owning session (kdag/session.h).
 #ifndef KDAG_TENSOR_H
 #define KDAG_TENSOR_H
 
@@ -27,143 +27,148 @@
 extern "C" {
 #endif
 
+/// The most dimensions a tensor or view has.
 #define KD_MAX_RANK 8
 
+/// Element types. Values are stable within a major version.
 typedef enum kd_dtype {
-  KD_F32 = 0,
-  KD_F64 = 1,
-  KD_I32 = 2,
-  KD_I64 = 3,
-  KD_U8 = 4,
-  KD_U32 = 5,
-  KD_U64 = 6,
-  KD_C32 = 7, /* complex of two f32 (re, im) */
-  KD_C64 = 8, /* complex of two f64 */
-  KD_DTYPE_COUNT_ = 9
+  KD_F32 = 0, ///< IEEE binary32
+  KD_F64 = 1, ///< IEEE binary64
+  KD_I32 = 2, ///< signed 32-bit integer (two's complement, wraps)
+  KD_I64 = 3, ///< signed 64-bit integer
+  KD_U8 = 4,  ///< unsigned byte
+  KD_U32 = 5, ///< unsigned 32-bit integer
+  KD_U64 = 6, ///< unsigned 64-bit integer
+  KD_C32 = 7, ///< complex of two f32 (re, im)
+  KD_C64 = 8, ///< complex of two f64
+  KD_DTYPE_COUNT_ = 9 ///< how many dtypes there are (not a dtype)
 } kd_dtype;
 
-/* Bytes per element; 0 for an invalid dtype. */
+/// Bytes per element; 0 for an invalid dtype.
 KD_API size_t kd_dtype_size(kd_dtype dtype);
-/* "f32", "c64", ...; "invalid" for an invalid dtype. Static string. Both
- * need no session and are thread-safe. */
+/// "f32", "c64", ...; "invalid" for an invalid dtype. Static string. Both
+/// need no session and are thread-safe.
 KD_API const char *kd_dtype_name(kd_dtype dtype);
 
+/// A tensor: a value handle naming session-owned memory (see the banner).
 typedef struct kd_tensor {
-  uint64_t bits; /* opaque; 0 is never a valid handle */
+  uint64_t bits; ///< opaque; 0 is never a valid handle
 } kd_tensor;
 
+/// Where a tensor's memory lives.
 typedef enum kd_residency {
-  KD_RESIDENCY_DEVICE = 0, /* the backend's compute memory: GPU memory on a
-                              CUDA session, host memory on a HOST session */
-  KD_RESIDENCY_HOST = 1    /* ordinary host memory; never handed to kernels */
+  KD_RESIDENCY_DEVICE = 0, ///< the backend's compute memory: GPU memory on a
+                           ///< CUDA session, host memory on a HOST session
+  KD_RESIDENCY_HOST = 1    ///< ordinary host memory; never handed to kernels
 } kd_residency;
 
+/// What kd_tensor_create allocates, and what kd_tensor_info reports.
 typedef struct kd_tensor_desc {
-  kd_dtype dtype;
-  int rank;                       /* 0..KD_MAX_RANK; rank 0 is a scalar */
-  int64_t shape[KD_MAX_RANK];
-  int64_t strides[KD_MAX_RANK];   /* elements; filled in by kd_tensor_info */
-  kd_residency residency;
-  size_t bytes;                   /* filled in by kd_tensor_info */
+  kd_dtype dtype;                 ///< element type
+  int rank;                       ///< 0..KD_MAX_RANK; rank 0 is a scalar
+  int64_t shape[KD_MAX_RANK];     ///< extent of each dimension, shape[0..rank)
+  int64_t strides[KD_MAX_RANK];   ///< elements; filled in by kd_tensor_info
+  kd_residency residency;         ///< device (default) or host memory
+  size_t bytes;                   ///< filled in by kd_tensor_info
 } kd_tensor_desc;
 
-/* Allocates an uninitialised tensor (dtype, rank, shape[0..rank), residency
- * of *desc; strides and bytes are ignored). Zero-sized dimensions are
- * allowed; a tensor with no element counts as initialised (there is nothing
- * to read before a write, and no write would change that). Device memory
- * comes from the session's stream-ordered pool.
- * *out_tensor is owned: release it with kd_tensor_release; it is zeroed before
- * anything is checked (but for a NULL out_tensor), so a failure leaves the zero
- * handle. desc is read during the call only.
- * Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
- * shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_RESOURCE_EXHAUSTED (the session
- * holds the most live handles it can), KD_ERR_DRIVER (the driver refused
- * the memory pool, the allocation or the poison fill for another reason),
- * KD_ERR_DEVICE_FAULT. */
+/// Allocates an uninitialised tensor (dtype, rank, shape[0..rank), residency
+/// of *desc; strides and bytes are ignored). Zero-sized dimensions are
+/// allowed; a tensor with no element counts as initialised (there is nothing
+/// to read before a write, and no write would change that). Device memory
+/// comes from the session's stream-ordered pool.
+/// *out_tensor is owned: release it with kd_tensor_release; it is zeroed before
+/// anything is checked (but for a NULL out_tensor), so a failure leaves the zero
+/// handle. desc is read during the call only.
+/// Errors: KD_ERR_INVALID_ARGUMENT (dtype, rank, negative or overflowing
+/// shape), KD_ERR_OUT_OF_MEMORY, KD_ERR_RESOURCE_EXHAUSTED (the session
+/// holds the most live handles it can), KD_ERR_DRIVER (the driver refused
+/// the memory pool, the allocation or the poison fill for another reason),
+/// KD_ERR_DEVICE_FAULT.
 KD_API kd_status kd_tensor_create(kd_session *session, const kd_tensor_desc *desc,
                                   kd_tensor *out_tensor);
 
-/* Copies bytes == tensor bytes from host into the tensor and marks it
- * initialised. The caller's memory is read completely before this returns
- * (into pinned staging; on a HOST session, into a snapshot when earlier
- * submissions are still running), so it may be reused at once; the
- * transfer itself is asynchronous and ordered after the work submitted
- * before it (on the session stream; on HOST, behind those submissions).
- * It does not wait for that work (only, as a submission does, for the
- * oldest one when the completion ring is full, once the copy is enqueued).
- * Errors: KD_ERR_INVALID_ARGUMENT (NULL, size mismatch), KD_ERR_RELEASED,
- * KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER (the driver
- * refused the copy or its completion's event record; after a refused
- * record the copy has been made, kdag having waited for the stream, but
- * a tensor never written before is not marked initialised),
- * KD_ERR_DEVICE_FAULT. */
+/// Copies bytes == tensor bytes from host into the tensor and marks it
+/// initialised. The caller's memory is read completely before this returns
+/// (into pinned staging; on a HOST session, into a snapshot when earlier
+/// submissions are still running), so it may be reused at once; the
+/// transfer itself is asynchronous and ordered after the work submitted
+/// before it (on the session stream; on HOST, behind those submissions).
+/// It does not wait for that work (only, as a submission does, for the
+/// oldest one when the completion ring is full, once the copy is enqueued).
+/// Errors: KD_ERR_INVALID_ARGUMENT (NULL, size mismatch), KD_ERR_RELEASED,
+/// KD_ERR_WRONG_SESSION, KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER (the driver
+/// refused the copy or its completion's event record; after a refused
+/// record the copy has been made, kdag having waited for the stream, but
+/// a tensor never written before is not marked initialised),
+/// KD_ERR_DEVICE_FAULT.
 KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
                                   const void *host, size_t bytes);
 
-/* Convenience: kd_tensor_create + kd_tensor_upload; nothing is left
- * allocated on failure. desc and host are read during the call only (as by
- * those two); *out_tensor is owned (kd_tensor_release), zeroed on failure. */
+/// Convenience: kd_tensor_create + kd_tensor_upload; nothing is left
+/// allocated on failure. desc and host are read during the call only (as by
+/// those two); *out_tensor is owned (kd_tensor_release), zeroed on failure.
 KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
                                      const void *host, size_t bytes, kd_tensor *out_tensor);
 
-/* Copies the tensor into host memory. This is an explicit host wait: it
- * waits on the event of this copy alone (not the device, not the whole
- * stream; on HOST, for the submissions before it), so all earlier work on
- * the stream that the tensor depends on has completed when it returns.
- * Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_RELEASED, KD_ERR_WRONG_SESSION,
- * KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_OUT_OF_MEMORY
- * (pinned staging or an event), KD_ERR_DRIVER (the copy refused),
- * KD_ERR_DEVICE_FAULT. host (the caller's, bytes long) is written during
- * the call only. */
+/// Copies the tensor into host memory. This is an explicit host wait: it
+/// waits on the event of this copy alone (not the device, not the whole
+/// stream; on HOST, for the submissions before it), so all earlier work on
+/// the stream that the tensor depends on has completed when it returns.
+/// Errors: KD_ERR_INVALID_ARGUMENT, KD_ERR_RELEASED, KD_ERR_WRONG_SESSION,
+/// KD_ERR_UNINITIALIZED (nothing has written it), KD_ERR_OUT_OF_MEMORY
+/// (pinned staging or an event), KD_ERR_DRIVER (the copy refused),
+/// KD_ERR_DEVICE_FAULT. host (the caller's, bytes long) is written during
+/// the call only.
 KD_API kd_status kd_tensor_download(kd_session *session, kd_tensor tensor, void *host,
                                     size_t bytes);
 
-/* Adds a reference; each must be matched by kd_tensor_release.
- * Errors: KD_ERR_INVALID_ARGUMENT (NULL session, a zero handle),
- * KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
+/// Adds a reference; each must be matched by kd_tensor_release.
+/// Errors: KD_ERR_INVALID_ARGUMENT (NULL session, a zero handle),
+/// KD_ERR_RELEASED, KD_ERR_WRONG_SESSION.
 KD_API kd_status kd_tensor_retain(kd_session *session, kd_tensor tensor);
 
-/* Drops a reference. The last one invalidates the handle at once; the memory
- * is returned to the pool when in-flight work using it has completed.
- * After a device fault it still succeeds (without writing the fault into
- * kd_last_error), so a faulted session can be taken apart.
- * Errors: KD_ERR_RELEASED (double release), KD_ERR_WRONG_SESSION,
- * KD_ERR_INVALID_ARGUMENT. */
+/// Drops a reference. The last one invalidates the handle at once; the memory
+/// is returned to the pool when in-flight work using it has completed.
+/// After a device fault it still succeeds (without writing the fault into
+/// kd_last_error), so a faulted session can be taken apart.
+/// Errors: KD_ERR_RELEASED (double release), KD_ERR_WRONG_SESSION,
+/// KD_ERR_INVALID_ARGUMENT.
 KD_API kd_status kd_tensor_release(kd_session *session, kd_tensor tensor);
 
-/* Describes a live tensor: fills every field of the caller's *out_desc (written
- * only on success). Errors: KD_ERR_INVALID_ARGUMENT (NULL session or out_desc, a
- * zero handle), KD_ERR_RELEASED, KD_ERR_WRONG_SESSION. */
+/// Describes a live tensor: fills every field of the caller's *out_desc (written
+/// only on success). Errors: KD_ERR_INVALID_ARGUMENT (NULL session or out_desc, a
+/// zero handle), KD_ERR_RELEASED, KD_ERR_WRONG_SESSION.
 KD_API kd_status kd_tensor_info(kd_session *session, kd_tensor tensor,
                                 kd_tensor_desc *out_desc);
 
-/* A view: a region of a tensor. Plain value; it holds no reference, so the
- * tensor must be live whenever the view is used. */
+/// A view: a region of a tensor. Plain value; it holds no reference, so the
+/// tensor must be live whenever the view is used.
 typedef struct kd_view {
-  kd_tensor tensor;
-  int rank;
-  int64_t offset;                /* elements from the tensor's start */
-  int64_t shape[KD_MAX_RANK];
-  int64_t strides[KD_MAX_RANK];  /* elements; may be any non-negative value */
+  kd_tensor tensor;              ///< the tensor viewed
+  int rank;                      ///< 0..KD_MAX_RANK; -1: the whole tensor (kd_whole)
+  int64_t offset;                ///< elements from the tensor's start
+  int64_t shape[KD_MAX_RANK];    ///< extent of each dimension
+  int64_t strides[KD_MAX_RANK];  ///< elements; may be any non-negative value
 } kd_view;
 
-/* The whole tensor as a compact view, written to the caller's *out_view (only on
- * success). Errors: as kd_tensor_info. */
+/// The whole tensor as a compact view, written to the caller's *out_view (only on
+/// success). Errors: as kd_tensor_info.
 KD_API kd_status kd_view_whole(kd_session *session, kd_tensor tensor, kd_view *out_view);
 
-/* Checks that every element of the view lies inside its tensor (view is
- * read during the call only).
- * Errors: KD_ERR_OUT_OF_BOUNDS, KD_ERR_INVALID_ARGUMENT (negative strides or
- * shape, or more elements than an int64_t counts), KD_ERR_RELEASED,
- * KD_ERR_WRONG_SESSION. */
+/// Checks that every element of the view lies inside its tensor (view is
+/// read during the call only).
+/// Errors: KD_ERR_OUT_OF_BOUNDS, KD_ERR_INVALID_ARGUMENT (negative strides or
+/// shape, or more elements than an int64_t counts), KD_ERR_RELEASED,
+/// KD_ERR_WRONG_SESSION.
 KD_API kd_status kd_view_check(kd_session *session, const kd_view *view);
 
-/* 1 when the view's elements are one contiguous column-major block (an
- * empty view, with a zero extent, is: it names no element); 0 for NULL, a
- * rank outside [0, KD_MAX_RANK] (kd_whole's -1 too: resolve it with
- * kd_view_whole) or a negative or overflowing shape. view is read during
- * the call only; its tensor is not looked up (nor its offset checked), so
- * it needs no session or lock and any thread may call it. */
+/// 1 when the view's elements are one contiguous column-major block (an
+/// empty view, with a zero extent, is: it names no element); 0 for NULL, a
+/// rank outside [0, KD_MAX_RANK] (kd_whole's -1 too: resolve it with
+/// kd_view_whole) or a negative or overflowing shape. view is read during
+/// the call only; its tensor is not looked up (nor its offset checked), so
+/// it needs no session or lock and any thread may call it.
 KD_API int kd_view_is_compact(const kd_view *view);
 
 #ifdef __cplusplus

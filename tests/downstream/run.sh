@@ -68,7 +68,7 @@ ldd "$work/package/first_static" | grep -q libkdag && fail "first_static links l
 
 step "pkg-config"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
-[ "$(pkg-config --modversion kdag)" = "$(sed -n 's/^#define KD_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' "$src/include/kdag/version.h" | paste -sd.)" ] ||
+[ "$(pkg-config --modversion kdag)" = "$(sed -n 's/^#define KD_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$src/include/kdag/version.h" | paste -sd.)" ] ||
   fail "kdag.pc's version differs from kdag/version.h"
 flags=(-std=c11 -Wall -Wextra -pedantic -Werror)
 # shellcheck disable=SC2046
