@@ -17,6 +17,8 @@ export PATH="$PATH:/usr/local/cuda/bin"
 cmake -S . -B build -DKDAG_BUILD_TESTS=ON -DKDAG_SANITIZED_TESTS=ON
 cmake --build build -j"$(nproc)"
 ctest --test-dir build --output-on-failure -LE long
+# The ABI against the previous release tag (none yet: it says so).
+tools/abi-check.sh build
 cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DKDAG_BUILD_TESTS=ON -DKDAG_SANITIZED_TESTS=ON
 cmake --build build-release -j"$(nproc)"
 ctest --test-dir build-release --output-on-failure -LE "long|downstream"

@@ -24,7 +24,7 @@
  * waiting for a run (kd_host_run_wait). One that sleeps between tiny tasks
  * pays a futex wake and a context switch for each; one that spins without
  * yielding takes the core from the thread queueing the work (kdag-bench
- * --suite hostexec; see the README). */
+ * --suite hostexec; docs/design/executors.md). */
 #define KD_HOST_POLLS 200
 
 /* What the pool queues: the caller embeds one in each task and gets it
