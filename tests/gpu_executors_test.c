@@ -85,11 +85,12 @@ static void register_builtins(void) {
 }
 
 /* A CUDA session in mode: on the null driver when KDAG_TEST_NULL_DRIVER
- * names it, else on the GPU (skipping without one). */
+ * names it (ctest's host_executors_test, a host-lane test that runs on
+ * the GPU lane too: KDAG_REQUIRE_GPU concerns the skips of the GPU
+ * runs), else on the GPU (skipping without one). */
 static kd_session *cuda_session(kd_exec_mode mode) {
   const char *null = getenv("KDAG_TEST_NULL_DRIVER");
   if (null && *null) {
-    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1, but the suite was pointed at the null driver");
     kd_session *s = kdt_null_session(null, mode, &nd);
     register_builtins();
     return s;

@@ -10,8 +10,8 @@
 #    kdag::kdag_static, and every public header from C++17 with -pedantic;
 # 3. pkg-config: the first program linked shared, and statically with
 #    --static's flags;
-# 4. add_subdirectory: kdag built inside the project, which must not need
-#    Criterion or jansson.
+# 4. add_subdirectory and FetchContent: kdag built inside the project,
+#    which must not need Criterion or jansson.
 set -euo pipefail
 src=$(cd "${1:?usage: $0 SOURCE_DIR BUILD_DIR WORK_DIR}" && pwd)
 build=$(cd "${2:?usage}" && pwd)
@@ -80,15 +80,17 @@ cc "${flags[@]}" "$src/examples/first.c" $(pkg-config --cflags kdag) "$libdir/li
   $(pkg-config --static --libs kdag | sed 's/-lkdag\b//') -o "$work/pc_static"
 run_first "$work/pc_static"
 
-step "add_subdirectory"
-cmake -S "$src/tests/downstream" -B "$work/subdirectory" -DKDAG_FROM=subdirectory \
-  -DKDAG_SOURCE="$src" > "$work/subdirectory.log"
-if grep -E '^(CRITERION|JANSSON)_FOUND' "$work/subdirectory/CMakeCache.txt"; then
-  fail "kdag as a subdirectory looked for Criterion or jansson"
-fi
-[ -e "$work/subdirectory/kdag/tests" ] && fail "kdag as a subdirectory configured its tests"
-cmake --build "$work/subdirectory" -j2 >> "$work/subdirectory.log"
-run_first "$work/subdirectory/first_shared"
-run_first "$work/subdirectory/first_static"
-"$work/subdirectory/cxx17"
+for from in subdirectory fetchcontent; do
+  step "$from"
+  cmake -S "$src/tests/downstream" -B "$work/$from" -DKDAG_FROM=$from \
+    -DKDAG_SOURCE="$src" > "$work/$from.log"
+  if grep -E '^(CRITERION|JANSSON)_FOUND' "$work/$from/CMakeCache.txt"; then
+    fail "kdag by $from looked for Criterion or jansson"
+  fi
+  find "$work/$from" -path '*/tests/CTestTestfile.cmake' | grep -q . && fail "kdag by $from configured its tests"
+  cmake --build "$work/$from" -j2 >> "$work/$from.log"
+  run_first "$work/$from/first_shared"
+  run_first "$work/$from/first_static"
+  "$work/$from/cxx17"
+done
 step "downstream: passed"
