@@ -2316,3 +2316,93 @@ Test(host_null_driver, a_retained_module_needs_as_many_releases) {
   kd_session_destroy(s);
   assert_all_returned();
 }
+
+/* ---- memory another library owns (kd_tensor_wrap) ---------------------- */
+
+static void count_release(void *user) { ++*(int *)user; }
+
+static kd_status borrow_mut(kd_raw *raw, void *user) {
+  kd_span_mut span;
+  return kd_raw_tensor_mut(raw, *(kd_tensor *)user, &span);
+}
+
+static kd_external_desc foreign_desc(unsigned long long p, int64_t n, int *released) {
+  kd_external_desc d;
+  kd_external_desc_init(&d);
+  d.data = (void *)(uintptr_t)p;
+  d.dtype = KD_F32;
+  d.rank = 1;
+  d.shape[0] = n;
+  d.release = count_release;
+  d.release_user = released;
+  return d;
+}
+
+/* What the driver says of the memory decides: device memory of this
+ * device, inside one allocation, aligned; kdag never frees it, and hands
+ * it back once the work in flight that uses it is done. */
+static void wrapped_device_memory(kd_exec_mode mode) {
+  kd_session *s = null_session(mode, 0);
+  enum { N = 256 };
+  int released = 0;
+  unsigned long long mine = nd.foreign_alloc(N * sizeof(float), 0, 0);
+  unsigned long long other = nd.foreign_alloc(N * sizeof(float), 1, 0);
+  unsigned long long managed = nd.foreign_alloc(N * sizeof(float), 0, 1);
+  cr_assert(mine && other && managed);
+  kd_tensor t;
+  float host[N];
+  kd_external_desc d = foreign_desc(mine, N, &released);
+  d.data = host;
+  KDT_FAILS(kd_tensor_wrap(s, &d, &t), KD_ERR_NOT_RESIDENT, "is not device memory");
+  d = foreign_desc(other, N, &released);
+  KDT_FAILS(kd_tensor_wrap(s, &d, &t), KD_ERR_WRONG_DEVICE, "memory of device 1, the session's is device 0");
+  d = foreign_desc(managed, N, &released);
+  KDT_FAILS(kd_tensor_wrap(s, &d, &t), KD_ERR_NOT_RESIDENT, "managed memory; wrap it with KD_EXTERNAL_ALLOW_MANAGED");
+  d.flags = KD_EXTERNAL_ALLOW_MANAGED;
+  KDT_OK(kd_tensor_wrap(s, &d, &t));
+  KDT_OK(kd_tensor_release(s, t));
+  cr_assert_eq(released, 1);
+  d = foreign_desc(mine + 2, N, &released);
+  KDT_FAILS(kd_tensor_wrap(s, &d, &t), KD_ERR_MISALIGNED, "not aligned to its 4-byte f32 elements");
+  d = foreign_desc(mine + 4, N, &released);
+  KDT_FAILS(kd_tensor_wrap(s, &d, &t), KD_ERR_OUT_OF_BOUNDS, "reaches past its allocation");
+  d = foreign_desc(mine + 4, N - 1, &released); /* inside it: fine */
+  d.flags = KD_EXTERNAL_READ_ONLY;
+  KDT_OK(kd_tensor_wrap(s, &d, &t));
+  KDT_FAILS(kd_with_raw(s, "writes it", borrow_mut, &t), KD_ERR_INVALID_ARGUMENT,
+            "kd_raw_tensor_mut: raw scope 'writes it': the tensor is read-only");
+  KDT_OK(kd_tensor_release(s, t));
+  cr_assert_eq(released, 2, "failed wraps never call release");
+
+  /* In a graph: written by a built-in, released and the graph destroyed
+   * while its submission is in flight. */
+  d = foreign_desc(mine, N, &released);
+  KDT_OK(kd_tensor_wrap(s, &d, &t));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  float one = 1.0f;
+  KDT_OK(kd_graph_op_fill(g, "y = 1", kd_whole(t), &one, NULL));
+  uint64_t frees = calls().device_frees;
+  nd.hold(1);
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_tensor_release(s, t));
+  kd_graph_destroy(g);
+  uint32_t pending = 0;
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(pending, 1);
+  cr_assert_eq(released, 2, "handed back while the fill was in flight");
+  nd.hold(0);
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(pending, 0);
+  cr_assert_eq(released, 3, "handed back once the work was done");
+  cr_assert_eq(calls().device_frees, frees, "kdag freed memory it does not own");
+  cr_assert_eq(calls().stream_syncs + calls().event_syncs, 0, "wrapping and handing back never wait");
+  kd_session_destroy(s);
+  cr_assert_eq(released, 3);
+  nd.foreign_free(mine);
+  nd.foreign_free(other);
+  nd.foreign_free(managed);
+  assert_all_returned();
+}
+Test(host_null_driver, wrapped_device_memory_eager) { wrapped_device_memory(KD_EXEC_EAGER); }
+Test(host_null_driver, wrapped_device_memory_graph) { wrapped_device_memory(KD_EXEC_GRAPH); }

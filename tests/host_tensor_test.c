@@ -320,3 +320,140 @@ Test(host_tensor, a_second_thread_drives_the_session) {
   KDT_OK(kd_tensor_release(s, job.t));
   kd_session_destroy(s);
 }
+
+/* ---- memory another library owns (kd_tensor_wrap) ---------------------- */
+
+typedef struct owner {
+  int releases;
+  kd_status call_inside; /* what a kdag call made from the callback returned */
+  kd_session *session;
+} owner;
+
+static void owner_release(void *user) {
+  owner *o = user;
+  o->releases++;
+  if (o->session) {
+    kd_tensor t;
+    kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {1}};
+    o->call_inside = kd_tensor_create(o->session, &d, &t);
+  }
+}
+
+static kd_external_desc wrap_desc(void *data, int64_t n, owner *o) {
+  kd_external_desc d;
+  kd_external_desc_init(&d);
+  d.data = data;
+  d.dtype = KD_F32;
+  d.rank = 1;
+  d.shape[0] = n;
+  d.release = owner_release;
+  d.release_user = o;
+  return d;
+}
+
+/* A HOST session computes in the owner's memory itself, and hands it back
+ * (one release call) once the handle is released and the work is done. */
+Test(host_tensor, wrapped_memory_is_used_in_place_and_handed_back_once) {
+  kd_session *s = kdt_host_session();
+  enum { N = 1000 };
+  /* aligned_alloc: a size that is a multiple of the alignment */
+  float *x = aligned_alloc(64, 1024 * sizeof(float)), *y = aligned_alloc(64, 1024 * sizeof(float)), total = 0;
+  for (int i = 0; i < N; ++i) x[i] = (float)i, y[i] = 1;
+  owner ox = {0}, oy = {0};
+  kd_external_desc dx = wrap_desc(x, N, &ox), dy = wrap_desc(y, N, &oy);
+  dx.flags = KD_EXTERNAL_READ_ONLY;
+  kd_tensor tx, ty, tsum;
+  KDT_OK(kd_tensor_wrap(s, &dx, &tx));
+  KDT_OK(kd_tensor_wrap(s, &dy, &ty));
+  kd_tensor_desc one = {.dtype = KD_F32, .rank = 1, .shape = {1}};
+  KDT_OK(kd_tensor_create(s, &one, &tsum));
+  kd_tensor_desc info;
+  KDT_OK(kd_tensor_info(s, tx, &info));
+  cr_assert_eq(info.shape[0], N);
+  cr_assert_eq(info.residency, KD_RESIDENCY_DEVICE);
+
+  kd_graph *g;
+  kd_sink *sink;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_op_axpy(g, "y += 2x", kd_whole(ty), kd_whole(tx), 2.0, NULL)); /* wrapped: initialised */
+  KDT_OK(kd_graph_op_sum(g, "sum", kd_whole(tsum), kd_whole(ty), NULL));
+  KDT_OK(kd_graph_sink(g, "sum out", tsum, &total, sizeof total, &sink));
+  /* Read-only memory is never written, by a node or an upload. */
+  KDT_FAILS(kd_graph_op_scale(g, "x *= 2", kd_whole(tx), 2.0, NULL), KD_ERR_INVALID_ARGUMENT,
+            "node 'x *= 2' (#3), argument 0: tensor");
+  cr_assert(strstr(kd_last_error(), "read-only"), "%s", kd_last_error());
+  KDT_FAILS(kd_tensor_upload(s, tx, x, N * sizeof(float)), KD_ERR_INVALID_ARGUMENT, "read-only");
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  cr_assert_eq(total, (float)N * N);
+  cr_assert_eq(y[7], 15.0f, "the owner's memory holds the result: %g", (double)y[7]);
+  cr_assert_eq(x[7], 7.0f);
+
+  /* Released by the caller, still held by the graph: not handed back yet. */
+  KDT_OK(kd_tensor_release(s, tx));
+  KDT_OK(kd_tensor_release(s, ty));
+  cr_assert_eq(ox.releases + oy.releases, 0);
+  KDT_OK(kd_graph_submit(g, NULL));
+  kd_graph_destroy(g); /* the last holder: once its submission is done */
+  kd_session_stats k;
+  for (int polls = 0; ox.releases + oy.releases < 2 && polls < 10000; ++polls) {
+    uint32_t pending;
+    KDT_OK(kd_session_reap(s, &pending));
+    KDT_OK(kd_session_stats_get(s, &k));
+  }
+  cr_assert_eq(ox.releases, 1);
+  cr_assert_eq(oy.releases, 1);
+  cr_assert_eq(y[7], 29.0f, "the second submission ran in place too");
+  KDT_OK(kd_tensor_release(s, tsum));
+  kd_session_destroy(s);
+  cr_assert_eq(ox.releases + oy.releases, 2, "released once each, not again at destroy");
+  free(x);
+  free(y);
+}
+
+/* A release callback must not call kdag; tensors the caller never
+ * released are handed back at kd_session_destroy. */
+Test(host_tensor, release_callbacks_run_outside_kdag_and_at_destroy) {
+  kd_session *s = kdt_host_session();
+  float a[4] = {0}, b[4] = {0};
+  owner oa = {.session = s}, ob = {0};
+  kd_external_desc da = wrap_desc(a, 4, &oa), db = wrap_desc(b, 4, &ob);
+  kd_tensor ta, tb;
+  KDT_OK(kd_tensor_wrap(s, &da, &ta));
+  KDT_OK(kd_tensor_wrap(s, &db, &tb));
+  KDT_OK(kd_tensor_release(s, ta)); /* nothing in flight: handed back by this call */
+  cr_assert_eq(oa.releases, 1);
+  cr_assert_eq(oa.call_inside, KD_ERR_BUSY, "a kdag call from the release callback is refused");
+  kd_session_destroy(s); /* tb never released */
+  cr_assert_eq(ob.releases, 1);
+}
+
+Test(host_tensor, wrap_is_validated) {
+  kd_session *s = kdt_host_session();
+  float *buf = aligned_alloc(64, 64 * sizeof(float));
+  owner o = {0};
+  kd_external_desc d = wrap_desc(buf, 16, &o);
+  kd_tensor t = {1};
+  KDT_FAILS(kd_tensor_wrap(s, NULL, &t), KD_ERR_INVALID_ARGUMENT, "kd_tensor_wrap: argument desc is NULL");
+  cr_assert_eq(t.bits, 0);
+  KDT_FAILS(kd_tensor_wrap(s, &d, NULL), KD_ERR_INVALID_ARGUMENT, "argument out_tensor is NULL");
+  kd_external_desc bad = d;
+  bad.struct_size = 0;
+  KDT_FAILS(kd_tensor_wrap(s, &bad, &t), KD_ERR_INVALID_ARGUMENT, "desc->struct_size is 0");
+  bad = d, bad.data = NULL;
+  KDT_FAILS(kd_tensor_wrap(s, &bad, &t), KD_ERR_INVALID_ARGUMENT, "desc->data is NULL");
+  bad = d, bad.flags = 1u << 7;
+  KDT_FAILS(kd_tensor_wrap(s, &bad, &t), KD_ERR_INVALID_ARGUMENT, "desc->flags");
+  bad = d, bad.dtype = (kd_dtype)99;
+  KDT_FAILS(kd_tensor_wrap(s, &bad, &t), KD_ERR_INVALID_ARGUMENT, "dtype 99");
+  bad = d, bad.data = (char *)buf + 2;
+  KDT_FAILS(kd_tensor_wrap(s, &bad, &t), KD_ERR_MISALIGNED, "4-byte f32 elements");
+  bad = d, bad.rank = 2, bad.shape[0] = 4, bad.shape[1] = 4, bad.strides[0] = 1, bad.strides[1] = 8;
+  KDT_FAILS(kd_tensor_wrap(s, &bad, &t), KD_ERR_NOT_COMPACT, "desc->strides[1] is 8, compact column-major needs 4");
+  bad.strides[1] = 4; /* spelled-out compact strides are fine */
+  KDT_OK(kd_tensor_wrap(s, &bad, &t));
+  KDT_OK(kd_tensor_release(s, t));
+  cr_assert_eq(o.releases, 1, "a failed wrap never calls release; the good one did once");
+  kd_session_destroy(s);
+  free(buf);
+}

@@ -486,19 +486,84 @@ static CUresult nd_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute a, 
   (void)a;
   return p && v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
-static CUresult alloc(CUdeviceptr *out, size_t bytes) {
+/* Live device allocations, for cuPointerGetAttributes: where each starts,
+ * its size, the device it is on and whether it is managed memory (a test
+ * makes those two up through kdag_null_foreign_alloc). */
+#define ND_ALLOCS 65536
+static struct {
+  pthread_mutex_t mu;
+  struct nd_alloc { CUdeviceptr start; size_t bytes; int ordinal, managed; } at[ND_ALLOCS];
+  uint32_t count;
+} g_allocs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static int allocs_add(CUdeviceptr p, size_t bytes, int ordinal, int managed) {
+  pthread_mutex_lock(&g_allocs.mu);
+  int ok = g_allocs.count < ND_ALLOCS;
+  if (ok) g_allocs.at[g_allocs.count++] = (struct nd_alloc){p, bytes, ordinal, managed};
+  pthread_mutex_unlock(&g_allocs.mu);
+  return ok;
+}
+static void allocs_remove(CUdeviceptr p) {
+  pthread_mutex_lock(&g_allocs.mu);
+  for (uint32_t i = 0; i < g_allocs.count; ++i)
+    if (g_allocs.at[i].start == p) {
+      g_allocs.at[i] = g_allocs.at[--g_allocs.count];
+      break;
+    }
+  pthread_mutex_unlock(&g_allocs.mu);
+}
+static CUresult alloc_on(CUdeviceptr *out, size_t bytes, int ordinal, int managed) {
   if (!out || !bytes) return CUDA_ERROR_INVALID_VALUE;
   if (bytes > ND_TOTAL_MEM) return CUDA_ERROR_OUT_OF_MEMORY;
   void *p = calloc(1, bytes);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *out = (CUdeviceptr)(uintptr_t)p;
+  if (!allocs_add(*out, bytes, ordinal, managed)) {
+    free(p);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   COUNT(device_allocs);
   return CUDA_SUCCESS;
 }
+static CUresult alloc(CUdeviceptr *out, size_t bytes) { return alloc_on(out, bytes, 0, 0); }
 static CUresult dealloc(CUdeviceptr p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   COUNT(device_frees);
+  allocs_remove(p);
   free((void *)(uintptr_t)p);
+  return CUDA_SUCCESS;
+}
+ND_EXPORT unsigned long long kdag_null_foreign_alloc(size_t bytes, int ordinal, int managed) {
+  CUdeviceptr p = 0;
+  return alloc_on(&p, bytes, ordinal, managed) == CUDA_SUCCESS ? p : 0;
+}
+ND_EXPORT void kdag_null_foreign_free(unsigned long long p) { (void)dealloc(p); }
+/* As the driver: an address it does not know gets zeroed attributes and
+ * CUDA_SUCCESS. Device memory here is host memory; pinned host memory is
+ * reported as host memory. */
+static CUresult nd_cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr p) {
+  COUNT(calls);
+  if (!attrs || !data) return CUDA_ERROR_INVALID_VALUE;
+  struct nd_alloc found = {0, 0, 0, 0};
+  int known = 0;
+  pthread_mutex_lock(&g_allocs.mu);
+  for (uint32_t i = 0; i < g_allocs.count && !known; ++i)
+    if (p >= g_allocs.at[i].start && p - g_allocs.at[i].start < g_allocs.at[i].bytes) {
+      found = g_allocs.at[i];
+      known = 1;
+    }
+  pthread_mutex_unlock(&g_allocs.mu);
+  for (unsigned i = 0; i < n; ++i) {
+    switch (attrs[i]) {
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned *)data[i] = known ? (found.managed ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_DEVICE) : 0;
+        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data[i] = known ? found.ordinal : -2; break;
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data[i] = found.start; break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data[i] = found.bytes; break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data[i] = found.managed; break;
+      default: return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool p, CUstream s) {

@@ -58,6 +58,10 @@ void kdag_null_fail(const char *entry, uint32_t after, int code, uint32_t node);
  * for or enqueues work, or makes an object, fails with the CUresult code
  * (a sticky one, such as CUDA_ERROR_ILLEGAL_ADDRESS), for the process. */
 void kdag_null_fault(int code);
+/* Device memory as another library would allocate it (kdag_null_api's
+ * foreign_alloc, below). */
+unsigned long long kdag_null_foreign_alloc(size_t bytes, int ordinal, int managed);
+void kdag_null_foreign_free(unsigned long long p);
 /* A host stand-in for the kernel called name, for tests that check what a
  * kernel node is given (the null driver's device memory is host memory, so
  * fn can do the kernel's work): a function of that name looked up from
@@ -76,6 +80,11 @@ typedef void kdag_null_hold_fn(int on);
 typedef void kdag_null_calls_get_fn(kdag_null_calls *out);
 typedef void kdag_null_fail_fn(const char *entry, uint32_t after, int code, uint32_t node);
 typedef void kdag_null_fault_fn(int code);
+/* Device memory "another library" allocated: on device ordinal, managed or
+ * not, as cuPointerGetAttributes then reports it; 0 when out of memory.
+ * kdag_null_foreign_free frees it. */
+typedef unsigned long long kdag_null_foreign_alloc_fn(size_t bytes, int ordinal, int managed);
+typedef void kdag_null_foreign_free_fn(unsigned long long p);
 
 /* The interface of the null driver kdag loaded from path (the value given
  * to KDAG_CUDA_DRIVER_PATH), with its cuGetProcAddress_v2 for a test that
@@ -86,6 +95,8 @@ typedef struct kdag_null_api {
   kdag_null_fail_fn *fail;
   kdag_null_fault_fn *fault;
   kdag_null_emulate_fn *emulate;
+  kdag_null_foreign_alloc_fn *foreign_alloc;
+  kdag_null_foreign_free_fn *foreign_free;
   void *get_proc; /* cuGetProcAddress_v2 */
 } kdag_null_api;
 
@@ -99,9 +110,12 @@ static inline int kdag_null_api_get(const char *path, kdag_null_api *api) {
   api->fail = (kdag_null_fail_fn *)dlsym(lib, "kdag_null_fail");
   api->fault = (kdag_null_fault_fn *)dlsym(lib, "kdag_null_fault");
   api->emulate = (kdag_null_emulate_fn *)dlsym(lib, "kdag_null_emulate");
+  api->foreign_alloc = (kdag_null_foreign_alloc_fn *)dlsym(lib, "kdag_null_foreign_alloc");
+  api->foreign_free = (kdag_null_foreign_free_fn *)dlsym(lib, "kdag_null_foreign_free");
   api->get_proc = dlsym(lib, "cuGetProcAddress_v2");
   dlclose(lib); /* kdag keeps its own handle: the pointers stay valid */
-  return api->hold && api->calls_get && api->fail && api->fault && api->emulate && api->get_proc;
+  return api->hold && api->calls_get && api->fail && api->fault && api->emulate && api->foreign_alloc &&
+         api->foreign_free && api->get_proc;
 }
 
 /* A CUDA session of exec mode `mode` on the null driver at path (kdag

@@ -76,7 +76,9 @@ typedef enum kd_status {
   KD_ERR_CYCLE = 27,            ///< an explicit edge would close a cycle
   KD_ERR_NO_HOST_IMPL = 28,     ///< node has no host implementation (HOST session)
   KD_ERR_LTO_VERSION = 29,      ///< LTO-IR newer than the nvJitLink asked to link it
-  KD_ERR_VERSION_MISMATCH = 30  ///< an options struct from other kdag headers (struct_size)
+  KD_ERR_VERSION_MISMATCH = 30, ///< an options struct from other kdag headers (struct_size)
+  KD_ERR_WRONG_DEVICE = 31,     ///< memory of another device than the session's
+  KD_ERR_MISALIGNED = 32        ///< an address not aligned to its element size
 } kd_status;
 
 /// Stable identifier of a code, e.g. "KD_ERR_BORROW_CONFLICT". Never NULL;

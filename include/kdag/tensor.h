@@ -111,6 +111,73 @@ KD_API kd_status kd_tensor_upload(kd_session *session, kd_tensor tensor,
 KD_API kd_status kd_tensor_from_host(kd_session *session, const kd_tensor_desc *desc,
                                      const void *host, size_t bytes, kd_tensor *out_tensor);
 
+/// Flags of kd_external_desc.
+enum {
+  /// kdag never writes the memory: a node that would (KD_OUT, KD_INOUT), a
+  /// mutable raw borrow and an upload are refused with
+  /// KD_ERR_INVALID_ARGUMENT naming the node or call.
+  KD_EXTERNAL_READ_ONLY = 1u << 0,
+  /// Accept managed (unified) memory, which is refused otherwise: its
+  /// pages migrate on first touch, which costs time kdag cannot see.
+  KD_EXTERNAL_ALLOW_MANAGED = 1u << 1
+};
+
+/// The owner's release callback of wrapped memory (kd_tensor_wrap).
+typedef void (*kd_release_fn)(void *user);
+
+/// Memory another library owns, to wrap as a tensor (kd_tensor_wrap);
+/// kd_external_desc_init fills the defaults.
+typedef struct kd_external_desc {
+  uint32_t struct_size;          ///< sizeof(kd_external_desc), set by kd_external_desc_init: checked
+  /// The first element: on a CUDA session a device address (a CUdeviceptr
+  /// cast to a pointer) of the session's device; on a HOST session host
+  /// memory.
+  void *data;
+  kd_dtype dtype;                ///< element type; data must be aligned to its size
+  int rank;                      ///< 0..KD_MAX_RANK
+  int64_t shape[KD_MAX_RANK];    ///< extent of each dimension
+  /// Elements between neighbours in each dimension; all 0 means compact
+  /// column-major, the only layout accepted so far (KD_ERR_NOT_COMPACT
+  /// otherwise: wrap the whole extent and take a kd_view of it).
+  int64_t strides[KD_MAX_RANK];
+  uint32_t flags;                ///< KD_EXTERNAL_*
+  /// Called exactly once when kdag is done with the memory (the caller's
+  /// last reference released and every submission using it completed);
+  /// never when kd_tensor_wrap fails. May be NULL.
+  kd_release_fn release;
+  void *release_user;            ///< passed to release as is
+} kd_external_desc;
+
+/// Zeroes *desc and sets struct_size. NULL is ignored; thread-safe.
+KD_API void kd_external_desc_init(kd_external_desc *desc);
+
+/// Wraps memory another library allocated (PyTorch, CuPy, cudaMalloc,
+/// a pool) as a tensor, without a copy. The tensor counts as initialised
+/// and lives in the backend's compute memory (KD_RESIDENCY_DEVICE). On a
+/// CUDA session the driver is asked (cuPointerGetAttributes, which does
+/// not wait) whether the memory is device memory of the session's device
+/// and whether the tensor lies inside one allocation; kdag then holds the
+/// memory until the caller has released the tensor and every submission
+/// using it has completed, and then calls desc->release(release_user)
+/// exactly once: after the session's lock is let go, on the thread of the
+/// kdag call that found the last use complete (a submit, a wait, a reap,
+/// a release, kd_graph_destroy or kd_session_destroy). The callback must
+/// not call kdag (such calls are refused with KD_ERR_BUSY). The caller
+/// orders the memory's earlier writes before the wrap: kdag's work on it
+/// starts on the session's stream without waiting for another library's.
+/// Errors: KD_ERR_INVALID_ARGUMENT (NULL desc, data or out_tensor; bad
+/// struct_size, dtype, rank, shape or flags), KD_ERR_VERSION_MISMATCH,
+/// KD_ERR_NOT_COMPACT (strides other than compact column-major),
+/// KD_ERR_MISALIGNED (data not aligned to the element size),
+/// KD_ERR_NOT_RESIDENT (not device memory: a host pointer, pinned host
+/// memory, or managed memory without KD_EXTERNAL_ALLOW_MANAGED),
+/// KD_ERR_WRONG_DEVICE (another device's memory), KD_ERR_OUT_OF_BOUNDS (the
+/// tensor reaches past the allocation's end), KD_ERR_OUT_OF_MEMORY,
+/// KD_ERR_RESOURCE_EXHAUSTED, KD_ERR_DRIVER. On failure release is not
+/// called: the memory stays the caller's. *out_tensor is owned
+/// (kd_tensor_release), zeroed on failure.
+KD_API kd_status kd_tensor_wrap(kd_session *session, const kd_external_desc *desc, kd_tensor *out_tensor);
+
 /// Copies the tensor into host memory. This is an explicit host wait: it
 /// waits on the event of this copy alone (not the device, not the whole
 /// stream; on HOST, for the submissions before it), so all earlier work on

@@ -64,6 +64,8 @@ const char *kd_status_name(kd_status status) {
     KD_NAME(KD_ERR_NO_HOST_IMPL)
     KD_NAME(KD_ERR_LTO_VERSION)
     KD_NAME(KD_ERR_VERSION_MISMATCH)
+    KD_NAME(KD_ERR_WRONG_DEVICE)
+    KD_NAME(KD_ERR_MISALIGNED)
 #undef KD_NAME
   }
   return "KD_ERR_UNKNOWN";

@@ -176,6 +176,41 @@ void kd_device_free(kd_device *d, CUdeviceptr p) {
   (void)d->cu->cuMemFreeAsync(p, d->stream);
 }
 
+kd_status kd_device_pointer_check(kd_device *d, const char *op, const char *what, CUdeviceptr p, size_t bytes,
+                                  size_t align, int allow_managed) {
+  if (align > 1 && p % align)
+    return kd_fail(KD_ERR_MISALIGNED, "%s: %s 0x%llx is not aligned to its %zu-byte elements", op, what,
+                   (unsigned long long)p, align);
+  /* The context is not asked: stream-ordered pool memory (kdag's own, and
+   * cudaMallocAsync memory of PyTorch, CuPy or JAX) reports none. */
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                 CU_POINTER_ATTRIBUTE_IS_MANAGED};
+  unsigned type = 0;
+  int ordinal = -1;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  int managed = 0; /* the driver writes a bool-sized value: zeroed, an int holds it */
+  void *data[] = {&type, &ordinal, &start, &size, &managed};
+  /* An address the driver does not know is no error here: every attribute
+   * comes back zero (type 0, "not CUDA memory"). */
+  KD_CU(d, op, cuPointerGetAttributes, (5, attrs, data, p));
+  if (managed && !allow_managed)
+    return kd_fail(KD_ERR_NOT_RESIDENT, "%s: %s 0x%llx is managed memory; wrap it with KD_EXTERNAL_ALLOW_MANAGED "
+                   "to accept it (pages then migrate on first touch)", op, what, (unsigned long long)p);
+  if (!managed && type != CU_MEMORYTYPE_DEVICE)
+    return kd_fail(KD_ERR_NOT_RESIDENT, "%s: %s 0x%llx is not device memory (%s): a host pointer, or an address "
+                   "the driver does not know", op, what, (unsigned long long)p,
+                   type == CU_MEMORYTYPE_HOST ? "pinned host memory" : "no CUDA allocation");
+  if (!managed && ordinal != d->info.ordinal) /* managed memory is any device's */
+    return kd_fail(KD_ERR_WRONG_DEVICE, "%s: %s 0x%llx is memory of device %d, the session's is device %d", op,
+                   what, (unsigned long long)p, ordinal, d->info.ordinal);
+  if (p < start || bytes > size || p - start > size - bytes)
+    return kd_fail(KD_ERR_OUT_OF_BOUNDS, "%s: %s [0x%llx, +%zu bytes) reaches past its allocation [0x%llx, +%zu "
+                   "bytes)", op, what, (unsigned long long)p, bytes, (unsigned long long)start, size);
+  return KD_OK;
+}
+
 kd_status kd_device_poison(kd_device *d, const char *op, CUdeviceptr p, size_t bytes) {
   if (!bytes) return KD_OK;
   if (bytes % 4 == 0) KD_CU(d, op, cuMemsetD32Async, (p, 0x7FA5A5A5u, bytes / 4, d->stream));

@@ -77,6 +77,9 @@ kd_status kd_node_access(node_ctx *c, size_t arg, kd_access mode, const kd_view 
   if (!any_residency && o->residency != KD_RESIDENCY_DEVICE)
     return kd_fail(KD_ERR_NOT_RESIDENT, KD_AT ": tensor 0x%llx lives in host memory, not in the session's device memory",
                    KD_AT_ARGS, (unsigned long long)view->tensor.bits);
+  if (mode != KD_IN && o->read_only)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, KD_AT ": tensor 0x%llx is read-only (wrapped with KD_EXTERNAL_READ_ONLY), "
+                   "and the node would write it", KD_AT_ARGS, (unsigned long long)view->tensor.bits);
   pending *p = &c->acc[c->count];
   /* Every field is set below (not memset: this runs for every access). */
   p->obj = o;

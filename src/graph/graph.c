@@ -83,8 +83,8 @@ void kd_graph_destroy(kd_graph *g) {
   kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);
   KD_GROW_FREE(g->by_slot, g->by_slot_cap);
-  kd_session_unlock(s);
   free(g);
+  kd_session_leave(s); /* runs the release callbacks of external tensors it let go */
 }
 
 kd_status kd_graph_set_exec_mode(kd_graph *g, kd_exec_mode mode) {

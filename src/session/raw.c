@@ -282,6 +282,9 @@ static kd_status borrow_body(kd_raw *raw, const char *op, const kd_view *view, k
                      "only: canonicalize it on the device first", op);
     offset = view->offset;
   }
+  if (mut && o->read_only)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the tensor is read-only (wrapped with KD_EXTERNAL_READ_ONLY): no "
+                   "mutable borrow", op);
   if (!mut && !o->initialized)
     return kd_fail(KD_ERR_UNINITIALIZED, "%s: the tensor was never written (no upload, no launch writing it); "
                    "reading it would read garbage", op);

@@ -206,10 +206,12 @@ void kd_session_destroy(kd_session *s) {
   free(s->orphans);
   free(s->deferred); /* empty: the drain above retired everything */
   kd_held_spares_free(s);
+  kd_tensor_obj *done = s->releases; /* every external tensor's, now */
   pthread_mutex_unlock(&s->lock);
   pthread_mutex_destroy(&s->lock);
   free(s);
   kd_serial_give(serial); /* no handle of this session is valid any more */
+  kd_tensor_releases_run(done);
 }
 
 /* Initial-exec: the check runs on every call, and a dynamic TLS lookup
@@ -270,7 +272,18 @@ void kd_session_device(kd_session *s) {
   s->ctx_current = kd_device_try_current(&s->dev);
 }
 
-void kd_session_leave(kd_session *s) { kd_session_unlock(s); }
+void kd_session_leave(kd_session *s) {
+  /* External tensors' release callbacks run after the lock is let go,
+   * which a raw callback's own calls do not (its scope holds the lock):
+   * theirs wait for the scope's end. */
+  kd_tensor_obj *done = NULL;
+  if (s->releases && !(ck_pr_load_int(&s->raw.active) && kd_raw_open_here(&s->raw))) {
+    done = s->releases;
+    s->releases = NULL;
+  }
+  kd_session_unlock(s);
+  if (done) kd_tensor_releases_run(done);
+}
 
 kd_status kd_session_note(kd_session *s, kd_status st) {
   if (st == KD_ERR_DEVICE_FAULT && !s->fault) {

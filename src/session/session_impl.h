@@ -81,6 +81,11 @@ struct kd_session {
   uint32_t unloads_waiting;
   uint64_t unload_bytes;
   int unload_now;
+  /* External tensors done with, whose release callbacks run once the lock
+   * is let go (kd_session_leave, kd_session_destroy): a callback may take
+   * a lock of its own (a Python deleter takes the GIL) that a thread
+   * waiting for this session holds. */
+  kd_tensor_obj *releases;
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
   /* Whether the call holding the lock has made the context current on its

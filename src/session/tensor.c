@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/options.h"
 #include "base/status_internal.h"
 #include "session/session_impl.h"
 
@@ -28,6 +29,12 @@ void kd_tensor_unref(kd_session *s, kd_tensor_obj *o) {
   ck_pr_dec_32_zero(&o->refs, &zero);
   if (!zero) return;
   if (o->counted_retained) s->counters.bytes_retained -= o->bytes;
+  if (o->external) {
+    /* The owner's callback runs once the lock is let go. */
+    o->next_release = s->releases;
+    s->releases = o;
+    return;
+  }
   if (o->residency == KD_RESIDENCY_DEVICE && s->has_device) {
     kd_session_device(s); /* should a host-only call drop the last reference */
     kd_device_free(&s->dev, o->dptr);
@@ -120,6 +127,90 @@ kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
   return KD_OK;
 }
 
+void kd_tensor_releases_run(kd_tensor_obj *list) {
+  while (list) {
+    kd_tensor_obj *o = list;
+    list = o->next_release;
+    if (o->release) {
+      const char *was = kd_callback_enter("an external tensor's release callback");
+      o->release(o->release_user);
+      kd_callback_leave(was);
+    }
+    free(o);
+  }
+}
+
+void kd_external_desc_init(kd_external_desc *d) {
+  if (!d) return;
+  memset(d, 0, sizeof *d);
+  d->struct_size = sizeof *d;
+}
+
+kd_status kd_tensor_wrap(kd_session *s, const kd_external_desc *d, kd_tensor *out) {
+  static const char *op = "kd_tensor_wrap";
+  if (out) out->bits = 0;
+  if (!d || !out)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, d ? "out_tensor" : "desc");
+  kd_status st = kd_options_check(op, "desc->", "kd_external_desc", d->struct_size, sizeof *d);
+  if (st) return st;
+  if (!d->data) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: desc->data is NULL", op);
+  if (d->flags & ~(uint32_t)(KD_EXTERNAL_READ_ONLY | KD_EXTERNAL_ALLOW_MANAGED))
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: desc->flags 0x%x has unknown bits", op, d->flags);
+  int64_t elements;
+  size_t bytes;
+  st = check_shape(op, d->dtype, d->rank, d->shape, &elements, &bytes);
+  if (st) return st;
+  /* Compact column-major only: a tensor is compact, strided layouts are
+   * views of one. */
+  int64_t stride = 1;
+  int given = 0;
+  for (int i = 0; i < d->rank; ++i) given |= d->strides[i] != 0;
+  for (int i = 0; given && i < d->rank; ++i) {
+    if (d->strides[i] != stride && d->shape[i] > 1)
+      return kd_fail(KD_ERR_NOT_COMPACT, "%s: desc->strides[%d] is %lld, compact column-major needs %lld: wrap "
+                     "the whole extent as a tensor and take a kd_view of it", op, i, (long long)d->strides[i],
+                     (long long)stride);
+    stride *= d->shape[i];
+  }
+  size_t esize = kd_dtype_size(d->dtype);
+  uintptr_t addr = (uintptr_t)d->data;
+  if (addr % esize)
+    return kd_fail(KD_ERR_MISALIGNED, "%s: desc->data %p is not aligned to its %zu-byte %s elements", op, d->data,
+                   esize, kd_dtype_name(d->dtype));
+  st = kd_session_enter(s, op);
+  if (st) return st;
+  if (s->has_device)
+    st = kd_session_note(s, kd_device_pointer_check(&s->dev, op, "desc->data", (CUdeviceptr)addr, bytes, esize,
+                                                    (d->flags & KD_EXTERNAL_ALLOW_MANAGED) != 0));
+  kd_tensor_obj *o = NULL;
+  if (!st && !(o = calloc(1, sizeof *o))) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the tensor", op);
+  if (!st) {
+    o->dtype = d->dtype;
+    o->rank = d->rank;
+    for (int i = 0; i < d->rank; ++i) o->shape[i] = d->shape[i];
+    o->elements = elements;
+    o->bytes = bytes;
+    o->residency = KD_RESIDENCY_DEVICE;
+    if (s->has_device) o->dptr = (CUdeviceptr)addr;
+    else o->host = d->data;
+    o->initialized = 1; /* the owner's data */
+    o->external = 1;
+    o->read_only = (d->flags & KD_EXTERNAL_READ_ONLY) != 0;
+    o->release = d->release;
+    o->release_user = d->release_user;
+    st = kd_handle_alloc(&s->handles, KD_HANDLE_TENSOR, o, &o->handle, op);
+    if (st) {
+      free(o);
+    } else {
+      o->refs = 1;
+      o->user_refs = 1;
+      out->bits = o->handle;
+    }
+  }
+  kd_session_leave(s);
+  return st;
+}
+
 /* kd_tensor_create, its errors naming op (the public function called). */
 static kd_status create(kd_session *s, const char *op, const kd_tensor_desc *desc, kd_tensor *out) {
   if (out) out->bits = 0; /* before anything is checked, as the header says */
@@ -154,6 +245,8 @@ static kd_status upload(kd_session *s, const char *op, kd_tensor t, const void *
   if (st) return st;
   kd_tensor_obj *o;
   st = transfer_target(s, op, t, bytes, &o);
+  if (!st && o->read_only)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the tensor is read-only (wrapped with KD_EXTERNAL_READ_ONLY)", op);
   if (!st) st = s->ops->upload(s, op, o, host, fresh);
   if (!st) {
     o->initialized = 1;

@@ -30,6 +30,14 @@ typedef struct kd_tensor_obj {
   int counted_retained;     /* bytes are in counters.bytes_retained */
   kd_borrow borrow;
   uint64_t held_by_scope;   /* raw scope that already retains it */
+  /* Memory another library owns (kd_tensor_wrap): kdag never frees it,
+   * and once the last reference goes, release(release_user) runs after
+   * the session lock is let go (kd_tensor_releases_run). */
+  int external;
+  int read_only;            /* KD_EXTERNAL_READ_ONLY: no node, borrow or upload writes it */
+  kd_release_fn release;
+  void *release_user;
+  struct kd_tensor_obj *next_release; /* in the session's list of releases to run */
 } kd_tensor_obj;
 
 kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
@@ -40,5 +48,9 @@ void kd_tensor_ref(kd_tensor_obj *o);
 void kd_tensor_unref(kd_session *s, kd_tensor_obj *o);
 /* Frees whatever the caller never released (session teardown). */
 void kd_tensor_destroy_all(kd_session *s);
+/* Runs the release callbacks of external tensors whose last reference
+ * went (a list taken from the session under its lock), without the lock,
+ * each as a callback that must not call kdag, and frees the objects. */
+void kd_tensor_releases_run(kd_tensor_obj *list);
 
 #endif
