@@ -16,6 +16,7 @@
 #include "kdag_test.h"
 #include "kernels/embedded.h"
 #include "null_driver.h"
+#include "session/dlpack.h"
 
 static kdag_null_api nd; /* set by null_session */
 
@@ -2406,3 +2407,66 @@ static void wrapped_device_memory(kd_exec_mode mode) {
 }
 Test(host_null_driver, wrapped_device_memory_eager) { wrapped_device_memory(KD_EXEC_EAGER); }
 Test(host_null_driver, wrapped_device_memory_graph) { wrapped_device_memory(KD_EXEC_GRAPH); }
+
+/* DLPack on a CUDA session: kDLCUDA memory of the session's device, the
+ * producer's event waited for on the device, the deleter once done. */
+static int dl_deleted;
+static void dl_delete(kd_dl_managed_versioned *self) { dl_deleted++, (void)self; }
+
+Test(host_null_driver, dlpack_import_of_device_memory_waits_on_the_device) {
+  kd_session *s = null_session(KD_EXEC_GRAPH, 0);
+  enum { N = 64 };
+  unsigned long long mem = nd.foreign_alloc(N * sizeof(float), 0, 0);
+  int64_t shape[2] = {8, 8};
+  kd_dl_managed_versioned m;
+  memset(&m, 0, sizeof m);
+  m.version = (kd_dl_version){1, 1};
+  m.dl_tensor.data = (void *)(uintptr_t)mem;
+  m.dl_tensor.device = (kd_dl_device){KD_DL_CUDA, 0};
+  m.dl_tensor.ndim = 2;
+  m.dl_tensor.dtype = (kd_dl_dtype){KD_DL_FLOAT, 32, 1};
+  m.dl_tensor.shape = shape;
+  m.deleter = dl_delete;
+  dl_deleted = 0;
+  kd_tensor t;
+  kd_view v;
+  m.dl_tensor.device.device_id = 1;
+  KDT_FAILS(kd_tensor_from_dlpack(s, &m, KD_DLPACK_VERSIONED, NULL, &t, &v), KD_ERR_WRONG_DEVICE,
+            "the DLPack tensor is on device 1, the session's is device 0");
+  m.dl_tensor.device = (kd_dl_device){KD_DL_CPU, 0};
+  KDT_FAILS(kd_tensor_from_dlpack(s, &m, KD_DLPACK_VERSIONED, NULL, &t, &v), KD_ERR_NOT_RESIDENT,
+            "DLPack device type 1 on a CUDA session");
+  m.dl_tensor.device = (kd_dl_device){KD_DL_CUDA, 0};
+  m.dl_tensor.shape[0] = 9; /* past the allocation */
+  KDT_FAILS(kd_tensor_from_dlpack(s, &m, KD_DLPACK_VERSIONED, NULL, &t, &v), KD_ERR_OUT_OF_BOUNDS,
+            "kd_tensor_from_dlpack: the DLPack tensor's data");
+  m.dl_tensor.shape[0] = 8;
+  cr_assert_eq(dl_deleted, 0);
+  get_proc_fn get = (get_proc_fn)nd.get_proc;
+  void *create = NULL, *destroy = NULL;
+  cr_assert_eq(get("cuEventCreate", &create, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL), CUDA_SUCCESS);
+  cr_assert_eq(get("cuEventDestroy", &destroy, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL), CUDA_SUCCESS);
+  CUevent produced;
+  cr_assert_eq(((CUresult(*)(CUevent *, unsigned))create)(&produced, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  uint64_t waits = calls().stream_event_waits, syncs = calls().event_syncs + calls().stream_syncs;
+  KDT_OK(kd_tensor_from_dlpack(s, &m, KD_DLPACK_VERSIONED, produced, &t, &v));
+  cr_assert_eq(calls().stream_event_waits, waits + 1, "the stream waits for the producer's event");
+  cr_assert_eq(calls().event_syncs + calls().stream_syncs, syncs, "the host does not");
+  cr_assert(v.rank == 2 && v.shape[0] == 8 && v.strides[1] == 8);
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_op_scale(g, "x *= 2", v, 2.0, NULL));
+  nd.hold(1);
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_tensor_release(s, t));
+  kd_graph_destroy(g);
+  cr_assert_eq(dl_deleted, 0, "deleted under work in flight");
+  nd.hold(0);
+  uint32_t pending;
+  KDT_OK(kd_session_reap(s, &pending));
+  cr_assert_eq(dl_deleted, 1);
+  cr_assert_eq(((CUresult(*)(CUevent))destroy)(produced), CUDA_SUCCESS);
+  kd_session_destroy(s);
+  nd.foreign_free(mem);
+  assert_all_returned();
+}

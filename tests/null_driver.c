@@ -443,6 +443,15 @@ static CUresult nd_cuEventRecord(CUevent e, CUstream s) {
   record(e);
   return CUDA_SUCCESS;
 }
+/* Work here runs when enqueued, so nothing is left to order: a wait on an
+ * event is counted, and its handles checked. */
+static CUresult nd_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+  COUNT(calls);
+  FAULTED();
+  COUNT(stream_event_waits);
+  if (!s || !e || flags) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_SUCCESS;
+}
 static CUresult nd_cuEventQuery(CUevent e) {
   COUNT(calls);
   FAULTED();

@@ -20,6 +20,7 @@ typedef struct kdag_null_calls {
   uint64_t event_syncs;         /* cuEventSynchronize */
   uint64_t event_queries;
   uint64_t event_records;       /* cuEventRecord, not graph event nodes */
+  uint64_t stream_event_waits;  /* cuStreamWaitEvent: a device-side wait */
   uint64_t events_created, events_destroyed;
   uint64_t device_allocs, device_frees; /* pool and plain, both */
   uint64_t sync_frees;          /* cuMemFree, cuMemFreeHost: synchronize on a real driver */

@@ -7,8 +7,9 @@ set -euo pipefail
 # g++ and libudev-dev: the downstream test (a C++17 file; hwloc's static
 # link flags, which pkg-config --static follows, name -ludev).
 # doxygen: the API reference (ctest api_docs); abigail-tools: the ABI
-# check against the previous release (tools/abi-check.sh).
-pkgs=(cmake pkg-config gcc g++ clang make binutils libck-dev libhwloc-dev libudev-dev libcriterion-dev libjansson-dev libxxhash-dev doxygen abigail-tools)
+# check against the previous release (tools/abi-check.sh); libdlpack-dev:
+# DLPack's own header, which host_dlpack_test checks kdag's import against.
+pkgs=(cmake pkg-config gcc g++ clang make binutils libck-dev libhwloc-dev libudev-dev libcriterion-dev libjansson-dev libxxhash-dev doxygen abigail-tools libdlpack-dev)
 # pip installs MathDx (tools/install-mathdx.sh) when no python3 pip exists yet.
 command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || pkgs+=(python3-pip)
 missing=()

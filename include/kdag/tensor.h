@@ -238,6 +238,42 @@ KD_API kd_status kd_view_check(kd_session *session, const kd_view *view);
 /// it needs no session or lock and any thread may call it.
 KD_API int kd_view_is_compact(const kd_view *view);
 
+/// Which DLPack struct a pointer given to kd_tensor_from_dlpack is.
+typedef enum kd_dlpack_kind {
+  KD_DLPACK_VERSIONED = 0, ///< DLManagedTensorVersioned (DLPack 1.x)
+  KD_DLPACK_LEGACY = 1     ///< DLManagedTensor (DLPack before 1.0)
+} kd_dlpack_kind;
+
+/// Imports a DLPack tensor without a copy: managed points to a
+/// DLManagedTensorVersioned or a DLManagedTensor (kind says which), of
+/// device kDLCUDA (or kDLCUDAManaged) of the session's device on a CUDA
+/// session, kDLCPU on a HOST session. kdag is column-major and DLPack
+/// producers are row-major: the axes are reversed, so a C-contiguous array
+/// of shape (a, b) arrives as a compact kdag tensor of shape (b, a), and
+/// element (i, j) of the producer is (j, i) here. *out_view describes the
+/// array in that order: a compact array is the whole tensor; a strided one
+/// (a slice, a transposed array) is a view of a one-dimensional tensor
+/// spanning its elements, which built-in nodes take as it is and kernels
+/// after a kd_graph_op_copy. The tensor takes the producer's ownership:
+/// the DLPack deleter runs when kdag is done, as kd_tensor_wrap's release
+/// callback does (after the lock, must not call kdag). A versioned
+/// tensor's READ_ONLY flag makes the tensor read-only (KD_EXTERNAL_READ_ONLY).
+/// wait_event (a CUevent, may be NULL) orders kdag after the producer: the
+/// session stream waits for it on the device (cuStreamWaitEvent) inside
+/// this call, so the caller may re-record it once the call returns;
+/// without one the caller must have made the producer's writes complete.
+/// Errors: those of kd_tensor_wrap, and KD_ERR_INVALID_ARGUMENT (NULL
+/// managed, out_tensor or out_view; an element type kdag has no dtype for,
+/// lanes other than 1, a negative stride, a wait_event on a HOST session),
+/// KD_ERR_NOT_RESIDENT (a device type the session cannot use),
+/// KD_ERR_WRONG_DEVICE (another device_id), KD_ERR_VERSION_MISMATCH (a
+/// versioned tensor of another major version: its deleter has been called,
+/// as DLPack asks of a consumer). On any other failure the deleter is not
+/// called and the tensor stays the caller's. *out_tensor is owned
+/// (kd_tensor_release); both outputs are zeroed on failure.
+KD_API kd_status kd_tensor_from_dlpack(kd_session *session, void *managed, kd_dlpack_kind kind, void *wait_event,
+                                       kd_tensor *out_tensor, kd_view *out_view);
+
 #ifdef __cplusplus
 }
 #endif

@@ -176,6 +176,11 @@ void kd_device_free(kd_device *d, CUdeviceptr p) {
   (void)d->cu->cuMemFreeAsync(p, d->stream);
 }
 
+kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event) {
+  KD_CU(d, op, cuStreamWaitEvent, (d->stream, event, 0));
+  return KD_OK;
+}
+
 kd_status kd_device_pointer_check(kd_device *d, const char *op, const char *what, CUdeviceptr p, size_t bytes,
                                   size_t align, int allow_managed) {
   if (align > 1 && p % align)

@@ -83,6 +83,9 @@ int kd_device_try_current(kd_device *d);
 
 kd_status kd_device_alloc(kd_device *d, const char *op, size_t bytes, CUdeviceptr *out);
 void kd_device_free(kd_device *d, CUdeviceptr p); /* stream-ordered */
+/* Makes the session stream's later work wait for event (recorded by
+ * anyone, in any context); the host does not wait. */
+kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event);
 /* Checks that [p, p + bytes) is memory kernels of this device may use
  * (cuPointerGetAttributes; no wait): device memory of this device, or
  * managed memory when allow_managed, inside one allocation, aligned to

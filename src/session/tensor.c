@@ -147,7 +147,11 @@ void kd_external_desc_init(kd_external_desc *d) {
 }
 
 kd_status kd_tensor_wrap(kd_session *s, const kd_external_desc *d, kd_tensor *out) {
-  static const char *op = "kd_tensor_wrap";
+  return kd_tensor_wrap_op(s, "kd_tensor_wrap", "desc->data", d, out);
+}
+
+kd_status kd_tensor_wrap_op(kd_session *s, const char *op, const char *what, const kd_external_desc *d,
+                            kd_tensor *out) {
   if (out) out->bits = 0;
   if (!d || !out)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op, d ? "out_tensor" : "desc");
@@ -175,12 +179,12 @@ kd_status kd_tensor_wrap(kd_session *s, const kd_external_desc *d, kd_tensor *ou
   size_t esize = kd_dtype_size(d->dtype);
   uintptr_t addr = (uintptr_t)d->data;
   if (addr % esize)
-    return kd_fail(KD_ERR_MISALIGNED, "%s: desc->data %p is not aligned to its %zu-byte %s elements", op, d->data,
+    return kd_fail(KD_ERR_MISALIGNED, "%s: %s %p is not aligned to its %zu-byte %s elements", op, what, d->data,
                    esize, kd_dtype_name(d->dtype));
   st = kd_session_enter(s, op);
   if (st) return st;
   if (s->has_device)
-    st = kd_session_note(s, kd_device_pointer_check(&s->dev, op, "desc->data", (CUdeviceptr)addr, bytes, esize,
+    st = kd_session_note(s, kd_device_pointer_check(&s->dev, op, what, (CUdeviceptr)addr, bytes, esize,
                                                     (d->flags & KD_EXTERNAL_ALLOW_MANAGED) != 0));
   kd_tensor_obj *o = NULL;
   if (!st && !(o = calloc(1, sizeof *o))) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the tensor", op);

@@ -48,6 +48,9 @@ void kd_tensor_ref(kd_tensor_obj *o);
 void kd_tensor_unref(kd_session *s, kd_tensor_obj *o);
 /* Frees whatever the caller never released (session teardown). */
 void kd_tensor_destroy_all(kd_session *s);
+/* kd_tensor_wrap, its errors naming op and what (the memory's name). */
+kd_status kd_tensor_wrap_op(kd_session *s, const char *op, const char *what, const kd_external_desc *d,
+                            kd_tensor *out);
 /* Runs the release callbacks of external tensors whose last reference
  * went (a list taken from the session under its lock), without the lock,
  * each as a callback that must not call kdag, and frees the objects. */

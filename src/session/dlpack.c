@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* DLPack import: a producer's tensor wrapped without a copy, axes reversed
+ * (DLPack is row-major, kdag column-major). */
+#include <string.h>
+
+#include "base/status_internal.h"
+#include "session/dlpack.h"
+#include "session/session_impl.h"
+
+static void delete_versioned(void *managed) {
+  kd_dl_managed_versioned *m = managed;
+  if (m->deleter) m->deleter(m);
+}
+
+static void delete_legacy(void *managed) {
+  kd_dl_managed *m = managed;
+  if (m->deleter) m->deleter(m);
+}
+
+/* kdag's dtype of a DLPack element type, or -1. */
+static int dtype_of(kd_dl_dtype t) {
+  switch (t.code) {
+    case KD_DL_FLOAT: return t.bits == 32 ? KD_F32 : t.bits == 64 ? KD_F64 : -1;
+    case KD_DL_INT: return t.bits == 32 ? KD_I32 : t.bits == 64 ? KD_I64 : -1;
+    case KD_DL_UINT: return t.bits == 8 ? KD_U8 : t.bits == 32 ? KD_U32 : t.bits == 64 ? KD_U64 : -1;
+    case KD_DL_COMPLEX: return t.bits == 64 ? KD_C32 : t.bits == 128 ? KD_C64 : -1;
+    default: return -1;
+  }
+}
+
+kd_status kd_tensor_from_dlpack(kd_session *s, void *managed, kd_dlpack_kind kind, void *wait_event,
+                                kd_tensor *out, kd_view *out_view) {
+  static const char *op = "kd_tensor_from_dlpack";
+  if (out) out->bits = 0;
+  if (out_view) memset(out_view, 0, sizeof *out_view);
+  if (!managed || !out || !out_view)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument %s is NULL", op,
+                   !managed ? "managed" : !out ? "out_tensor" : "out_view");
+  if (kind != KD_DLPACK_VERSIONED && kind != KD_DLPACK_LEGACY)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: kind %d is not a kd_dlpack_kind", op, (int)kind);
+  kd_status st = kd_callback_check(op);
+  if (st) return st;
+  if (!s) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument session is NULL", op);
+  const kd_dl_tensor *t;
+  uint64_t flags = 0;
+  if (kind == KD_DLPACK_VERSIONED) {
+    kd_dl_managed_versioned *m = managed;
+    if (m->version.major != KD_DL_MAJOR) {
+      unsigned major = m->version.major, minor = m->version.minor;
+      delete_versioned(m); /* DLPack: a consumer that cannot read it deletes it */
+      return kd_fail(KD_ERR_VERSION_MISMATCH, "%s: DLPack %u.%u, kdag reads major version %d (the tensor was "
+                     "deleted, as DLPack asks)", op, major, minor, KD_DL_MAJOR);
+    }
+    t = &m->dl_tensor;
+    flags = m->flags;
+  } else {
+    t = &((kd_dl_managed *)managed)->dl_tensor;
+  }
+  /* The device: the session's own kind of memory. */
+  int cuda = s->backend == KD_BACKEND_CUDA;
+  int dev = t->device.device_type;
+  if (cuda ? dev != KD_DL_CUDA && dev != KD_DL_CUDA_MANAGED : dev != KD_DL_CPU)
+    return kd_fail(KD_ERR_NOT_RESIDENT, "%s: DLPack device type %d on a %s session, which takes %s", op, dev,
+                   cuda ? "CUDA" : "HOST", cuda ? "kDLCUDA (2) or kDLCUDAManaged (13)" : "kDLCPU (1)");
+  if (cuda && t->device.device_id != s->dev.info.ordinal)
+    return kd_fail(KD_ERR_WRONG_DEVICE, "%s: the DLPack tensor is on device %d, the session's is device %d", op,
+                   (int)t->device.device_id, s->dev.info.ordinal);
+  if (!cuda && wait_event)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: wait_event on a HOST session (nothing runs on a stream)", op);
+  int dtype = dtype_of(t->dtype);
+  if (dtype < 0 || t->dtype.lanes != 1)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: DLPack dtype (code %u, %u bits, %u lanes) has no kdag dtype", op,
+                   t->dtype.code, t->dtype.bits, t->dtype.lanes);
+  if (t->ndim < 0 || t->ndim > KD_MAX_RANK)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: ndim %d is outside [0, %d]", op, (int)t->ndim, KD_MAX_RANK);
+  if (t->ndim > 0 && !t->shape) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape is NULL with ndim %d", op, (int)t->ndim);
+  /* Reversed axes: kdag dimension i is DLPack dimension ndim-1-i. NULL
+   * strides are C-contiguous, which reversed is compact column-major. */
+  int r = t->ndim;
+  kd_view v;
+  memset(&v, 0, sizeof v);
+  v.rank = r;
+  int64_t compact = 1, last = 0;
+  int is_compact = 1, empty = 0;
+  for (int i = 0; i < r; ++i) {
+    int64_t n = t->shape[r - 1 - i];
+    int64_t stride = t->strides ? t->strides[r - 1 - i] : compact;
+    if (n < 0) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: shape[%d] = %lld is negative", op, r - 1 - i, (long long)n);
+    if (stride < 0)
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: strides[%d] = %lld is negative: kdag views step forward only", op,
+                     r - 1 - i, (long long)stride);
+    v.shape[i] = n;
+    v.strides[i] = stride;
+    if (n > 1 && stride != compact) is_compact = 0;
+    if (n == 0) empty = 1;
+    else if (n > 1 && stride > (INT64_MAX - last) / (n - 1))
+      return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the strides overflow", op);
+    else last += (n - 1) * stride;
+    if (n && compact > INT64_MAX / n) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the shape overflows", op);
+    compact *= n ? n : 1;
+  }
+  kd_external_desc d;
+  kd_external_desc_init(&d);
+  d.data = (char *)t->data + t->byte_offset;
+  d.dtype = (kd_dtype)dtype;
+  if (is_compact || empty) { /* the tensor as the producer shaped it */
+    d.rank = r;
+    for (int i = 0; i < r; ++i) d.shape[i] = v.shape[i];
+  } else { /* its elements as one run, the layout a view of it */
+    d.rank = 1;
+    d.shape[0] = last + 1;
+  }
+  d.flags = (flags & KD_DL_FLAG_READ_ONLY ? KD_EXTERNAL_READ_ONLY : 0) |
+            (dev == KD_DL_CUDA_MANAGED ? KD_EXTERNAL_ALLOW_MANAGED : 0);
+  d.release = kind == KD_DLPACK_VERSIONED ? delete_versioned : delete_legacy;
+  d.release_user = managed;
+  if (!d.data) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the DLPack tensor's data is NULL", op);
+  st = kd_tensor_wrap_op(s, op, "the DLPack tensor's data", &d, out);
+  if (st) return st;
+  if (wait_event) {
+    st = kd_session_enter(s, op);
+    if (!st) {
+      st = kd_session_note(s, kd_device_wait_event(&s->dev, op, (CUevent)wait_event));
+      kd_session_leave(s);
+    }
+    if (st) {
+      /* The deleter must not run: the tensor stays the caller's. */
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", kd_last_error());
+      kd_session_lock(s);
+      kd_tensor_obj *o;
+      if (kd_tensor_lookup(s, *out, &o, op, "tensor") == KD_OK) o->release = NULL;
+      kd_session_unlock(s);
+      kd_tensor_release(s, *out);
+      out->bits = 0;
+      return kd_fail(st, "%s", msg);
+    }
+  }
+  v.tensor = *out;
+  if (is_compact || empty) { /* kd_whole's numbers, spelled out */
+    int64_t stride = 1;
+    for (int i = 0; i < r; ++i) v.strides[i] = stride, stride *= v.shape[i];
+  }
+  *out_view = v;
+  return KD_OK;
+}
