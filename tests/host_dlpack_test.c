@@ -167,3 +167,87 @@ Test(host_dlpack, versioned_tensors_and_their_refusals) {
   cr_assert_eq(deleted, 2);
   kd_session_destroy(s);
 }
+
+/* A kdag tensor out as DLPack (axes reversed back, strides given), into
+ * kdag again, and the reference the export holds given back by the
+ * consumer's deleter call. */
+Test(host_dlpack, export_reverses_the_axes_back_and_holds_the_tensor_until_deleted) {
+  kd_session *s = kdt_host_session();
+  kd_tensor_desc d = {.dtype = KD_F64, .rank = 2, .shape = {3, 2}};
+  double x[6] = {0, 1, 2, 3, 4, 5};
+  kd_tensor t;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &t));
+  kd_graph *g; /* an in-flight write the export must wait for */
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_op_scale(g, "x *= 10", kd_whole(t), 10.0, NULL));
+  KDT_OK(kd_graph_submit(g, NULL));
+  void *managed = NULL, *event = &managed;
+  KDT_FAILS(kd_tensor_to_dlpack(s, t, KD_DLPACK_VERSIONED, &event, &managed), KD_ERR_INVALID_ARGUMENT,
+            "out_event on a HOST session");
+  KDT_OK(kd_tensor_to_dlpack(s, t, KD_DLPACK_VERSIONED, NULL, &managed));
+  kd_dl_managed_versioned *m = managed;
+  cr_assert(m->version.major == 1 && m->flags == 0 && m->manager_ctx && m->deleter);
+  cr_assert(m->dl_tensor.device.device_type == KD_DL_CPU && m->dl_tensor.ndim == 2);
+  cr_assert(m->dl_tensor.dtype.code == KD_DL_FLOAT && m->dl_tensor.dtype.bits == 64 && m->dl_tensor.dtype.lanes == 1);
+  cr_assert(m->dl_tensor.shape[0] == 2 && m->dl_tensor.shape[1] == 3, "DLPack (rows, cols) = kdag (cols, rows)");
+  cr_assert(m->dl_tensor.strides[0] == 3 && m->dl_tensor.strides[1] == 1, "C-contiguous");
+  const double *data = m->dl_tensor.data;
+  cr_assert_eq(data[1 * 3 + 2], 50.0, "row 1, column 2 is kdag's (2, 1): the scale has run");
+  KDT_OK(kd_tensor_release(s, t)); /* the export still holds it */
+  /* Back into kdag: the same memory, the same shape. */
+  kd_tensor back;
+  kd_view v;
+  KDT_OK(kd_tensor_from_dlpack(s, m, KD_DLPACK_VERSIONED, NULL, &back, &v));
+  kd_tensor_desc info;
+  KDT_OK(kd_tensor_info(s, back, &info));
+  cr_assert(info.rank == 2 && info.shape[0] == 3 && info.shape[1] == 2 && info.dtype == KD_F64);
+  double out[6];
+  KDT_OK(kd_tensor_download(s, back, out, sizeof out));
+  cr_assert_eq(out[5], 50.0);
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_info(s, t, &info)); /* the export's reference keeps the handle */
+  /* Releasing the import runs the export's deleter from kdag's own
+   * release callback, which lets go of the tensor. */
+  KDT_OK(kd_tensor_release(s, back));
+  KDT_FAILS(kd_tensor_info(s, t, &info), KD_ERR_RELEASED, "kd_tensor_info");
+  /* An import of an export left to kd_session_destroy: the deleter then
+   * runs after the session is gone, and frees only its own struct. */
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &t));
+  KDT_OK(kd_tensor_to_dlpack(s, t, KD_DLPACK_LEGACY, NULL, &managed));
+  KDT_OK(kd_tensor_from_dlpack(s, managed, KD_DLPACK_LEGACY, NULL, &back, &v));
+  kd_session_destroy(s);
+}
+
+Test(host_dlpack, export_of_a_read_only_or_unwritten_tensor) {
+  kd_session *s = kdt_host_session();
+  float a[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  kd_dl_managed_versioned in = versioned(a, shape);
+  in.flags = KD_DL_FLAG_READ_ONLY;
+  deleted = 0;
+  kd_tensor t, fresh;
+  kd_view v;
+  KDT_OK(kd_tensor_from_dlpack(s, &in, KD_DLPACK_VERSIONED, NULL, &t, &v));
+  void *managed;
+  KDT_OK(kd_tensor_to_dlpack(s, t, KD_DLPACK_LEGACY, NULL, &managed));
+  DLManagedTensor *legacy_out = managed; /* checked against DLPack's own header */
+  cr_assert_eq(legacy_out->dl_tensor.data, (void *)a, "no copy, either way");
+  cr_assert_eq(legacy_out->dl_tensor.shape[0], 4);
+  KDT_OK(kd_tensor_release(s, t));
+  cr_assert_eq(deleted, 0, "the export holds it");
+  legacy_out->deleter(legacy_out);
+  cr_assert_eq(deleted, 1, "the consumer's deleter gave it back, and kdag its producer's");
+  KDT_OK(kd_tensor_from_dlpack(s, &in, KD_DLPACK_VERSIONED, NULL, &t, &v));
+  KDT_OK(kd_tensor_to_dlpack(s, t, KD_DLPACK_VERSIONED, NULL, &managed));
+  cr_assert_eq(((kd_dl_managed_versioned *)managed)->flags, KD_DL_FLAG_READ_ONLY);
+  ((kd_dl_managed_versioned *)managed)->deleter(managed);
+  KDT_OK(kd_tensor_release(s, t));
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
+  KDT_OK(kd_tensor_create(s, &d, &fresh));
+  KDT_FAILS(kd_tensor_to_dlpack(s, fresh, KD_DLPACK_VERSIONED, NULL, &managed), KD_ERR_UNINITIALIZED, "never written");
+  KDT_FAILS(kd_tensor_to_dlpack(s, fresh, KD_DLPACK_VERSIONED, NULL, NULL), KD_ERR_INVALID_ARGUMENT, "out_managed");
+  KDT_OK(kd_tensor_release(s, fresh));
+  KDT_FAILS(kd_tensor_to_dlpack(s, fresh, KD_DLPACK_VERSIONED, NULL, &managed), KD_ERR_RELEASED, "kd_tensor_to_dlpack");
+  kd_session_destroy(s);
+  cr_assert_eq(deleted, 2);
+}

@@ -2470,3 +2470,35 @@ Test(host_null_driver, dlpack_import_of_device_memory_waits_on_the_device) {
   nd.foreign_free(mem);
   assert_all_returned();
 }
+
+/* Export from a CUDA session: kDLCUDA, with an event after kdag's work for
+ * the consumer to wait on; the host waits for nothing. */
+Test(host_null_driver, dlpack_export_records_an_event_for_the_consumer) {
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  kd_tensor_desc d = {.dtype = KD_I64, .rank = 3, .shape = {2, 3, 4}};
+  int64_t x[24] = {0};
+  kd_tensor t;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &t));
+  uint64_t records = calls().event_records, syncs = calls().event_syncs + calls().stream_syncs;
+  void *event = NULL, *managed = NULL;
+  KDT_OK(kd_tensor_to_dlpack(s, t, KD_DLPACK_VERSIONED, &event, &managed));
+  cr_assert_not_null(event);
+  cr_assert_eq(calls().event_records, records + 1);
+  cr_assert_eq(calls().event_syncs + calls().stream_syncs, syncs, "the export does not wait");
+  kd_dl_managed_versioned *m = managed;
+  cr_assert(m->dl_tensor.device.device_type == KD_DL_CUDA && m->dl_tensor.device.device_id == 0);
+  cr_assert(m->dl_tensor.dtype.code == KD_DL_INT && m->dl_tensor.dtype.bits == 64);
+  cr_assert(m->dl_tensor.shape[0] == 4 && m->dl_tensor.shape[1] == 3 && m->dl_tensor.shape[2] == 2);
+  cr_assert(m->dl_tensor.strides[0] == 6 && m->dl_tensor.strides[1] == 2 && m->dl_tensor.strides[2] == 1);
+  get_proc_fn get = (get_proc_fn)nd.get_proc;
+  void *destroy = NULL;
+  cr_assert_eq(get("cuEventDestroy", &destroy, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL), CUDA_SUCCESS);
+  cr_assert_eq(((CUresult(*)(CUevent))destroy)((CUevent)event), CUDA_SUCCESS, "the caller's event");
+  uint64_t frees = calls().device_frees;
+  KDT_OK(kd_tensor_release(s, t));
+  cr_assert_eq(calls().device_frees, frees, "the export holds the memory");
+  m->deleter(m);
+  cr_assert_eq(calls().device_frees, frees + 1, "freed once the consumer let go");
+  kd_session_destroy(s);
+  assert_all_returned();
+}

@@ -274,6 +274,32 @@ typedef enum kd_dlpack_kind {
 KD_API kd_status kd_tensor_from_dlpack(kd_session *session, void *managed, kd_dlpack_kind kind, void *wait_event,
                                        kd_tensor *out_tensor, kd_view *out_view);
 
+/// Exports the tensor as DLPack without a copy: *out_managed is a new
+/// DLManagedTensorVersioned (version 1.1, KD_DLPACK_VERSIONED) or
+/// DLManagedTensor (KD_DLPACK_LEGACY) whose deleter the consumer calls
+/// once, from any thread, before kd_session_destroy (the memory goes with
+/// the session); the export holds a reference to the tensor until then,
+/// so the caller may release its handle. Axes are reversed back (a kdag
+/// tensor of shape (b, a) is a C-contiguous DLPack array of shape (a, b)),
+/// strides are given, the device is kDLCUDA with the session's ordinal, or
+/// kDLCPU on a HOST session; a read-only tensor is flagged READ_ONLY.
+/// Ordering: on a CUDA session, out_event (may be NULL) gets a new
+/// CUevent, recorded after the work enqueued so far, for the consumer to
+/// wait on (cuStreamWaitEvent) and the caller to destroy (cuEventDestroy);
+/// with none, the caller must wait for that work before the consumer reads
+/// (kd_sink_wait or a download). On a HOST session out_event must be NULL,
+/// and the export waits for the submissions before it, as a download does.
+/// The consumer must not write a read-only export, and writes of its own
+/// must be complete before kdag's next use (kd_tensor_from_dlpack's
+/// wait_event orders the other way). Errors: KD_ERR_INVALID_ARGUMENT (NULL
+/// out_managed, a bad kind, an out_event on a HOST session),
+/// KD_ERR_RELEASED, KD_ERR_WRONG_SESSION, KD_ERR_NOT_RESIDENT (a host
+/// tensor of a CUDA session), KD_ERR_UNINITIALIZED (nothing has written
+/// it), KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER. Outputs are written only on
+/// success.
+KD_API kd_status kd_tensor_to_dlpack(kd_session *session, kd_tensor tensor, kd_dlpack_kind kind, void **out_event,
+                                     void **out_managed);
+
 #ifdef __cplusplus
 }
 #endif

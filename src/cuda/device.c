@@ -176,6 +176,18 @@ void kd_device_free(kd_device *d, CUdeviceptr p) {
   (void)d->cu->cuMemFreeAsync(p, d->stream);
 }
 
+kd_status kd_device_event_export(kd_device *d, const char *op, CUevent *out) {
+  CUevent e = NULL;
+  KD_CU(d, op, cuEventCreate, (&e, CU_EVENT_DISABLE_TIMING));
+  CUresult r = d->cu->cuEventRecord(e, d->stream);
+  if (r != CUDA_SUCCESS) {
+    (void)d->cu->cuEventDestroy(e);
+    return kd_fail_cu(r, op, "cuEventRecord");
+  }
+  *out = e;
+  return KD_OK;
+}
+
 kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event) {
   KD_CU(d, op, cuStreamWaitEvent, (d->stream, event, 0));
   return KD_OK;

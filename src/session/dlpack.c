@@ -144,3 +144,122 @@ kd_status kd_tensor_from_dlpack(kd_session *s, void *managed, kd_dlpack_kind kin
   *out_view = v;
   return KD_OK;
 }
+
+/* ---- export ---------------------------------------------------------- */
+
+/* One allocation per export: the DLPack struct first (so its address is
+ * the export's), then what its pointers point to. */
+typedef struct kd_dl_export {
+  union {
+    kd_dl_managed_versioned versioned;
+    kd_dl_managed legacy;
+  } m;
+  kd_session *session;     /* NULL once the session is destroyed */
+  kd_tensor_obj *obj;      /* holds one reference of the caller's kind */
+  struct kd_dl_export *prev, *next; /* the session's live exports */
+  int64_t shape[KD_MAX_RANK];
+  int64_t strides[KD_MAX_RANK];
+} kd_dl_export;
+
+static void export_unlink(kd_session *s, kd_dl_export *e) {
+  if (e->prev) e->prev->next = e->next;
+  else s->exports = e->next;
+  if (e->next) e->next->prev = e->prev;
+}
+
+/* The consumer's deleter. It may come from any thread, and from kdag's
+ * own release callbacks (kdag importing its own export): those hold no
+ * lock, so it takes the session's. From a callback that runs under a
+ * kdag lock it cannot: the reference then stays until kd_session_destroy
+ * (the header forbids that). After kd_session_destroy only the struct is
+ * left to free. */
+static void export_done(kd_dl_export *e) {
+  kd_session *s = e->session;
+  if (s && kd_callback_lock_free()) {
+    kd_session_lock(s);
+    if (e->session) { /* not cut loose meanwhile */
+      export_unlink(s, e);
+      kd_tensor_drop_user_ref(s, e->obj);
+      free(e);
+      e = NULL;
+    }
+    kd_session_leave(s);
+    if (!e) return;
+  }
+  if (!s) free(e);
+}
+
+void kd_dl_exports_orphan(kd_session *s) {
+  for (kd_dl_export *e = s->exports; e; e = e->next) e->session = NULL;
+  s->exports = NULL;
+}
+static void export_delete_versioned(kd_dl_managed_versioned *self) { export_done((kd_dl_export *)self); }
+static void export_delete_legacy(kd_dl_managed *self) { export_done((kd_dl_export *)self); }
+
+kd_status kd_tensor_to_dlpack(kd_session *s, kd_tensor t, kd_dlpack_kind kind, void **out_event, void **out_managed) {
+  static const char *op = "kd_tensor_to_dlpack";
+  if (!out_managed) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_managed is NULL", op);
+  if (kind != KD_DLPACK_VERSIONED && kind != KD_DLPACK_LEGACY)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: kind %d is not a kd_dlpack_kind", op, (int)kind);
+  kd_status st = kd_session_enter(s, op);
+  if (st) return st;
+  kd_tensor_obj *o = NULL;
+  kd_dl_export *e = NULL;
+  CUevent event = NULL;
+  st = kd_tensor_lookup(s, t, &o, op, "tensor");
+  if (!st && !s->has_device && out_event)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: out_event on a HOST session (the export waits instead)", op);
+  if (!st && o->residency != KD_RESIDENCY_DEVICE && s->has_device)
+    st = kd_fail(KD_ERR_NOT_RESIDENT, "%s: the tensor lives in host memory, not on the device", op);
+  if (!st && !o->initialized)
+    st = kd_fail(KD_ERR_UNINITIALIZED, "%s: the tensor was never written (no upload, no launch writing it)", op);
+  if (!st && !(e = calloc(1, sizeof *e))) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the export", op);
+  if (!st && s->has_device && out_event) st = kd_session_note(s, kd_device_event_export(&s->dev, op, &event));
+  if (!st && !s->has_device) { /* HOST: the submissions before it may still write it */
+    kd_completion_drain(s);
+    kd_session_waited(s);
+  }
+  if (st) {
+    free(e);
+    kd_session_leave(s);
+    return st;
+  }
+  o->user_refs++; /* the export's reference, released by its deleter */
+  e->session = s;
+  e->obj = o;
+  e->next = s->exports;
+  if (s->exports) s->exports->prev = e;
+  s->exports = e;
+  kd_dl_tensor *d = kind == KD_DLPACK_VERSIONED ? &e->m.versioned.dl_tensor : &e->m.legacy.dl_tensor;
+  d->data = s->has_device ? (void *)(uintptr_t)o->dptr : o->host;
+  d->device.device_type = s->has_device ? KD_DL_CUDA : KD_DL_CPU;
+  d->device.device_id = s->has_device ? s->dev.info.ordinal : 0;
+  d->ndim = o->rank;
+  static const kd_dl_dtype codes[KD_DTYPE_COUNT_] = {
+      [KD_F32] = {KD_DL_FLOAT, 32, 1},  [KD_F64] = {KD_DL_FLOAT, 64, 1},    [KD_I32] = {KD_DL_INT, 32, 1},
+      [KD_I64] = {KD_DL_INT, 64, 1},    [KD_U8] = {KD_DL_UINT, 8, 1},       [KD_U32] = {KD_DL_UINT, 32, 1},
+      [KD_U64] = {KD_DL_UINT, 64, 1},   [KD_C32] = {KD_DL_COMPLEX, 64, 1}, [KD_C64] = {KD_DL_COMPLEX, 128, 1}};
+  d->dtype = codes[o->dtype];
+  /* Reversed: DLPack dimension i is kdag dimension rank-1-i. */
+  int64_t stride = 1;
+  for (int i = 0; i < o->rank; ++i) {
+    e->shape[o->rank - 1 - i] = o->shape[i];
+    e->strides[o->rank - 1 - i] = stride;
+    stride *= o->shape[i];
+  }
+  d->shape = e->shape;
+  d->strides = e->strides;
+  if (kind == KD_DLPACK_VERSIONED) {
+    e->m.versioned.version = (kd_dl_version){KD_DL_MAJOR, KD_DL_MINOR};
+    e->m.versioned.manager_ctx = e;
+    e->m.versioned.deleter = export_delete_versioned;
+    e->m.versioned.flags = o->read_only ? KD_DL_FLAG_READ_ONLY : 0;
+  } else {
+    e->m.legacy.manager_ctx = e;
+    e->m.legacy.deleter = export_delete_legacy;
+  }
+  if (out_event) *out_event = event;
+  *out_managed = e;
+  kd_session_leave(s);
+  return KD_OK;
+}

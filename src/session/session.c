@@ -197,6 +197,7 @@ void kd_session_destroy(kd_session *s) {
   cache_clear(s);
   kd_module_destroy_all(s);
   kd_modules_unload_deferred(s);
+  kd_dl_exports_orphan(s); /* their references go with every other below */
   kd_tensor_destroy_all(s);
   kd_completion_ring_fini(s);
   if (s->has_device) kd_device_close(&s->dev);
@@ -225,6 +226,10 @@ const char *kd_callback_enter(const char *what) {
 }
 
 void kd_callback_leave(const char *was) { tls_callback = was; }
+
+const char kd_release_callback_name[] = "an external tensor's release callback";
+
+int kd_callback_lock_free(void) { return !tls_callback || tls_callback == kd_release_callback_name; }
 
 kd_status kd_callback_check(const char *op) {
   if (__builtin_expect(tls_callback == NULL, 1)) return KD_OK;

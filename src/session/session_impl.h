@@ -86,6 +86,9 @@ struct kd_session {
    * a lock of its own (a Python deleter takes the GIL) that a thread
    * waiting for this session holds. */
   kd_tensor_obj *releases;
+  /* Live DLPack exports (session/dlpack.c), whose deleters may come after
+   * the session is gone: kd_session_destroy cuts them loose first. */
+  struct kd_dl_export *exports;
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
   /* Whether the call holding the lock has made the context current on its
@@ -146,6 +149,12 @@ const char *kd_callback_enter(const char *what);
 void kd_callback_leave(const char *was);
 /* KD_OK, or KD_ERR_BUSY naming op and the callback it was called from. */
 kd_status kd_callback_check(const char *op);
+/* What kd_callback_enter names while an external tensor's release
+ * callback runs (kd_tensor_releases_run): no session lock is held then. */
+extern const char kd_release_callback_name[];
+/* 1 when the thread runs no callback, or only an external tensor's
+ * release callback: no kdag lock is held on it, so taking one is safe. */
+int kd_callback_lock_free(void);
 /* Records a device fault (if st is one) so later calls fail with it. */
 kd_status kd_session_note(kd_session *s, kd_status st);
 

@@ -132,7 +132,7 @@ void kd_tensor_releases_run(kd_tensor_obj *list) {
     kd_tensor_obj *o = list;
     list = o->next_release;
     if (o->release) {
-      const char *was = kd_callback_enter("an external tensor's release callback");
+      const char *was = kd_callback_enter(kd_release_callback_name);
       o->release(o->release_user);
       kd_callback_leave(was);
     }
@@ -322,6 +322,10 @@ static void release_user_hold(kd_session *s, kd_tensor_obj *o) {
     s->counters.bytes_retained += o->bytes;
   }
   kd_tensor_unref(s, o);
+}
+
+void kd_tensor_drop_user_ref(kd_session *s, kd_tensor_obj *o) {
+  if (--o->user_refs == 0) release_user_hold(s, o);
 }
 
 kd_status kd_tensor_release(kd_session *s, kd_tensor t) {

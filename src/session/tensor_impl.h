@@ -48,6 +48,13 @@ void kd_tensor_ref(kd_tensor_obj *o);
 void kd_tensor_unref(kd_session *s, kd_tensor_obj *o);
 /* Frees whatever the caller never released (session teardown). */
 void kd_tensor_destroy_all(kd_session *s);
+/* Drops one reference of the caller's kind (kd_tensor_release's work),
+ * with the session locked by the caller. */
+void kd_tensor_drop_user_ref(kd_session *s, kd_tensor_obj *o);
+/* Cuts the session's live DLPack exports loose (kd_session_destroy, before
+ * any release callback can run their deleters): a later deleter frees
+ * its struct alone. */
+void kd_dl_exports_orphan(kd_session *s);
 /* kd_tensor_wrap, its errors naming op and what (the memory's name). */
 kd_status kd_tensor_wrap_op(kd_session *s, const char *op, const char *what, const kd_external_desc *d,
                             kd_tensor *out);
