@@ -2502,3 +2502,59 @@ Test(host_null_driver, dlpack_export_records_an_event_for_the_consumer) {
   kd_session_destroy(s);
   assert_all_returned();
 }
+
+/* Ordering across sessions and with other libraries' events: the device
+ * waits, the host never does. */
+Test(host_null_driver, sessions_wait_for_each_other_and_for_events_on_the_device) {
+  pipeline p;
+  kd_session *a = made(KD_EXEC_GRAPH, &p);
+  kd_session *b = null_session(KD_EXEC_EAGER, 0);
+  nd.hold(1);
+  kd_ticket t;
+  KDT_OK(kd_graph_submit(p.g, &t));
+  kdag_null_calls c0 = calls();
+  KDT_OK(kd_session_wait_ticket(b, a, t));
+  kdag_null_calls c1 = calls();
+  cr_assert_eq(c1.stream_event_waits, c0.stream_event_waits + 1, "b's stream waits for a's submission");
+  cr_assert_eq(c1.event_records, c0.event_records + 1, "an event recorded on a's stream");
+  cr_assert_eq(c1.event_syncs + c1.stream_syncs, c0.event_syncs + c0.stream_syncs, "no host wait");
+  cr_assert_eq(counters(b).stream_event_waits, 1);
+  void *e = NULL;
+  KDT_OK(kd_ticket_event(a, t, &e));
+  cr_assert_not_null(e);
+  KDT_OK(kd_session_wait_event(b, e));
+  cr_assert_eq(counters(b).stream_event_waits, 2);
+  get_proc_fn get = (get_proc_fn)nd.get_proc;
+  void *destroy = NULL;
+  cr_assert_eq(get("cuEventDestroy", &destroy, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL), CUDA_SUCCESS);
+  cr_assert_eq(((CUresult(*)(CUevent))destroy)((CUevent)e), CUDA_SUCCESS);
+  /* Once retired: no wait to add, and an event that is complete. */
+  nd.hold(0);
+  uint32_t pending;
+  KDT_OK(kd_session_reap(a, &pending));
+  kdag_null_calls c2 = calls();
+  KDT_OK(kd_session_wait_ticket(b, a, t));
+  KDT_OK(kd_ticket_event(a, t, &e));
+  kdag_null_calls c3 = calls();
+  cr_assert_eq(c3.stream_event_waits, c2.stream_event_waits);
+  cr_assert_eq(c3.event_records, c2.event_records, "a retired ticket's event is never recorded");
+  cr_assert_eq(((CUresult(*)(CUevent))destroy)((CUevent)e), CUDA_SUCCESS);
+  KDT_OK(kd_session_wait_ticket(a, a, t)); /* its own: in order already */
+  kd_ticket wrong = t;
+  wrong.seq = 999;
+  KDT_FAILS(kd_session_wait_ticket(b, a, wrong), KD_ERR_INVALID_ARGUMENT, "kd_session_wait_ticket: argument ticket (999) was never issued");
+  KDT_FAILS(kd_ticket_event(b, t, &e), KD_ERR_WRONG_SESSION, "kd_ticket_event: argument ticket is of another session");
+  KDT_FAILS(kd_ticket_event(a, t, NULL), KD_ERR_INVALID_ARGUMENT, "out_event");
+  KDT_FAILS(kd_session_wait_event(b, NULL), KD_ERR_INVALID_ARGUMENT, "argument event is NULL");
+  KDT_FAILS(kd_session_wait_ticket(b, NULL, t), KD_ERR_INVALID_ARGUMENT, "argument other is NULL");
+  kd_session *h = kdt_host_session();
+  KDT_FAILS(kd_session_wait_ticket(h, a, t), KD_ERR_WRONG_BACKEND, "kd_session_wait_ticket: backend session is not CUDA");
+  KDT_FAILS(kd_session_wait_event(h, &p), KD_ERR_WRONG_BACKEND, "kd_session_wait_event: backend session is not CUDA");
+  kd_session_destroy(h);
+  kd_graph_destroy(p.g);
+  KDT_OK(kd_tensor_release(a, p.a));
+  KDT_OK(kd_tensor_release(a, p.b));
+  kd_session_destroy(b);
+  kd_session_destroy(a);
+  assert_all_returned();
+}

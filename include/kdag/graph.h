@@ -330,6 +330,27 @@ KD_API kd_status kd_graph_submit(kd_graph *g, kd_ticket *out_ticket);
 /// KD_ERR_DEVICE_FAULT.
 KD_API kd_status kd_ticket_done(kd_session *session, kd_ticket ticket, int *out_done);
 
+/// A submission's completion as a CUevent for other libraries' streams:
+/// *out_event is a new event (no timing) the caller owns and destroys
+/// (cuEventDestroy). It is recorded after the work enqueued on the session
+/// so far, so it completes no earlier than the ticket's submission (and
+/// no later than the session's work before this call); for a ticket
+/// already retired it is an event never recorded, which is complete.
+/// No host wait. CUDA sessions only. Errors: KD_ERR_INVALID_ARGUMENT (NULL
+/// out_event, a ticket never issued), KD_ERR_WRONG_SESSION (another
+/// session's ticket), KD_ERR_WRONG_BACKEND (a HOST session),
+/// KD_ERR_OUT_OF_MEMORY, KD_ERR_DRIVER, KD_ERR_DEVICE_FAULT.
+KD_API kd_status kd_ticket_event(kd_session *session, kd_ticket ticket, void **out_event);
+
+/// Makes session's work from now on wait, on the device, for another
+/// session's submission (its ticket), on the same device or another: the
+/// basis for pipelines across sessions and GPUs. Neither host waits; a
+/// retired ticket, or one of session itself (its stream is in order
+/// already), adds no wait. The two sessions' locks are taken one after the
+/// other, never together. CUDA sessions only. Errors: those of
+/// kd_ticket_event for other and ticket, and of kd_session_wait_event.
+KD_API kd_status kd_session_wait_ticket(kd_session *session, kd_session *other, kd_ticket ticket);
+
 /// Waits for the sink of the latest submission that ran it, then copies the
 /// data into the sink's host memory. On a HOST session it waits without the
 /// session's lock, so other threads may submit meanwhile; no thread may

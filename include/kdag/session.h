@@ -202,6 +202,17 @@ KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out
 /// happens all the same). A HOST session has nothing to release.
 KD_API kd_status kd_session_trim(kd_session *session);
 
+/// Makes the session's work from now on (submissions, uploads, downloads,
+/// raw scopes) wait, on the device, for event: a CUevent recorded on
+/// another library's stream, in any context or on any device. The wait is
+/// enqueued during the call (cuStreamWaitEvent), so the caller may
+/// re-record the event once it returns; the host does not wait (counted
+/// in kd_session_stats.stream_event_waits). An event never recorded is
+/// complete. CUDA sessions only. Errors: KD_ERR_INVALID_ARGUMENT (NULL
+/// event), KD_ERR_WRONG_BACKEND (a HOST session), KD_ERR_DRIVER (the
+/// driver refused the handle), KD_ERR_DEVICE_FAULT.
+KD_API kd_status kd_session_wait_event(kd_session *session, void *event);
+
 /// Monotonic counters, readable at any time (but from a callback that must
 /// not call kdag: KD_ERR_BUSY) so tests can prove what the session did (and
 /// did not) do.
@@ -219,6 +230,9 @@ typedef struct kd_session_stats {
                                 ///< the fallback when a completion's or a download's event cannot
                                 ///< be recorded or waited for, after their work was enqueued
   uint64_t device_syncs;        ///< device- or context-wide waits: kdag never makes one
+  uint64_t stream_event_waits;  ///< waits for other streams' events enqueued on the session stream
+                                ///< (kd_session_wait_event, kd_session_wait_ticket, a DLPack
+                                ///< import's wait_event): the device waits, the host does not
   uint64_t ring_full_waits;     ///< submits that had to wait for the oldest completion
   uint64_t completions_retired; ///< completions whose events fired and whose holds were released
   uint64_t inflight;            ///< completions recorded but not yet retired (gauge)

@@ -176,6 +176,13 @@ void kd_device_free(kd_device *d, CUdeviceptr p) {
   (void)d->cu->cuMemFreeAsync(p, d->stream);
 }
 
+kd_status kd_device_event_new(kd_device *d, const char *op, CUevent *out) {
+  KD_CU(d, op, cuEventCreate, (out, CU_EVENT_DISABLE_TIMING));
+  return KD_OK;
+}
+
+void kd_device_event_destroy(kd_device *d, CUevent e) { (void)d->cu->cuEventDestroy(e); }
+
 kd_status kd_device_event_export(kd_device *d, const char *op, CUevent *out) {
   CUevent e = NULL;
   KD_CU(d, op, cuEventCreate, (&e, CU_EVENT_DISABLE_TIMING));

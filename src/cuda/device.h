@@ -83,6 +83,10 @@ int kd_device_try_current(kd_device *d);
 
 kd_status kd_device_alloc(kd_device *d, const char *op, size_t bytes, CUdeviceptr *out);
 void kd_device_free(kd_device *d, CUdeviceptr p); /* stream-ordered */
+/* A new event (no timing), never recorded (complete), for the caller to
+ * own; kd_device_event_destroy frees one. */
+kd_status kd_device_event_new(kd_device *d, const char *op, CUevent *out);
+void kd_device_event_destroy(kd_device *d, CUevent e);
 /* A new event (no timing) recorded on the session stream after the work
  * enqueued so far, for the caller to own (cuEventDestroy); no wait. */
 kd_status kd_device_event_export(kd_device *d, const char *op, CUevent *out);

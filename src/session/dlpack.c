@@ -121,6 +121,7 @@ kd_status kd_tensor_from_dlpack(kd_session *s, void *managed, kd_dlpack_kind kin
     st = kd_session_enter(s, op);
     if (!st) {
       st = kd_session_note(s, kd_device_wait_event(&s->dev, op, (CUevent)wait_event));
+      if (!st) s->counters.stream_event_waits++;
       kd_session_leave(s);
     }
     if (st) {
