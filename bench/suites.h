@@ -40,6 +40,9 @@ int kb_register_dx_suite(kb_harness *h);
  * the same kernels; workloads_declare (CPU): declaring the Jacobi. */
 int kb_register_workloads_suites(kb_harness *h);
 
+/* interop: wrapping memory, DLPack import and export, per operation. */
+int kb_register_interop_suite(kb_harness *h);
+
 /* Removes a scratch folder a suite made with mkdtemp (its whole tree); ""
  * does nothing. Returns 0, or -1 when it could not. */
 int kb_remove_scratch_dir(const char *dir);

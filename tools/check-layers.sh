@@ -7,7 +7,8 @@
 # only in src/cuda/ and the CUDA executors (src/exec/cuda_*.c), and
 # bench/ and examples/ use the public headers (bench also cuda.h, the
 # driver table, to run on the null driver kdag loads, and kdag's library
-# loader, to find its baselines where kdag finds its own libraries). Prints every
+# loader, to find its baselines where kdag finds its own libraries, and the
+# DLPack layout kdag declares for itself). Prints every
 # violation as file:line and the rule, and exits 1 if there is one.
 #
 #   tools/check-layers.sh [repo root]     (ctest: layers)
@@ -74,6 +75,7 @@ for f in examples/*.[ch] bench/*.[ch]; do
       bench/*:cuda/driver.h) ;; # the driver table: the bench runs on whichever driver kdag loaded (the null driver)
       bench/*:base/dynlib.h) ;; # one library loader: the baselines (cuBLAS, cuSOLVER) are found where kdag finds its own
       bench/*:examples/dx_kernels.h) ;;
+      bench/*:session/dlpack.h) ;; # the DLPack layout, which the public headers leave out (a user's dlpack.h would clash)
       *) say "$f:$line" "includes $target: examples use the public headers only; bench/ too, with the driver table and the library loader" ;;
     esac
   done < <(grep -n '^#include "' "$f" | sed 's/:#include /:/')
