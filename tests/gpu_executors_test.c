@@ -44,6 +44,7 @@ static double double_at(void *const *p, int i) {
   }                                                                \
   static void copy_e##e(void *const *p) { kd_host_copy(e, view_at(p, 0), view_at(p, 1)); }
 FILL(1)
+FILL(2)
 FILL(4)
 FILL(8)
 FILL(16)
@@ -69,7 +70,8 @@ static void register_builtins(void) {
     uint32_t count, sizes[3];
     kdag_null_kernel_fn *fn;
   } k[] = {
-      {"kd_fill_e1", 2, {V, P}, fill_e1},     {"kd_fill_e4", 2, {V, P}, fill_e4},
+      {"kd_fill_e1", 2, {V, P}, fill_e1},     {"kd_fill_e2", 2, {V, P}, fill_e2},
+      {"kd_copy_e2", 2, {V, V}, copy_e2},     {"kd_fill_e4", 2, {V, P}, fill_e4},
       {"kd_fill_e8", 2, {V, P}, fill_e8},     {"kd_fill_e16", 2, {V, P}, fill_e16},
       {"kd_copy_e1", 2, {V, V}, copy_e1},     {"kd_copy_e4", 2, {V, V}, copy_e4},
       {"kd_copy_e8", 2, {V, V}, copy_e8},     {"kd_copy_e16", 2, {V, V}, copy_e16},

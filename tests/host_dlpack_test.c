@@ -127,9 +127,9 @@ Test(host_dlpack, versioned_tensors_and_their_refusals) {
   cr_assert_eq(deleted, 1, "a consumer that cannot read it deletes it");
   cr_assert_eq(t.bits, 0);
   m = versioned(a, shape);
-  m.dl_tensor.dtype.bits = 16; /* f16: no kdag dtype yet */
+  m.dl_tensor.dtype.bits = 8; /* an 8-bit float: no kdag dtype */
   KDT_FAILS(kd_tensor_from_dlpack(s, &m, KD_DLPACK_VERSIONED, NULL, &t, &v), KD_ERR_INVALID_ARGUMENT,
-            "code 2, 16 bits, 1 lanes");
+            "code 2, 8 bits, 1 lanes");
   m = versioned(a, shape);
   m.dl_tensor.dtype.lanes = 4;
   KDT_FAILS(kd_tensor_from_dlpack(s, &m, KD_DLPACK_VERSIONED, NULL, &t, &v), KD_ERR_INVALID_ARGUMENT, "4 lanes");

@@ -107,8 +107,13 @@ Test(host_status, dtypes_have_sizes_and_names) {
   cr_assert_eq(kd_dtype_size(KD_U8), 1);
   cr_assert_eq(kd_dtype_size(KD_C32), 8);
   cr_assert_eq(kd_dtype_size(KD_C64), 16);
+  cr_assert_eq(kd_dtype_size(KD_F16), 2);
+  cr_assert_eq(kd_dtype_size(KD_BF16), 2);
+  cr_assert_eq(kd_dtype_size(KD_I8), 1);
   cr_assert_eq(kd_dtype_size((kd_dtype)99), 0);
+  cr_assert_eq(kd_dtype_size(KD_DTYPE_COUNT_), 0);
   cr_assert_str_eq(kd_dtype_name(KD_C64), "c64");
+  cr_assert_str_eq(kd_dtype_name(KD_BF16), "bf16");
   cr_assert_str_eq(kd_dtype_name((kd_dtype)99), "invalid");
 }
 

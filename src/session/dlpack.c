@@ -20,8 +20,9 @@ static void delete_legacy(void *managed) {
 /* kdag's dtype of a DLPack element type, or -1. */
 static int dtype_of(kd_dl_dtype t) {
   switch (t.code) {
-    case KD_DL_FLOAT: return t.bits == 32 ? KD_F32 : t.bits == 64 ? KD_F64 : -1;
-    case KD_DL_INT: return t.bits == 32 ? KD_I32 : t.bits == 64 ? KD_I64 : -1;
+    case KD_DL_FLOAT: return t.bits == 16 ? KD_F16 : t.bits == 32 ? KD_F32 : t.bits == 64 ? KD_F64 : -1;
+    case KD_DL_BFLOAT: return t.bits == 16 ? KD_BF16 : -1;
+    case KD_DL_INT: return t.bits == 8 ? KD_I8 : t.bits == 32 ? KD_I32 : t.bits == 64 ? KD_I64 : -1;
     case KD_DL_UINT: return t.bits == 8 ? KD_U8 : t.bits == 32 ? KD_U32 : t.bits == 64 ? KD_U64 : -1;
     case KD_DL_COMPLEX: return t.bits == 64 ? KD_C32 : t.bits == 128 ? KD_C64 : -1;
     default: return -1;
@@ -239,7 +240,8 @@ kd_status kd_tensor_to_dlpack(kd_session *s, kd_tensor t, kd_dlpack_kind kind, v
   static const kd_dl_dtype codes[KD_DTYPE_COUNT_] = {
       [KD_F32] = {KD_DL_FLOAT, 32, 1},  [KD_F64] = {KD_DL_FLOAT, 64, 1},    [KD_I32] = {KD_DL_INT, 32, 1},
       [KD_I64] = {KD_DL_INT, 64, 1},    [KD_U8] = {KD_DL_UINT, 8, 1},       [KD_U32] = {KD_DL_UINT, 32, 1},
-      [KD_U64] = {KD_DL_UINT, 64, 1},   [KD_C32] = {KD_DL_COMPLEX, 64, 1}, [KD_C64] = {KD_DL_COMPLEX, 128, 1}};
+      [KD_U64] = {KD_DL_UINT, 64, 1},   [KD_C32] = {KD_DL_COMPLEX, 64, 1}, [KD_C64] = {KD_DL_COMPLEX, 128, 1},
+      [KD_F16] = {KD_DL_FLOAT, 16, 1},  [KD_BF16] = {KD_DL_BFLOAT, 16, 1},  [KD_I8] = {KD_DL_INT, 8, 1}};
   d->dtype = codes[o->dtype];
   /* Reversed: DLPack dimension i is kdag dimension rank-1-i. */
   int64_t stride = 1;

@@ -12,6 +12,7 @@ static const struct { size_t size; const char *name; } g_dtypes[KD_DTYPE_COUNT_]
     [KD_F32] = {4, "f32"}, [KD_F64] = {8, "f64"}, [KD_I32] = {4, "i32"},
     [KD_I64] = {8, "i64"}, [KD_U8] = {1, "u8"},   [KD_U32] = {4, "u32"},
     [KD_U64] = {8, "u64"}, [KD_C32] = {8, "c32"}, [KD_C64] = {16, "c64"},
+    [KD_F16] = {2, "f16"}, [KD_BF16] = {2, "bf16"}, [KD_I8] = {1, "i8"},
 };
 
 size_t kd_dtype_size(kd_dtype d) {
