@@ -35,6 +35,9 @@
 //   kd_axpy_{f32,f64}(kd_kview y, kd_kview x, double alpha)
 //   kd_scale_{f32,f64}(kd_kview y, double alpha)
 //   kd_sum_{f32,f64,i32,i64}(kd_kview out, kd_kview x)
+//   kd_{add,axpy,scale,sum}_{f16,bf16}: as the f32 ones, computing in f32
+//   between exact widening and one rounding to the 16-bit type (strided.h);
+//   sum keeps its 256 partial sums in f32.
 #include "strided.h"
 
 namespace {
@@ -144,6 +147,66 @@ template <typename T> __device__ __forceinline__ void sum(const kd_kview &out, c
   if (t == 0) *reinterpret_cast<T *>(out.base) = s[0];
 }
 
+// 16-bit floats: stored as bits, computed in f32 (kernels/strided.h).
+struct F16 {
+  typedef unsigned short Bits;
+  static __device__ __forceinline__ float load(Bits b) { return kd_kf16_to_f32(b); }
+  static __device__ __forceinline__ Bits store(float f) { return kd_kf32_to_f16(f); }
+};
+struct BF16 {
+  typedef unsigned short Bits;
+  static __device__ __forceinline__ float load(Bits b) { return kd_kbf16_to_f32(b); }
+  static __device__ __forceinline__ Bits store(float f) { return kd_kf32_to_bf16(f); }
+};
+
+template <typename S> __device__ __forceinline__ void add16(const kd_kview &out, const kd_kview &a, const kd_kview &b) {
+  typedef typename S::Bits B;
+  const long long n = kd_kview_numel(&out);
+  KD_GRID_STRIDE(i, n) *at<B>(out, i) = S::store(__fadd_rn(S::load(*at<const B>(a, i)), S::load(*at<const B>(b, i))));
+}
+
+template <typename S> __device__ __forceinline__ void axpy16(const kd_kview &y, const kd_kview &x, double alpha) {
+  typedef typename S::Bits B;
+  const float a = (float)alpha;
+  const long long n = kd_kview_numel(&y);
+  KD_GRID_STRIDE(i, n) {
+    B *yi = at<B>(y, i);
+    *yi = S::store(__fadd_rn(__fmul_rn(a, S::load(*at<const B>(x, i))), S::load(*yi)));
+  }
+}
+
+template <typename S> __device__ __forceinline__ void scale16(const kd_kview &y, double alpha) {
+  typedef typename S::Bits B;
+  const float a = (float)alpha;
+  const long long n = kd_kview_numel(&y);
+  KD_GRID_STRIDE(i, n) {
+    B *yi = at<B>(y, i);
+    *yi = S::store(__fmul_rn(a, S::load(*yi)));
+  }
+}
+
+// sum's fixed order, with f32 partial sums.
+template <typename S> __device__ __forceinline__ void sum16(const kd_kview &out, const kd_kview &x) {
+  typedef typename S::Bits B;
+  __shared__ float s[KD_KSUM_THREADS];
+  if (blockIdx.x | blockIdx.y | blockIdx.z) return;
+  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const long long n = kd_kview_numel(&x);
+  for (unsigned j = t; j < KD_KSUM_THREADS; j += threads) {
+    float acc = 0.0f;
+    for (long long i = j; i < n; i += KD_KSUM_THREADS) acc = __fadd_rn(acc, S::load(*at<const B>(x, i)));
+    s[j] = acc;
+  }
+  __syncthreads();
+#pragma unroll
+  for (unsigned h = KD_KSUM_THREADS / 2; h > 0; h >>= 1) {
+    for (unsigned j = t; j < h; j += threads) s[j] = __fadd_rn(s[j], s[j + h]);
+    __syncthreads();
+  }
+  if (t == 0) *reinterpret_cast<B *>(out.base) = S::store(s[0]);
+}
+
 }  // namespace
 
 #define KD_FILL_COPY(E)                                                                                     \
@@ -168,3 +231,11 @@ KD_ARITH(i64, unsigned long long)
   extern "C" __global__ void kd_scale_##name(kd_kview y, double alpha) { scale<T>(y, alpha); }
 KD_FLOAT(f32, float)
 KD_FLOAT(f64, double)
+
+#define KD_HALF(name, S)                                                                                      \
+  extern "C" __global__ void kd_add_##name(kd_kview out, kd_kview a, kd_kview b) { add16<S>(out, a, b); }     \
+  extern "C" __global__ void kd_sum_##name(kd_kview out, kd_kview x) { sum16<S>(out, x); }                   \
+  extern "C" __global__ void kd_axpy_##name(kd_kview y, kd_kview x, double alpha) { axpy16<S>(y, x, alpha); } \
+  extern "C" __global__ void kd_scale_##name(kd_kview y, double alpha) { scale16<S>(y, alpha); }
+KD_HALF(f16, F16)
+KD_HALF(bf16, BF16)

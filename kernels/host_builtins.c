@@ -82,12 +82,56 @@ KD_HOST_FLOAT(f32, float)
 KD_HOST_FLOAT(f64, double)
 #undef KD_HOST_FLOAT
 
+/* 16-bit floats: widened exactly, computed in float as above, rounded
+ * once to the 16-bit type (kernels/strided.h has both conversions). */
+#define KD_HOST_HALF(name, TO_F32, FROM_F32)                                        \
+  static float load_##name(const kd_kview *v, long long i) {                        \
+    unsigned short b;                                                               \
+    memcpy(&b, elem(v, 2, i), 2);                                                   \
+    return TO_F32(b);                                                               \
+  }                                                                                 \
+  static void store_##name(const kd_kview *v, long long i, float f) {               \
+    unsigned short b = FROM_F32(f);                                                 \
+    memcpy(elem(v, 2, i), &b, 2);                                                   \
+  }                                                                                 \
+  static void add_##name(const kd_kview *out, const kd_kview *a, const kd_kview *b) { \
+    long long n = kd_kview_numel(out);                                              \
+    for (long long i = 0; i < n; ++i) store_##name(out, i, load_##name(a, i) + load_##name(b, i)); \
+  }                                                                                 \
+  static void sum_##name(const kd_kview *out, const kd_kview *x) {                  \
+    float p[KD_KSUM_THREADS];                                                       \
+    for (int t = 0; t < KD_KSUM_THREADS; ++t) p[t] = 0.0f;                          \
+    long long n = kd_kview_numel(x);                                                \
+    for (long long i = 0; i < n; ++i) p[i % KD_KSUM_THREADS] += load_##name(x, i);  \
+    for (int h = KD_KSUM_THREADS / 2; h > 0; h >>= 1)                               \
+      for (int t = 0; t < h; ++t) p[t] = p[t] + p[t + h];                           \
+    store_##name(out, 0, p[0]);                                                     \
+  }                                                                                 \
+  static void axpy_##name(const kd_kview *y, const kd_kview *x, double alpha) {     \
+    const float a = (float)alpha;                                                   \
+    long long n = kd_kview_numel(y);                                                \
+    for (long long i = 0; i < n; ++i) {                                             \
+      float prod = a * load_##name(x, i);                                           \
+      store_##name(y, i, prod + load_##name(y, i));                                 \
+    }                                                                               \
+  }                                                                                 \
+  static void scale_##name(const kd_kview *y, double alpha) {                       \
+    const float a = (float)alpha;                                                   \
+    long long n = kd_kview_numel(y);                                                \
+    for (long long i = 0; i < n; ++i) store_##name(y, i, a * load_##name(y, i));    \
+  }
+KD_HOST_HALF(f16, kd_kf16_to_f32, kd_kf32_to_f16)
+KD_HOST_HALF(bf16, kd_kbf16_to_f32, kd_kf32_to_bf16)
+#undef KD_HOST_HALF
+
 void kd_host_add(kd_kdtype t, kd_kview out, kd_kview a, kd_kview b) {
   switch (t) {
     case KD_K_F32: add_f32(&out, &a, &b); break;
     case KD_K_F64: add_f64(&out, &a, &b); break;
     case KD_K_I32: add_i32(&out, &a, &b); break;
     case KD_K_I64: add_i64(&out, &a, &b); break;
+    case KD_K_F16: add_f16(&out, &a, &b); break;
+    case KD_K_BF16: add_bf16(&out, &a, &b); break;
   }
 }
 
@@ -95,6 +139,8 @@ void kd_host_axpy(kd_kdtype t, kd_kview y, kd_kview x, double alpha) {
   switch (t) {
     case KD_K_F32: axpy_f32(&y, &x, alpha); break;
     case KD_K_F64: axpy_f64(&y, &x, alpha); break;
+    case KD_K_F16: axpy_f16(&y, &x, alpha); break;
+    case KD_K_BF16: axpy_bf16(&y, &x, alpha); break;
     default: break;
   }
 }
@@ -103,6 +149,8 @@ void kd_host_scale(kd_kdtype t, kd_kview y, double alpha) {
   switch (t) {
     case KD_K_F32: scale_f32(&y, alpha); break;
     case KD_K_F64: scale_f64(&y, alpha); break;
+    case KD_K_F16: scale_f16(&y, alpha); break;
+    case KD_K_BF16: scale_bf16(&y, alpha); break;
     default: break;
   }
 }
@@ -113,5 +161,7 @@ void kd_host_sum(kd_kdtype t, kd_kview out, kd_kview x) {
     case KD_K_F64: sum_f64(&out, &x); break;
     case KD_K_I32: sum_i32(&out, &x); break;
     case KD_K_I64: sum_i64(&out, &x); break;
+    case KD_K_F16: sum_f16(&out, &x); break;
+    case KD_K_BF16: sum_bf16(&out, &x); break;
   }
 }

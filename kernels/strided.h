@@ -51,7 +51,62 @@ typedef struct kd_kpattern {
 
 /* Arithmetic element types of the add/axpy/scale/sum kernels. Integers are
  * two's complement and wrap modulo 2^32 / 2^64 (never undefined). */
-typedef enum kd_kdtype { KD_K_F32 = 0, KD_K_F64 = 1, KD_K_I32 = 2, KD_K_I64 = 3 } kd_kdtype;
+/* F16 and BF16 compute in f32: each element is widened exactly, the
+ * operation rounds in f32 as for KD_K_F32, and the result is rounded to
+ * the 16-bit type to nearest, ties to even (kd_kf32_to_f16, _to_bf16). */
+typedef enum kd_kdtype {
+  KD_K_F32 = 0, KD_K_F64 = 1, KD_K_I32 = 2, KD_K_I64 = 3, KD_K_F16 = 4, KD_K_BF16 = 5
+} kd_kdtype;
+
+/* The 16-bit float conversions, written out in integer arithmetic so the
+ * GPU kernels and their host twins share one definition, bit for bit,
+ * from the IEEE 754 binary16 layout (1 sign, 5 exponent, 10 fraction bits,
+ * bias 15) and bfloat16's (the upper half of a binary32). A NaN stays a
+ * NaN, made quiet, keeping its upper payload bits. */
+KD_KHD unsigned kd_kf32_bits(float f) {
+  union { float f; unsigned u; } v;
+  v.f = f;
+  return v.u;
+}
+KD_KHD float kd_kf32_from_bits(unsigned u) {
+  union { float f; unsigned u; } v;
+  v.u = u;
+  return v.f;
+}
+KD_KHD unsigned short kd_kf32_to_f16(float f) {
+  unsigned x = kd_kf32_bits(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) /* infinity, NaN */
+    return (unsigned short)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0u));
+  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* 65520 and up round to infinity */
+  if (ax < 0x38800000u) { /* below 2^-14: a subnormal, round(|f| * 2^24) */
+    unsigned e = ax >> 23;
+    if (e < 102u) return (unsigned short)sign; /* below 2^-25: 0 */
+    unsigned m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e; /* 14..24 */
+    unsigned r = m >> shift, rest = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rest > half || (rest == half && (r & 1u))) ++r; /* 0x400 is the smallest normal: right */
+    return (unsigned short)(sign | r);
+  }
+  unsigned r = (ax - 0x38000000u) >> 13, rest = ax & 0x1fffu; /* exponent rebiased by 127 - 15 */
+  if (rest > 0x1000u || (rest == 0x1000u && (r & 1u))) ++r; /* a carry moves into the exponent */
+  return (unsigned short)(sign | r);
+}
+KD_KHD float kd_kf16_to_f32(unsigned short h) {
+  unsigned sign = ((unsigned)h & 0x8000u) << 16, e = ((unsigned)h >> 10) & 0x1fu, m = (unsigned)h & 0x3ffu;
+  if (e == 0u) { /* zero or subnormal: m * 2^-24, exact in f32 */
+    float v = (float)m * 5.9604644775390625e-8f;
+    return kd_kf32_from_bits(kd_kf32_bits(v) | sign);
+  }
+  if (e == 31u) return kd_kf32_from_bits(sign | 0x7f800000u | (m << 13));
+  return kd_kf32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+}
+KD_KHD unsigned short kd_kf32_to_bf16(float f) {
+  unsigned x = kd_kf32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u); /* NaN, quiet */
+  unsigned r = x >> 16, rest = x & 0xffffu;
+  if (rest > 0x8000u || (rest == 0x8000u && (r & 1u))) ++r; /* the largest finite rounds up to infinity */
+  return (unsigned short)r;
+}
+KD_KHD float kd_kbf16_to_f32(unsigned short b) { return kd_kf32_from_bits((unsigned)b << 16); }
 
 /* Number of elements: the product of shape[0..rank); 1 for rank 0. In
  * unsigned arithmetic: an empty view's other dimensions may multiply past

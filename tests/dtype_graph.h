@@ -8,6 +8,7 @@
 #define KDAG_TESTS_DTYPE_GRAPH_H
 
 #include "kdag_test.h"
+#include "kernels/strided.h"
 
 enum { DG_ROWS = 6, DG_COLS = 5, DG_N = DG_ROWS * DG_COLS };
 /* x, y, z (6x5) and w (5x6), then the one-element sum; 16 bytes each at most. */
@@ -16,8 +17,8 @@ enum { DG_ROWS = 6, DG_COLS = 5, DG_N = DG_ROWS * DG_COLS };
 static const kd_dtype dg_dtypes[] = {KD_F32, KD_F64, KD_I32, KD_I64, KD_U8, KD_U32, KD_U64, KD_C32, KD_C64,
                                      KD_F16, KD_BF16, KD_I8};
 
-static inline int dg_arith(kd_dtype t) { return t == KD_F32 || t == KD_F64 || t == KD_I32 || t == KD_I64; }
-static inline int dg_float(kd_dtype t) { return t == KD_F32 || t == KD_F64; }
+static inline int dg_float(kd_dtype t) { return t == KD_F32 || t == KD_F64 || t == KD_F16 || t == KD_BF16; }
+static inline int dg_arith(kd_dtype t) { return dg_float(t) || t == KD_I32 || t == KD_I64; }
 
 /* Element i of a deterministic input for dtype t: floats and complex parts
  * in [-1, 1), signed integers in [-1000, 1000), unsigned ones any value. */
@@ -30,9 +31,11 @@ static inline void dg_value(kd_dtype t, uint64_t seed, size_t i, unsigned char *
     case KD_F64: memcpy(dst, &u, 8); break;
     case KD_C32: { float f[2] = {(float)u, (float)v}; memcpy(dst, f, 8); break; }
     case KD_C64: { double d[2] = {u, v}; memcpy(dst, d, 16); break; }
+    case KD_F16: { unsigned short h = kd_kf32_to_f16((float)u); memcpy(dst, &h, 2); break; }
+    case KD_BF16: { unsigned short h = kd_kf32_to_bf16((float)u); memcpy(dst, &h, 2); break; }
     case KD_I32: { int32_t x = (int32_t)(r % 2000) - 1000; memcpy(dst, &x, 4); break; }
     case KD_I64: { int64_t x = (int64_t)(r % 2000) - 1000; memcpy(dst, &x, 8); break; }
-    default: memcpy(dst, &r, kd_dtype_size(t)); break; /* U8, U32, U64, F16, BF16, I8: low bytes */
+    default: memcpy(dst, &r, kd_dtype_size(t)); break; /* U8, U32, U64, I8: low bytes */
   }
 }
 

@@ -56,12 +56,16 @@ ARITH(f32, KD_K_F32)
 ARITH(f64, KD_K_F64)
 ARITH(i32, KD_K_I32)
 ARITH(i64, KD_K_I64)
+ARITH(f16, KD_K_F16)
+ARITH(bf16, KD_K_BF16)
 
 #define FLOAT(t, T)                                                                                      \
   static void axpy_##t(void *const *p) { kd_host_axpy(T, view_at(p, 0), view_at(p, 1), double_at(p, 2)); } \
   static void scale_##t(void *const *p) { kd_host_scale(T, view_at(p, 0), double_at(p, 1)); }
 FLOAT(f32, KD_K_F32)
 FLOAT(f64, KD_K_F64)
+FLOAT(f16, KD_K_F16)
+FLOAT(bf16, KD_K_BF16)
 
 static void register_builtins(void) {
   enum { V = sizeof(kd_kview), P = sizeof(kd_kpattern), D = sizeof(double) };
@@ -79,6 +83,10 @@ static void register_builtins(void) {
       {"kd_add_i32", 3, {V, V, V}, add_i32},  {"kd_add_i64", 3, {V, V, V}, add_i64},
       {"kd_sum_f32", 2, {V, V}, sum_f32},     {"kd_sum_f64", 2, {V, V}, sum_f64},
       {"kd_sum_i32", 2, {V, V}, sum_i32},     {"kd_sum_i64", 2, {V, V}, sum_i64},
+      {"kd_add_f16", 3, {V, V, V}, add_f16},  {"kd_add_bf16", 3, {V, V, V}, add_bf16},
+      {"kd_sum_f16", 2, {V, V}, sum_f16},     {"kd_sum_bf16", 2, {V, V}, sum_bf16},
+      {"kd_axpy_f16", 3, {V, V, D}, axpy_f16}, {"kd_axpy_bf16", 3, {V, V, D}, axpy_bf16},
+      {"kd_scale_f16", 2, {V, D}, scale_f16}, {"kd_scale_bf16", 2, {V, D}, scale_bf16},
       {"kd_axpy_f32", 3, {V, V, D}, axpy_f32}, {"kd_axpy_f64", 3, {V, V, D}, axpy_f64},
       {"kd_scale_f32", 2, {V, D}, scale_f32}, {"kd_scale_f64", 2, {V, D}, scale_f64},
   };

@@ -105,7 +105,7 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
             "node 'shape' (#1): argument 1 (tensor 0x");
   cr_assert(strstr(kd_last_error(), "has shape [8], argument 0 (tensor 0x") && strstr(kd_last_error(), ") [4]"),
             "the message gives both shapes: %s", kd_last_error());
-  KDT_FAILS(kd_graph_op_axpy(g, "int axpy", kd_whole(b), kd_whole(a), 2.0, &n), KD_ERR_INVALID_ARGUMENT, "f32 or f64");
+  KDT_FAILS(kd_graph_op_axpy(g, "int axpy", kd_whole(b), kd_whole(a), 2.0, &n), KD_ERR_INVALID_ARGUMENT, "f32, f64, f16 or bf16");
   kd_function fn = {{0}, 0};
   kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
   KDT_FAILS(kd_graph_kernel(g, "user", fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL, "no host implementation");

@@ -359,6 +359,9 @@ static const struct {
     {"kd_axpy_f64", {144, 144, 8}},  {"kd_scale_f32", {144, 8}},  {"kd_scale_f64", {144, 8}},
     {"kd_sum_f32", {144, 144}},  {"kd_sum_f64", {144, 144}},  {"kd_sum_i32", {144, 144}},
     {"kd_sum_i64", {144, 144}},
+    {"kd_add_f16", {144, 144, 144}}, {"kd_add_bf16", {144, 144, 144}}, {"kd_axpy_f16", {144, 144, 8}},
+    {"kd_axpy_bf16", {144, 144, 8}}, {"kd_scale_f16", {144, 8}}, {"kd_scale_bf16", {144, 8}},
+    {"kd_sum_f16", {144, 144}},  {"kd_sum_bf16", {144, 144}},
 };
 #define KBUILTIN_COUNT (sizeof kBuiltins / sizeof kBuiltins[0])
 
@@ -444,4 +447,111 @@ Test(host_kernels, builtin_kernels_contain_no_trap) {
   cr_assert_gt(kd_kernel_builtins_ptx_size, 1000);
   cr_assert_null(strstr(ptx, "trap;"), "the built-in PTX has a trap instruction");
   cr_assert_not_null(strstr(ptx, ".entry kd_sum_f32"), "the scan looked at the built-in module");
+}
+
+/* ---- the 16-bit float conversions the f16 and bf16 built-ins share ------ */
+
+static float f32_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Against the compiler's own binary16 (_Float16: round to nearest, ties to
+ * even): every 16-bit pattern widened, and every 251st of the 2^32 f32
+ * patterns narrowed, NaNs compared as NaNs. */
+Test(host_kernels, f16_conversions_match_the_compilers_binary16) {
+#ifndef __FLT16_MAX__
+  cr_skip("this compiler has no _Float16 on this target (the GCC builds compare with it)");
+#else
+  for (uint32_t h = 0; h < 65536; ++h) {
+    _Float16 c;
+    uint16_t b = (uint16_t)h;
+    memcpy(&c, &b, 2);
+    float want = (float)c, got = kd_kf16_to_f32(b);
+    if (want != want) cr_assert(got != got, "f16 %04x: NaN widened to %a", h, (double)got);
+    else cr_assert(memcmp(&want, &got, 4) == 0, "f16 %04x: %a, not %a", h, (double)got, (double)want);
+  }
+  for (uint64_t u = 0; u < (1ull << 32); u += 251) {
+    float f = f32_of((uint32_t)u);
+    _Float16 c = (_Float16)f;
+    uint16_t want, got = kd_kf32_to_f16(f);
+    memcpy(&want, &c, 2);
+    if (f != f) cr_assert((got & 0x7c00) == 0x7c00 && (got & 0x3ff), "f32 %08x: NaN narrowed to %04x", (unsigned)u, got);
+    else cr_assert_eq(got, want, "f32 %08x (%a): %04x, not %04x", (unsigned)u, (double)f, got, want);
+  }
+#endif
+  /* The edges by name: the largest half, the tie to infinity, the smallest
+   * subnormal, the tie to zero below it, and a tie that rounds up to even. */
+  cr_assert_eq(kd_kf32_to_f16(65504.0f), 0x7bff);
+  cr_assert_eq(kd_kf32_to_f16(65520.0f), 0x7c00);
+  cr_assert_eq(kd_kf32_to_f16(0x1p-24f), 0x0001);
+  cr_assert_eq(kd_kf32_to_f16(0x1p-25f), 0x0000);
+  cr_assert_eq(kd_kf32_to_f16(0x1.8p-24f), 0x0002);
+  cr_assert_eq(kd_kf32_to_f16(-1.0f), 0xbc00);
+}
+
+/* bfloat16 is the upper half of an f32, rounded to nearest, ties to even. */
+Test(host_kernels, bf16_conversions_round_to_nearest_even) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    float f = kd_kbf16_to_f32((uint16_t)b);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    cr_assert_eq(u, b << 16);
+    if (f == f) cr_assert_eq(kd_kf32_to_bf16(f), b, "bf16 %04x does not come back", b);
+  }
+  cr_assert_eq(kd_kf32_to_bf16(1.0f), 0x3f80);
+  cr_assert_eq(kd_kf32_to_bf16(f32_of(0x3f808000u)), 0x3f80, "a tie stays on the even 0x3f80");
+  cr_assert_eq(kd_kf32_to_bf16(f32_of(0x3f818000u)), 0x3f82, "a tie goes up to the even 0x3f82");
+  cr_assert_eq(kd_kf32_to_bf16(f32_of(0x3f808001u)), 0x3f81, "above the tie: up");
+  cr_assert_eq(kd_kf32_to_bf16(f32_of(0x7f7fffffu)), 0x7f80, "the largest f32 rounds to infinity");
+  cr_assert_eq(kd_kf32_to_bf16(f32_of(0x7fc00001u)) & 0x7fc0, 0x7fc0, "a NaN stays a quiet NaN");
+}
+
+/* f16 and bf16 built-ins compute in f32, then round once: y = 2.5 + 1/3
+ * on HOST against the same steps written out. */
+Test(host_kernels, f16_and_bf16_builtins_compute_in_f32) {
+  kd_session *s = kdt_host_session();
+  for (int k = 0; k < 2; ++k) {
+    kd_dtype t = k ? KD_BF16 : KD_F16;
+    uint16_t (*to)(float) = k ? kd_kf32_to_bf16 : kd_kf32_to_f16;
+    float (*from)(uint16_t) = k ? kd_kbf16_to_f32 : kd_kf16_to_f32;
+    enum { N = 300 };
+    uint16_t x[N], y[N], out[N], total;
+    for (int i = 0; i < N; ++i) x[i] = to(1.0f / 3.0f + (float)i / 64.0f), y[i] = to(2.5f - (float)i / 128.0f);
+    kd_tensor_desc d = {.dtype = t, .rank = 1, .shape = {N}}, one = {.dtype = t, .rank = 1, .shape = {1}};
+    kd_tensor tx, ty, tz, ts;
+    KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &tx));
+    KDT_OK(kd_tensor_from_host(s, &d, y, sizeof y, &ty));
+    KDT_OK(kd_tensor_create(s, &d, &tz));
+    KDT_OK(kd_tensor_create(s, &one, &ts));
+    kd_graph *g;
+    kd_sink *zs, *ss;
+    KDT_OK(kd_graph_create(s, &g));
+    KDT_OK(kd_graph_op_add(g, "z = x + y", kd_whole(tz), kd_whole(tx), kd_whole(ty), NULL));
+    KDT_OK(kd_graph_op_axpy(g, "z += 0.75 x", kd_whole(tz), kd_whole(tx), 0.75, NULL));
+    KDT_OK(kd_graph_op_scale(g, "z *= -3", kd_whole(tz), -3.0, NULL));
+    KDT_OK(kd_graph_op_sum(g, "s = sum z", kd_whole(ts), kd_whole(tz), NULL));
+    KDT_OK(kd_graph_sink(g, "z", tz, out, sizeof out, &zs));
+    KDT_OK(kd_graph_sink(g, "s", ts, &total, sizeof total, &ss));
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_sink_wait(zs));
+    KDT_OK(kd_sink_wait(ss));
+    float p[256] = {0};
+    for (int i = 0; i < N; ++i) {
+      volatile float z = from(x[i]) + from(y[i]); /* volatile: each step rounded to f32, as written */
+      uint16_t zb = to(z);
+      volatile float prod = 0.75f * from(x[i]);
+      zb = to(prod + from(zb));
+      zb = to(-3.0f * from(zb));
+      cr_assert_eq(out[i], zb, "%s z[%d]: %04x, not %04x", kd_dtype_name(t), i, out[i], zb);
+      p[i % 256] += from(zb);
+    }
+    for (int h = 128; h > 0; h >>= 1)
+      for (int j = 0; j < h; ++j) p[j] += p[j + h];
+    cr_assert_eq(total, to(p[0]), "%s sum: %04x, not %04x", kd_dtype_name(t), total, to(p[0]));
+    kd_graph_destroy(g);
+    kd_tensor_release(s, tx), kd_tensor_release(s, ty), kd_tensor_release(s, tz), kd_tensor_release(s, ts);
+  }
+  kd_session_destroy(s);
 }

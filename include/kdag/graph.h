@@ -145,8 +145,9 @@ KD_API kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
 /// dimensions of a rank-2 src. sum writes the sum of x into the one-element
 /// dst, in a fixed order (256 running sums, every 256th element each, then a
 /// tree), on one thread block: for modest sizes, its time and its rounding
-/// error growing with the element count. add/axpy/scale/sum take f32 or f64
-/// (add and sum also i32, i64). CUDA and HOST give the same bits for every
+/// error growing with the element count. add/axpy/scale/sum take f32, f64,
+/// f16 and bf16 (the 16-bit ones computed in f32, rounded once to the type;
+/// sum keeps f32 partial sums), add and sum also i32 and i64. CUDA and HOST give the same bits for every
 /// result that is not a NaN (docs/testing.md). name is copied; the views
 /// are values; out_node (may be NULL) gets the node's index, written only
 /// on success.

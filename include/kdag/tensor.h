@@ -41,12 +41,11 @@ typedef enum kd_dtype {
   KD_U64 = 6, ///< unsigned 64-bit integer
   KD_C32 = 7, ///< complex of two f32 (re, im)
   KD_C64 = 8, ///< complex of two f64
-  /// IEEE binary16. Storage so far, like bf16 and i8: tensors, views,
-  /// transfers, kernel arguments, DLPack, and the fill, copy and transpose
-  /// built-ins; add, axpy, scale and sum refuse them.
+  /// IEEE binary16. The add, axpy, scale and sum built-ins compute it in
+  /// f32 (exact widening, f32 rounding, one rounding back to nearest even).
   KD_F16 = 9,
-  KD_BF16 = 10, ///< bfloat16: the upper half of an f32 (storage, as f16)
-  KD_I8 = 11,   ///< signed byte (storage, as f16)
+  KD_BF16 = 10, ///< bfloat16, the upper half of an f32: built-ins as for f16
+  KD_I8 = 11,   ///< signed byte: storage (fill, copy, transpose; no arithmetic built-ins)
   KD_DTYPE_COUNT_ = 12 ///< how many dtypes there are (not a dtype)
 } kd_dtype;
 

@@ -27,6 +27,8 @@ kd_kdtype kd_kdtype_of(kd_dtype d) {
     case KD_F64: return KD_K_F64;
     case KD_I32: return KD_K_I32;
     case KD_I64: return KD_K_I64;
+    case KD_F16: return KD_K_F16;
+    case KD_BF16: return KD_K_BF16;
     default: return KD_K_F32;
   }
 }
@@ -37,6 +39,8 @@ static const char *dtype_suffix(kd_dtype d) {
     case KD_F64: return "f64";
     case KD_I32: return "i32";
     case KD_I64: return "i64";
+    case KD_F16: return "f16";
+    case KD_BF16: return "bf16";
     default: return "?";
   }
 }
