@@ -31,10 +31,11 @@
 // ABI (every kd_kview is 144 bytes, kd_kpattern 16):
 //   kd_fill_e{1,2,4,8,16}(kd_kview dst, kd_kpattern value)
 //   kd_copy_e{1,2,4,8,16}(kd_kview dst, kd_kview src)
-//   kd_add_{f32,f64,i32,i64}(kd_kview out, kd_kview a, kd_kview b)
+//   kd_add_{f32,f64,i32,i64,u8}(kd_kview out, kd_kview a, kd_kview b)
+//   (u32 and u64 run as i32 and i64: the same wrapping bits)
 //   kd_axpy_{f32,f64}(kd_kview y, kd_kview x, double alpha)
 //   kd_scale_{f32,f64}(kd_kview y, double alpha)
-//   kd_sum_{f32,f64,i32,i64}(kd_kview out, kd_kview x)
+//   kd_sum_{f32,f64,i32,i64,u8}(kd_kview out, kd_kview x)
 //   kd_{add,axpy,scale,sum}_{f16,bf16}: as the f32 ones, computing in f32
 //   between exact widening and one rounding to the 16-bit type (strided.h);
 //   sum keeps its 256 partial sums in f32.
@@ -98,6 +99,7 @@ __device__ __forceinline__ float add_op(float a, float b) { return __fadd_rn(a, 
 __device__ __forceinline__ double add_op(double a, double b) { return __dadd_rn(a, b); }
 __device__ __forceinline__ unsigned int add_op(unsigned int a, unsigned int b) { return a + b; }
 __device__ __forceinline__ unsigned long long add_op(unsigned long long a, unsigned long long b) { return a + b; }
+__device__ __forceinline__ unsigned char add_op(unsigned char a, unsigned char b) { return (unsigned char)(a + b); }
 
 template <typename T> __device__ __forceinline__ void add(const kd_kview &out, const kd_kview &a, const kd_kview &b) {
   const long long n = kd_kview_numel(&out);
@@ -225,6 +227,7 @@ KD_ARITH(f32, float)
 KD_ARITH(f64, double)
 KD_ARITH(i32, unsigned int)
 KD_ARITH(i64, unsigned long long)
+KD_ARITH(u8, unsigned char)
 
 #define KD_FLOAT(name, T)                                                                                   \
   extern "C" __global__ void kd_axpy_##name(kd_kview y, kd_kview x, double alpha) { axpy<T>(y, x, alpha); } \

@@ -62,6 +62,7 @@ KD_HOST_TYPE(f32, float)
 KD_HOST_TYPE(f64, double)
 KD_HOST_TYPE(i32, uint32_t)
 KD_HOST_TYPE(i64, uint64_t)
+KD_HOST_TYPE(u8, uint8_t)
 #undef KD_HOST_TYPE
 
 #define KD_HOST_FLOAT(name, T)                                                      \
@@ -130,6 +131,7 @@ void kd_host_add(kd_kdtype t, kd_kview out, kd_kview a, kd_kview b) {
     case KD_K_F64: add_f64(&out, &a, &b); break;
     case KD_K_I32: add_i32(&out, &a, &b); break;
     case KD_K_I64: add_i64(&out, &a, &b); break;
+    case KD_K_U8: add_u8(&out, &a, &b); break;
     case KD_K_F16: add_f16(&out, &a, &b); break;
     case KD_K_BF16: add_bf16(&out, &a, &b); break;
   }
@@ -161,6 +163,7 @@ void kd_host_sum(kd_kdtype t, kd_kview out, kd_kview x) {
     case KD_K_F64: sum_f64(&out, &x); break;
     case KD_K_I32: sum_i32(&out, &x); break;
     case KD_K_I64: sum_i64(&out, &x); break;
+    case KD_K_U8: sum_u8(&out, &x); break;
     case KD_K_F16: sum_f16(&out, &x); break;
     case KD_K_BF16: sum_bf16(&out, &x); break;
   }

@@ -51,11 +51,12 @@ typedef struct kd_kpattern {
 
 /* Arithmetic element types of the add/axpy/scale/sum kernels. Integers are
  * two's complement and wrap modulo 2^32 / 2^64 (never undefined). */
-/* F16 and BF16 compute in f32: each element is widened exactly, the
+/* I32 and I64 serve u32 and u64 too (the same bits, wrapping alike); U8
+ * wraps modulo 2^8. F16 and BF16 compute in f32: each element is widened exactly, the
  * operation rounds in f32 as for KD_K_F32, and the result is rounded to
  * the 16-bit type to nearest, ties to even (kd_kf32_to_f16, _to_bf16). */
 typedef enum kd_kdtype {
-  KD_K_F32 = 0, KD_K_F64 = 1, KD_K_I32 = 2, KD_K_I64 = 3, KD_K_F16 = 4, KD_K_BF16 = 5
+  KD_K_F32 = 0, KD_K_F64 = 1, KD_K_I32 = 2, KD_K_I64 = 3, KD_K_F16 = 4, KD_K_BF16 = 5, KD_K_U8 = 6
 } kd_kdtype;
 
 /* The 16-bit float conversions, written out in integer arithmetic so the

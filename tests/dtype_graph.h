@@ -18,7 +18,9 @@ static const kd_dtype dg_dtypes[] = {KD_F32, KD_F64, KD_I32, KD_I64, KD_U8, KD_U
                                      KD_F16, KD_BF16, KD_I8};
 
 static inline int dg_float(kd_dtype t) { return t == KD_F32 || t == KD_F64 || t == KD_F16 || t == KD_BF16; }
-static inline int dg_arith(kd_dtype t) { return dg_float(t) || t == KD_I32 || t == KD_I64; }
+static inline int dg_arith(kd_dtype t) {
+  return dg_float(t) || t == KD_I32 || t == KD_I64 || t == KD_U8 || t == KD_U32 || t == KD_U64;
+}
 
 /* Element i of a deterministic input for dtype t: floats and complex parts
  * in [-1, 1), signed integers in [-1000, 1000), unsigned ones any value. */

@@ -56,6 +56,7 @@ ARITH(f32, KD_K_F32)
 ARITH(f64, KD_K_F64)
 ARITH(i32, KD_K_I32)
 ARITH(i64, KD_K_I64)
+ARITH(u8, KD_K_U8)
 ARITH(f16, KD_K_F16)
 ARITH(bf16, KD_K_BF16)
 
@@ -84,6 +85,7 @@ static void register_builtins(void) {
       {"kd_sum_f32", 2, {V, V}, sum_f32},     {"kd_sum_f64", 2, {V, V}, sum_f64},
       {"kd_sum_i32", 2, {V, V}, sum_i32},     {"kd_sum_i64", 2, {V, V}, sum_i64},
       {"kd_add_f16", 3, {V, V, V}, add_f16},  {"kd_add_bf16", 3, {V, V, V}, add_bf16},
+      {"kd_add_u8", 3, {V, V, V}, add_u8},    {"kd_sum_u8", 2, {V, V}, sum_u8},
       {"kd_sum_f16", 2, {V, V}, sum_f16},     {"kd_sum_bf16", 2, {V, V}, sum_bf16},
       {"kd_axpy_f16", 3, {V, V, D}, axpy_f16}, {"kd_axpy_bf16", 3, {V, V, D}, axpy_bf16},
       {"kd_scale_f16", 2, {V, D}, scale_f16}, {"kd_scale_bf16", 2, {V, D}, scale_bf16},

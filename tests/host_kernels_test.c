@@ -362,6 +362,7 @@ static const struct {
     {"kd_add_f16", {144, 144, 144}}, {"kd_add_bf16", {144, 144, 144}}, {"kd_axpy_f16", {144, 144, 8}},
     {"kd_axpy_bf16", {144, 144, 8}}, {"kd_scale_f16", {144, 8}}, {"kd_scale_bf16", {144, 8}},
     {"kd_sum_f16", {144, 144}},  {"kd_sum_bf16", {144, 144}},
+    {"kd_add_u8", {144, 144, 144}}, {"kd_sum_u8", {144, 144}},
 };
 #define KBUILTIN_COUNT (sizeof kBuiltins / sizeof kBuiltins[0])
 

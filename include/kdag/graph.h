@@ -147,7 +147,8 @@ KD_API kd_status kd_graph_kernel(kd_graph *g, const char *name, kd_function fn,
 /// tree), on one thread block: for modest sizes, its time and its rounding
 /// error growing with the element count. add/axpy/scale/sum take f32, f64,
 /// f16 and bf16 (the 16-bit ones computed in f32, rounded once to the type;
-/// sum keeps f32 partial sums), add and sum also i32 and i64. CUDA and HOST give the same bits for every
+/// sum keeps f32 partial sums), add and sum also i32, i64, u8, u32 and u64
+/// (wrapping). CUDA and HOST give the same bits for every
 /// result that is not a NaN (docs/testing.md). name is copied; the views
 /// are values; out_node (may be NULL) gets the node's index, written only
 /// on success.

@@ -45,7 +45,7 @@ typedef enum kd_dtype {
   /// f32 (exact widening, f32 rounding, one rounding back to nearest even).
   KD_F16 = 9,
   KD_BF16 = 10, ///< bfloat16, the upper half of an f32: built-ins as for f16
-  KD_I8 = 11,   ///< signed byte: storage (fill, copy, transpose; no arithmetic built-ins)
+  KD_I8 = 11,   ///< signed byte: fill, copy and transpose (no arithmetic built-ins)
   KD_DTYPE_COUNT_ = 12 ///< how many dtypes there are (not a dtype)
 } kd_dtype;
 

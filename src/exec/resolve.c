@@ -25,8 +25,9 @@ kd_kview kd_access_kview(const kd_gaccess *a, uint64_t base, size_t esize) {
 kd_kdtype kd_kdtype_of(kd_dtype d) {
   switch (d) {
     case KD_F64: return KD_K_F64;
-    case KD_I32: return KD_K_I32;
-    case KD_I64: return KD_K_I64;
+    case KD_I32: case KD_U32: return KD_K_I32;
+    case KD_I64: case KD_U64: return KD_K_I64;
+    case KD_U8: return KD_K_U8;
     case KD_F16: return KD_K_F16;
     case KD_BF16: return KD_K_BF16;
     default: return KD_K_F32;
@@ -37,8 +38,9 @@ static const char *dtype_suffix(kd_dtype d) {
   switch (d) {
     case KD_F32: return "f32";
     case KD_F64: return "f64";
-    case KD_I32: return "i32";
-    case KD_I64: return "i64";
+    case KD_I32: case KD_U32: return "i32"; /* the same wrapping bits */
+    case KD_I64: case KD_U64: return "i64";
+    case KD_U8: return "u8";
     case KD_F16: return "f16";
     case KD_BF16: return "bf16";
     default: return "?";

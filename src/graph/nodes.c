@@ -53,14 +53,15 @@ static kd_status builtin_types(node_ctx *c, kd_builtin_op op, kd_dtype *dtype) {
                      (unsigned long long)a[0].view->tensor.bits, shape_text(a[0].view, s0, sizeof s0));
     }
   }
-  int fp = t == KD_F32 || t == KD_F64 || t == KD_F16 || t == KD_BF16, integer = t == KD_I32 || t == KD_I64;
+  int fp = t == KD_F32 || t == KD_F64 || t == KD_F16 || t == KD_BF16;
+  int integer = t == KD_I32 || t == KD_I64 || t == KD_U8 || t == KD_U32 || t == KD_U64;
   if ((op == KD_BI_AXPY || op == KD_BI_SCALE) && !fp)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (tensor 0x%llx) is %s; this built-in "
                    "takes f32, f64, f16 or bf16", c->op, c->name, c->index, (unsigned long long)a[0].view->tensor.bits,
                    kd_dtype_name(t));
   if ((op == KD_BI_ADD || op == KD_BI_SUM) && !fp && !integer)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (tensor 0x%llx) is %s; this built-in "
-                   "takes f32, f64, f16, bf16, i32 or i64", c->op, c->name, c->index,
+                   "takes f32, f64, f16, bf16, i32, i64, u8, u32 or u64", c->op, c->name, c->index,
                    (unsigned long long)a[0].view->tensor.bits, kd_dtype_name(t));
   if (op == KD_BI_SUM && a[0].elements != 1) /* counted by ctx_access (an empty view: 0, whatever its shape) */
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument 0 (out, tensor 0x%llx) must hold one "

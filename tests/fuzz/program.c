@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/exec.h"
 #include "tests/fuzz/shared.h"
 #include "tests/fuzz/program.h"
 
@@ -522,7 +523,7 @@ static void run_reference(kdf_program *f) {
     ften *out = n->count ? &f->t[n->t[0]] : NULL;
     int unknown = 0;
     for (int k = 0; k < n->count; ++k) unknown |= f->t[n->t[k]].unknown;
-    kd_kdtype kt = out ? (kd_kdtype)out->dtype : KD_K_F32;
+    kd_kdtype kt = out ? kd_kdtype_of(out->dtype) : KD_K_F32; /* the executors' own mapping */
     if (!f->b->kernels_run && n->kind <= N_SUM) continue; /* they do nothing there */
     switch (n->kind) {
     case N_FILL: kd_host_fill(out->esize, kview(f, n, 0), n->fill); break;
