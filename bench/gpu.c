@@ -187,12 +187,25 @@ void kb_kernel_suite_fini(void *state) {
   free(s);
 }
 
+kb_status kb_gpu_acquire_described(kb_harness *h, kb_gpu **out, char *why, size_t cap) {
+  kb_status st = kb_gpu_acquire(out, why, cap);
+  if (st == KB_OK) kb_gpu_describe(*out, kb_harness_machine(h));
+  return st;
+}
+
+kb_status kb_gpu_suite_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
+  (void)user;
+  kb_gpu *g;
+  kb_status st = kb_gpu_acquire_described(h, &g, why, cap);
+  if (st == KB_OK) *state = g;
+  return st;
+}
+
 kb_status kb_kernel_suite_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
   const kb_kernel_spec *spec = user;
   kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
+  kb_status st = kb_gpu_acquire_described(h, &g, why, cap);
   if (st != KB_OK) return st;
-  kb_gpu_describe(g, kb_harness_machine(h));
   kb_kernel_suite *s = calloc(1, sizeof *s);
   if (!s) return snprintf(why, cap, "out of memory"), KB_FAIL;
   s->g = g;

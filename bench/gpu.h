@@ -68,6 +68,13 @@ kb_status kb_gpu_load_module(kb_gpu *g, const void *cubin, const void *ptx, CUmo
  * the next sample starts with nothing of its own in L2. */
 kb_status kb_gpu_flush_l2(kb_gpu *g, char *why, size_t cap);
 
+/* A suite init for the suites whose state is the shared GPU itself: it
+ * acquires it and describes it in the run's machine. */
+kb_status kb_gpu_suite_init(kb_harness *h, void *user, void **state, char *why, size_t cap);
+/* kb_gpu_acquire, then describes the GPU in h's machine: the start of
+ * every GPU suite's init. */
+kb_status kb_gpu_acquire_described(kb_harness *h, kb_gpu **out, char *why, size_t cap);
+
 /* Suite state shared by the suites that time one kernel of an embedded
  * module (launch, fanout, rebind): the GPU, the module, the function, and a
  * completion event recorded once per submission or batch. Pass a

@@ -8,16 +8,6 @@
 #include "bench/gpu.h"
 #include "bench/suites.h"
 
-static kb_status copy_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
-  (void)user;
-  kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
-  if (st != KB_OK) return st;
-  kb_gpu_describe(g, kb_harness_machine(h));
-  *state = g;
-  return KB_OK;
-}
-
 static kb_status copy_flush(void *state, char *why, size_t cap) {
   return kb_gpu_flush_l2(state, why, cap);
 }
@@ -76,7 +66,7 @@ static kb_status copy_batch(kb_run *run, void *state, uint64_t iterations, kb_ti
 int kb_register_copy_suite(kb_harness *h) {
   kb_suite_desc sd = {.name = "copy",
                       .description = "device-to-device copy bandwidth (bytes read + written)",
-                      .needs_gpu = 1, .init = copy_init, .flush = copy_flush};
+                      .needs_gpu = 1, .init = kb_gpu_suite_init, .flush = copy_flush};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t mib[] = {1024};

@@ -66,10 +66,9 @@ typedef struct dx_suite {
 static kb_status dx_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
   (void)user;
   kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
+  kb_status st = kb_gpu_acquire_described(h, &g, why, cap);
   if (st != KB_OK) return st;
   kb_machine *m = kb_harness_machine(h);
-  kb_gpu_describe(g, m);
   dx_suite *s = calloc(1, sizeof *s);
   if (!s) return snprintf(why, cap, "out of memory"), KB_FAIL;
   kd_status ks = kd_mathdx_find(&s->mdx);

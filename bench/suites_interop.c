@@ -36,16 +36,6 @@ typedef struct io_case {
   uint64_t released;
 } io_case;
 
-static kb_status io_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
-  (void)user;
-  kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
-  if (st != KB_OK) return st;
-  kb_gpu_describe(g, kb_harness_machine(h));
-  *state = g;
-  return KB_OK;
-}
-
 static void counted(void *user) { ++*(uint64_t *)user; }
 static void counted_dl(kd_dl_managed_versioned *self) { ++*(uint64_t *)self->manager_ctx; }
 
@@ -156,7 +146,7 @@ int kb_register_interop_suite(kb_harness *h) {
   kb_suite_desc sd = {.name = "interop",
                       .description = "memory into and out of kdag: wrap, DLPack import and export, per operation "
                                      "(host time)",
-                      .needs_gpu = 1, .init = io_init, .interleave = 1, .host_cost = 1};
+                      .needs_gpu = 1, .init = kb_gpu_suite_init, .interleave = 1, .host_cost = 1};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const struct { const char *name, *description; io_kind kind; int baseline; } cases[] = {

@@ -55,9 +55,8 @@ static kb_status session_fail(char *why, size_t cap, const char *call, kd_status
 static kb_status module_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
   (void)user;
   kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
+  kb_status st = kb_gpu_acquire_described(h, &g, why, cap);
   if (st != KB_OK) return st;
-  kb_gpu_describe(g, kb_harness_machine(h));
   module_suite *s = calloc(1, sizeof *s);
   if (!s) return snprintf(why, cap, "out of memory"), KB_FAIL;
   s->g = g;

@@ -25,9 +25,7 @@
 static kb_status oneshot_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
   (void)user, (void)state;
   kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
-  if (st == KB_OK) kb_gpu_describe(g, kb_harness_machine(h));
-  return st;
+  return kb_gpu_acquire_described(h, &g, why, cap);
 }
 
 static kb_status oneshot_flush(void *state, char *why, size_t cap) {

@@ -520,9 +520,8 @@ typedef int null_emulate_fn(const char *name, uint32_t count, const uint32_t *si
 static kb_status wl_init(kb_harness *h, void *user, void **state, char *why, size_t cap) {
   (void)state;
   kb_gpu *g;
-  kb_status st = kb_gpu_acquire(&g, why, cap);
+  kb_status st = kb_gpu_acquire_described(h, &g, why, cap);
   if (st != KB_OK) return st;
-  kb_gpu_describe(g, kb_harness_machine(h));
   const char *path = getenv("KDAG_CUDA_DRIVER_PATH");
   void *lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
   null_emulate_fn *emulate = lib ? (null_emulate_fn *)dlsym(lib, "kdag_null_emulate") : NULL;
