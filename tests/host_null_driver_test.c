@@ -2503,6 +2503,10 @@ Test(host_null_driver, dlpack_export_records_an_event_for_the_consumer) {
   assert_all_returned();
 }
 
+static kd_status wait_inside(kd_raw *raw, void *event) {
+  return kd_session_wait_event(kd_raw_session(raw), event); /* the scope's launches after it wait too */
+}
+
 /* Ordering across sessions and with other libraries' events: the device
  * waits, the host never does. */
 Test(host_null_driver, sessions_wait_for_each_other_and_for_events_on_the_device) {
@@ -2524,6 +2528,8 @@ Test(host_null_driver, sessions_wait_for_each_other_and_for_events_on_the_device
   cr_assert_not_null(e);
   KDT_OK(kd_session_wait_event(b, e));
   cr_assert_eq(counters(b).stream_event_waits, 2);
+  KDT_OK(kd_with_raw(b, "waits inside", wait_inside, e)); /* from a raw scope's own thread */
+  cr_assert_eq(counters(b).stream_event_waits, 3);
   get_proc_fn get = (get_proc_fn)nd.get_proc;
   void *destroy = NULL;
   cr_assert_eq(get("cuEventDestroy", &destroy, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, NULL), CUDA_SUCCESS);

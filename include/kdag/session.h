@@ -203,7 +203,8 @@ KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out
 KD_API kd_status kd_session_trim(kd_session *session);
 
 /// Makes the session's work from now on (submissions, uploads, downloads,
-/// raw scopes) wait, on the device, for event: a CUevent recorded on
+/// raw scopes; callable inside a raw callback, for the rest of its
+/// launches) wait, on the device, for event: a CUevent recorded on
 /// another library's stream, in any context or on any device. The wait is
 /// enqueued during the call (cuStreamWaitEvent), so the caller may
 /// re-record the event once it returns; the host does not wait (counted
