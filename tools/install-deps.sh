@@ -24,6 +24,9 @@ fi
 # MathDx (cuBLASDx/cuSOLVERDx headers, libmathdx) from PyPI into
 # third_party/mathdx: the host lane compiles and links the Dx kernels.
 "$(dirname "$0")/install-mathdx.sh"
+# NumPy for the python3 on PATH (the one CMake finds for ctest dlpack_numpy):
+# Debian's python3-numpy serves /usr/bin/python3 only.
+python3 -c 'import numpy' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check numpy
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "note: add /usr/local/cuda/bin to PATH (nvcc builds the embedded kernels)"
 fi
