@@ -201,10 +201,7 @@ kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event) {
 }
 
 kd_status kd_device_pointer_check(kd_device *d, const char *op, const char *what, CUdeviceptr p, size_t bytes,
-                                  size_t align, int allow_managed) {
-  if (align > 1 && p % align)
-    return kd_fail(KD_ERR_MISALIGNED, "%s: %s 0x%llx is not aligned to its %zu-byte elements", op, what,
-                   (unsigned long long)p, align);
+                                  int allow_managed) {
   /* The context is not asked: stream-ordered pool memory (kdag's own, and
    * cudaMallocAsync memory of PyTorch, CuPy or JAX) reports none. */
   CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,

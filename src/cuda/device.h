@@ -95,13 +95,13 @@ kd_status kd_device_event_export(kd_device *d, const char *op, CUevent *out);
 kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event);
 /* Checks that [p, p + bytes) is memory kernels of this device may use
  * (cuPointerGetAttributes; no wait): device memory of this device, or
- * managed memory when allow_managed, inside one allocation, aligned to
- * align bytes. Errors name op and what: KD_ERR_NOT_RESIDENT (not device
- * memory, or managed memory without allow_managed), KD_ERR_WRONG_DEVICE,
- * KD_ERR_MISALIGNED, KD_ERR_OUT_OF_BOUNDS (past the allocation's end),
- * KD_ERR_DRIVER. */
+ * managed memory when allow_managed, inside one allocation. Alignment is
+ * the caller's to check (it needs no driver). Errors name op and what:
+ * KD_ERR_NOT_RESIDENT (not device memory, or managed memory without
+ * allow_managed), KD_ERR_WRONG_DEVICE, KD_ERR_OUT_OF_BOUNDS (past the
+ * allocation's end), KD_ERR_DRIVER. */
 kd_status kd_device_pointer_check(kd_device *d, const char *op, const char *what, CUdeviceptr p, size_t bytes,
-                                  size_t align, int allow_managed);
+                                  int allow_managed);
 kd_status kd_device_poison(kd_device *d, const char *op, CUdeviceptr p, size_t bytes);
 
 kd_status kd_event_acquire(kd_device *d, const char *op, CUevent *out);

@@ -3,9 +3,8 @@
  * library's event or another session's submission on the device, and a
  * submission's completion as an event. */
 #include "base/status_internal.h"
-#include "kdag/graph.h"
+#include "exec/exec.h"
 #include "session/completion.h"
-#include "session/session_impl.h"
 
 /* Enqueues the wait, the session entered and on a device. */
 static kd_status wait_event_locked(kd_session *s, const char *op, CUevent e) {
@@ -37,12 +36,7 @@ static kd_status ticket_event(kd_session *s, const char *op, kd_ticket t, int no
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   st = cuda_only(s, op);
-  if (!st && t.session && t.session != s->ticket_id)
-    st = kd_fail(KD_ERR_WRONG_SESSION, "%s: argument ticket is of another session (session #%u, this is #%u)", op,
-                 t.session, s->ticket_id);
-  else if (!st && (!t.session || t.seq >= s->next_seq))
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument ticket (%llu) was never issued", op,
-                 (unsigned long long)t.seq);
+  if (!st) st = kd_ticket_check(s, t, op);
   int done = 0;
   if (!st) st = kd_completion_poll_ticket(s, t.seq, op, &done);
   if (!st && !(done && none_if_done))

@@ -169,6 +169,9 @@ void kd_gexec_release(kd_gexec *x);
 kd_kview kd_access_kview(const kd_gaccess *a, uint64_t tensor_base, size_t esize);
 /* The kernel element type of a dtype (f32, f64, i32, i64). */
 kd_kdtype kd_kdtype_of(kd_dtype d);
+/* KD_OK when t is a ticket s issued (the session entered); else
+ * KD_ERR_WRONG_SESSION or KD_ERR_INVALID_ARGUMENT naming op. */
+kd_status kd_ticket_check(kd_session *s, kd_ticket t, const char *op);
 
 /* Both resolve and enqueue the whole plan, adding what it uses to held
  * (each object once per stamp). */

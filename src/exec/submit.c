@@ -34,17 +34,22 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   return st;
 }
 
+kd_status kd_ticket_check(kd_session *s, kd_ticket t, const char *op) {
+  if (t.session && t.session != s->ticket_id)
+    return kd_fail(KD_ERR_WRONG_SESSION, "%s: argument ticket is of another session (session #%u, this is #%u)", op,
+                   t.session, s->ticket_id);
+  if (!t.session || t.seq >= s->next_seq)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument ticket (%llu) was never issued", op,
+                   (unsigned long long)t.seq);
+  return KD_OK;
+}
+
 kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
   static const char *op = "kd_ticket_done";
   if (!done) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_done is NULL", op);
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
-  if (t.session && t.session != s->ticket_id)
-    st = kd_fail(KD_ERR_WRONG_SESSION, "%s: argument ticket is of another session (session #%u, this is #%u)", op,
-                 t.session, s->ticket_id);
-  else if (!t.session || t.seq >= s->next_seq)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument ticket (%llu) was never issued", op,
-                 (unsigned long long)t.seq);
+  st = kd_ticket_check(s, t, op);
   if (!st) st = kd_completion_poll_ticket(s, t.seq, op, done);
   kd_session_leave(s);
   return st;

@@ -17,16 +17,18 @@ static void delete_legacy(void *managed) {
   if (m->deleter) m->deleter(m);
 }
 
+/* Each kdag dtype as DLPack names it: both directions read this table. */
+static const kd_dl_dtype g_dl_dtypes[KD_DTYPE_COUNT_] = {
+    [KD_F32] = {KD_DL_FLOAT, 32, 1},  [KD_F64] = {KD_DL_FLOAT, 64, 1},    [KD_I32] = {KD_DL_INT, 32, 1},
+    [KD_I64] = {KD_DL_INT, 64, 1},    [KD_U8] = {KD_DL_UINT, 8, 1},       [KD_U32] = {KD_DL_UINT, 32, 1},
+    [KD_U64] = {KD_DL_UINT, 64, 1},   [KD_C32] = {KD_DL_COMPLEX, 64, 1}, [KD_C64] = {KD_DL_COMPLEX, 128, 1},
+    [KD_F16] = {KD_DL_FLOAT, 16, 1},  [KD_BF16] = {KD_DL_BFLOAT, 16, 1},  [KD_I8] = {KD_DL_INT, 8, 1}};
+
 /* kdag's dtype of a DLPack element type, or -1. */
 static int dtype_of(kd_dl_dtype t) {
-  switch (t.code) {
-    case KD_DL_FLOAT: return t.bits == 16 ? KD_F16 : t.bits == 32 ? KD_F32 : t.bits == 64 ? KD_F64 : -1;
-    case KD_DL_BFLOAT: return t.bits == 16 ? KD_BF16 : -1;
-    case KD_DL_INT: return t.bits == 8 ? KD_I8 : t.bits == 32 ? KD_I32 : t.bits == 64 ? KD_I64 : -1;
-    case KD_DL_UINT: return t.bits == 8 ? KD_U8 : t.bits == 32 ? KD_U32 : t.bits == 64 ? KD_U64 : -1;
-    case KD_DL_COMPLEX: return t.bits == 64 ? KD_C32 : t.bits == 128 ? KD_C64 : -1;
-    default: return -1;
-  }
+  for (int d = 0; d < KD_DTYPE_COUNT_; ++d)
+    if (g_dl_dtypes[d].code == t.code && g_dl_dtypes[d].bits == t.bits && g_dl_dtypes[d].lanes == t.lanes) return d;
+  return -1;
 }
 
 kd_status kd_tensor_from_dlpack(kd_session *s, void *managed, kd_dlpack_kind kind, void *wait_event,
@@ -68,8 +70,8 @@ kd_status kd_tensor_from_dlpack(kd_session *s, void *managed, kd_dlpack_kind kin
                    (int)t->device.device_id, s->dev.info.ordinal);
   if (!cuda && wait_event)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: wait_event on a HOST session (nothing runs on a stream)", op);
-  int dtype = dtype_of(t->dtype);
-  if (dtype < 0 || t->dtype.lanes != 1)
+  int dtype = dtype_of(t->dtype); /* lanes other than 1 match none */
+  if (dtype < 0)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: DLPack dtype (code %u, %u bits, %u lanes) has no kdag dtype", op,
                    t->dtype.code, t->dtype.bits, t->dtype.lanes);
   if (t->ndim < 0 || t->ndim > KD_MAX_RANK)
@@ -237,12 +239,7 @@ kd_status kd_tensor_to_dlpack(kd_session *s, kd_tensor t, kd_dlpack_kind kind, v
   d->device.device_type = s->has_device ? KD_DL_CUDA : KD_DL_CPU;
   d->device.device_id = s->has_device ? s->dev.info.ordinal : 0;
   d->ndim = o->rank;
-  static const kd_dl_dtype codes[KD_DTYPE_COUNT_] = {
-      [KD_F32] = {KD_DL_FLOAT, 32, 1},  [KD_F64] = {KD_DL_FLOAT, 64, 1},    [KD_I32] = {KD_DL_INT, 32, 1},
-      [KD_I64] = {KD_DL_INT, 64, 1},    [KD_U8] = {KD_DL_UINT, 8, 1},       [KD_U32] = {KD_DL_UINT, 32, 1},
-      [KD_U64] = {KD_DL_UINT, 64, 1},   [KD_C32] = {KD_DL_COMPLEX, 64, 1}, [KD_C64] = {KD_DL_COMPLEX, 128, 1},
-      [KD_F16] = {KD_DL_FLOAT, 16, 1},  [KD_BF16] = {KD_DL_BFLOAT, 16, 1},  [KD_I8] = {KD_DL_INT, 8, 1}};
-  d->dtype = codes[o->dtype];
+  d->dtype = g_dl_dtypes[o->dtype];
   /* Reversed: DLPack dimension i is kdag dimension rank-1-i. */
   int64_t stride = 1;
   for (int i = 0; i < o->rank; ++i) {

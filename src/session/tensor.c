@@ -70,6 +70,35 @@ static kd_status check_shape(const char *op, kd_dtype dtype, int rank, const int
   return KD_OK;
 }
 
+/* A tensor object of a checked shape, its memory not yet set; NULL (the
+ * message set) without memory. */
+static kd_tensor_obj *obj_new(const char *op, kd_dtype dtype, int rank, const int64_t *shape, int64_t elements,
+                              size_t bytes, kd_residency residency) {
+  kd_tensor_obj *o = calloc(1, sizeof *o);
+  if (!o) {
+    kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the tensor", op);
+    return NULL;
+  }
+  o->dtype = dtype;
+  o->rank = rank;
+  for (int i = 0; i < rank; ++i) o->shape[i] = shape[i];
+  o->elements = elements;
+  o->bytes = bytes;
+  o->residency = residency;
+  return o;
+}
+
+/* Gives o its handle and the caller's reference; on failure o is as it was,
+ * for the caller to free with its memory. */
+static kd_status obj_publish(kd_session *s, kd_tensor_obj *o, const char *op, kd_tensor *out) {
+  kd_status st = kd_handle_alloc(&s->handles, KD_HANDLE_TENSOR, o, &o->handle, op);
+  if (st) return st;
+  o->refs = 1;
+  o->user_refs = 1;
+  out->bits = o->handle;
+  return KD_OK;
+}
+
 kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
                         const int64_t *shape, kd_residency residency, kd_tensor *out) {
   int64_t elements = 0;
@@ -78,14 +107,8 @@ kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
   if (st) return st;
   if (residency != KD_RESIDENCY_DEVICE && residency != KD_RESIDENCY_HOST)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: residency %d is not a kd_residency", op, (int)residency);
-  kd_tensor_obj *o = calloc(1, sizeof *o);
-  if (!o) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the tensor", op);
-  o->dtype = dtype;
-  o->rank = rank;
-  for (int i = 0; i < rank; ++i) o->shape[i] = shape[i];
-  o->elements = elements;
-  o->bytes = bytes;
-  o->residency = residency;
+  kd_tensor_obj *o = obj_new(op, dtype, rank, shape, elements, bytes, residency);
+  if (!o) return KD_ERR_OUT_OF_MEMORY;
   /* An empty tensor has no element to leave undefined: reading it is
    * defined, and no write (every one is empty) could ever make it so. */
   o->initialized = elements == 0;
@@ -114,17 +137,14 @@ kd_status kd_tensor_new(kd_session *s, const char *op, kd_dtype dtype, int rank,
         memset(o->host, 0xA5, bytes);
     }
   }
-  st = kd_handle_alloc(&s->handles, KD_HANDLE_TENSOR, o, &o->handle, op);
+  st = obj_publish(s, o, op, out);
   if (st) {
     if (on_gpu) kd_device_free(&s->dev, o->dptr);
     else free(o->host);
     free(o);
     return st;
   }
-  o->refs = 1;
-  o->user_refs = 1;
   if (on_gpu) s->counters.bytes_device += bytes;
-  out->bits = o->handle;
   return KD_OK;
 }
 
@@ -185,17 +205,12 @@ kd_status kd_tensor_wrap_op(kd_session *s, const char *op, const char *what, con
   st = kd_session_enter(s, op);
   if (st) return st;
   if (s->has_device)
-    st = kd_session_note(s, kd_device_pointer_check(&s->dev, op, what, (CUdeviceptr)addr, bytes, esize,
+    st = kd_session_note(s, kd_device_pointer_check(&s->dev, op, what, (CUdeviceptr)addr, bytes,
                                                     (d->flags & KD_EXTERNAL_ALLOW_MANAGED) != 0));
   kd_tensor_obj *o = NULL;
-  if (!st && !(o = calloc(1, sizeof *o))) st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the tensor", op);
+  if (!st && !(o = obj_new(op, d->dtype, d->rank, d->shape, elements, bytes, KD_RESIDENCY_DEVICE)))
+    st = KD_ERR_OUT_OF_MEMORY;
   if (!st) {
-    o->dtype = d->dtype;
-    o->rank = d->rank;
-    for (int i = 0; i < d->rank; ++i) o->shape[i] = d->shape[i];
-    o->elements = elements;
-    o->bytes = bytes;
-    o->residency = KD_RESIDENCY_DEVICE;
     if (s->has_device) o->dptr = (CUdeviceptr)addr;
     else o->host = d->data;
     o->initialized = 1; /* the owner's data */
@@ -203,14 +218,8 @@ kd_status kd_tensor_wrap_op(kd_session *s, const char *op, const char *what, con
     o->read_only = (d->flags & KD_EXTERNAL_READ_ONLY) != 0;
     o->release = d->release;
     o->release_user = d->release_user;
-    st = kd_handle_alloc(&s->handles, KD_HANDLE_TENSOR, o, &o->handle, op);
-    if (st) {
-      free(o);
-    } else {
-      o->refs = 1;
-      o->user_refs = 1;
-      out->bits = o->handle;
-    }
+    st = obj_publish(s, o, op, out);
+    if (st) free(o);
   }
   kd_session_leave(s);
   return st;
