@@ -39,6 +39,14 @@ static inline int kdt_require_gpu(void) {
   return v && strcmp(v, "1") == 0;
 }
 
+/* 0 when timing assertions must not run: under compute-sanitizer, whose
+ * launches wait for the context (the GPU lane sets KDAG_TEST_UNTIMED=1
+ * there). What is ordered is checked either way; only how soon is not. */
+static inline int kdt_timed(void) {
+  const char *v = getenv("KDAG_TEST_UNTIMED");
+  return !(v && strcmp(v, "1") == 0);
+}
+
 /* The graph as DOT text (nodes, edges and their hazards): malloc'd. */
 static inline char *kdt_dot_text(kd_graph *g) {
   char *buf = NULL;

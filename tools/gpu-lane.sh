@@ -149,13 +149,14 @@ run() {
   if [ "${KDAG_LANE_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
     # The deliberate trap tests are left out: memcheck reports the trap. So
     # are the tests that time waits behind a spinning kernel: under the
-    # sanitizer a first launch waits for the context.
+    # sanitizer a first launch waits for the context (tests that take
+    # KDAG_TEST_UNTIMED=1 keep their ordering checks and drop the timing).
     # API-error reports are off: kdag counts a kernel's parameters by probing
     # cuFuncGetParamInfo until it reports an invalid index, on purpose.
     local mc=0
     # KDAG_LANE_MEMCHECK_TESTS: fewer of them (a rerun of one).
-    for t in ${KDAG_LANE_MEMCHECK_TESTS:-gpu_raw_test gpu_graph_test gpu_graph_mode_test}; do
-      compute-sanitizer --tool memcheck --target-processes all --leak-check full --error-exitcode 7 \
+    for t in ${KDAG_LANE_MEMCHECK_TESTS:-gpu_raw_test gpu_graph_test gpu_graph_mode_test gpu_executors_test gpu_interop_test}; do
+      KDAG_TEST_UNTIMED=1 compute-sanitizer --tool memcheck --target-processes all --leak-check full --error-exitcode 7 \
         --report-api-errors no "$build/tests/$t" --jobs 1 \
         --filter '!(*fault*|*spinning*)' >> "$out/memcheck.log" 2>&1 || mc=1
     done
