@@ -104,6 +104,13 @@ run() {
     mkdir -p "$(dirname "$src")"
     ln -s "$here" "$src"
   fi
+  # The Python tests name the build machine's interpreter: here, the
+  # machine's own python3 (the one with PyTorch, CuPy and NumPy).
+  local py
+  py=$(sed -n 's/^_*Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
+  if [ -n "$py" ] && [ ! -e "$py" ] && command -v python3 >/dev/null; then
+    mkdir -p "$(dirname "$py")" && ln -s "$(command -v python3)" "$py"
+  fi
   local libs="$here/$build/carry-lib" # a bundle from before the libraries were compressed
   if [ -f "$build/carry-lib.tar.xz" ]; then
     rm -rf /tmp/kdag-carry # a warm machine may hold an older bundle's libraries
