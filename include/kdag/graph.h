@@ -129,6 +129,13 @@ KD_API kd_status kd_graph_create(kd_session *session, kd_graph **out_graph);
 /// in kd_last_error).
 KD_API void kd_graph_destroy(kd_graph *graph);
 
+/// Names the graph (name is copied; 1 to 255 bytes) for the tools that
+/// show kdag's work: each submission is an NVTX range of this name in
+/// Nsight Systems (an EAGER one holds a range per node, named after the
+/// node). Default "kdag graph". Errors: KD_ERR_INVALID_ARGUMENT (NULL
+/// graph or name, an empty or longer name), KD_ERR_OUT_OF_MEMORY.
+KD_API kd_status kd_graph_set_name(kd_graph *graph, const char *name);
+
 /// A user kernel. Tensor arguments must be compact, device-resident views
 /// (a strided view is KD_ERR_NOT_COMPACT: canonicalize it with kd_graph_op_copy
 /// into a compact tensor first). On a HOST session: KD_ERR_NO_HOST_IMPL.

@@ -5,8 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef KDAG_NO_NVTX
+#include <nvtx3/nvToolsExtCuda.h>
+#endif
 
 #include "cuda/device.h"
+#include "base/nvtx.h"
 #include "base/status_internal.h"
 #include "cuda/cu_status.h"
 
@@ -193,6 +197,15 @@ kd_status kd_device_event_export(kd_device *d, const char *op, CUevent *out) {
   }
   *out = e;
   return KD_OK;
+}
+
+void kd_device_name_stream(kd_device *d, const char *name) {
+#ifndef KDAG_NO_NVTX
+  if (kd_nvtx_on()) nvtxNameCuStreamA(d->stream, name);
+#else
+  (void)d;
+  (void)name;
+#endif
 }
 
 kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event) {

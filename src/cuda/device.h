@@ -100,6 +100,10 @@ kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event);
  * KD_ERR_NOT_RESIDENT (not device memory, or managed memory without
  * allow_managed), KD_ERR_WRONG_DEVICE, KD_ERR_OUT_OF_BOUNDS (past the
  * allocation's end), KD_ERR_DRIVER. */
+/* Names the session's stream in NVTX tools (Nsight Systems' timeline
+ * rows); nothing without a tool (base/nvtx.h). */
+void kd_device_name_stream(kd_device *d, const char *name);
+
 kd_status kd_device_pointer_check(kd_device *d, const char *op, const char *what, CUdeviceptr p, size_t bytes,
                                   int allow_managed);
 kd_status kd_device_poison(kd_device *d, const char *op, CUdeviceptr p, size_t bytes);

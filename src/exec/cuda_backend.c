@@ -19,6 +19,7 @@ static void plan_destroy(kd_resource *r) {
   kd_cuda_plan *cp = (kd_cuda_plan *)r;
   free(cp->xfers);
   free(cp->workspace);
+  free(cp->nvtx_names);
   kd_gexec_release(cp->gexec);
   free(cp);
 }

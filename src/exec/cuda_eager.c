@@ -95,6 +95,15 @@ static kd_status debug_wait(kd_session *s, const char *op) {
   return r == CUDA_SUCCESS ? KD_OK : kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize (per-node debug event)"));
 }
 
+/* Each node's name registered with the NVTX tool, once per plan; NULL
+ * without memory (the ranges then carry the names as text). */
+static kd_nvtx_string *nvtx_names(kd_graph *g) {
+  kd_cuda_plan *cp = kd_cuda_plan_get(g);
+  if (!cp->nvtx_names && (cp->nvtx_names = calloc(g->node_count + 1, sizeof *cp->nvtx_names)))
+    for (uint32_t n = 0; n < g->node_count; ++n) cp->nvtx_names[n] = kd_nvtx_register(g->nodes[n].name);
+  return cp->nvtx_names;
+}
+
 kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, int *enqueued) {
   kd_session *s = g->session;
   *enqueued = 0;
@@ -110,9 +119,13 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
     return st;
   }
   *enqueued = g->node_count != 0;
+  /* A range per node, inside the submission's (exec/submit.c). */
+  int traced = kd_nvtx_on();
+  kd_nvtx_string *names = traced ? nvtx_names(g) : NULL;
   for (uint32_t i = 0; !st && i < g->node_count; ++i) {
     uint32_t v = g->plan.order[i];
     kd_gnode *node = &g->nodes[v];
+    if (traced) kd_nvtx_push(names ? names[v] : NULL, node->name, KD_NVTX_NODE);
     /* Held room was reserved: these cannot fail. */
     for (uint32_t k = 0; k < node->access_count; ++k)
       (void)kd_held_tensor_once(held, g->bindings[g->accesses[node->first_access + k].binding].obj, stamp, op);
@@ -138,6 +151,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
         break;
     }
     if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) st = debug_wait(s, op);
+    if (traced) kd_nvtx_pop();
     if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, v);
   }
   /* Refused part way (the driver refused an enqueue, or a foreign callback

@@ -145,6 +145,8 @@ typedef struct kd_cuda_plan {
   int graph_refused;       /* AUTO: the driver refused this plan as a CUDA graph */
   uint32_t graph_oom;      /* AUTO: CUDA-graph launches of this plan in a row that ran out of memory */
   kd_gexec *gexec;         /* GRAPH: the executable graph of this plan, or NULL */
+  kd_nvtx_string *nvtx_names; /* EAGER under an NVTX tool: each node's name, registered by the
+                                 first such submission (base/nvtx.h); NULL otherwise */
 } kd_cuda_plan;
 /* g's (valid) plan's CUDA state, made on first use (the check inline:
  * every submission asks). */

@@ -14,6 +14,13 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
   uint64_t seq = s->next_seq;
+  /* The submission as a range named after the graph (base/nvtx.h). */
+  int traced = kd_nvtx_on();
+  if (traced) {
+    if (!g->nvtx_named) g->nvtx_name = kd_nvtx_register(kd_graph_name(g));
+    g->nvtx_named = 1;
+    kd_nvtx_push(g->nvtx_name, kd_graph_name(g), KD_NVTX_SUBMIT);
+  }
   if (!g->plan.valid) st = kd_plan_build(g, op);
   if (!st) st = s->ops->submit(g, op);
   if (!st) {
@@ -30,6 +37,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
     /* A failed submission issues no ticket (seq would name the next one). */
     if (out) *out = (kd_ticket){seq, s->ticket_id};
   }
+  if (traced) kd_nvtx_pop();
   kd_session_leave(s);
   return st;
 }
@@ -66,7 +74,9 @@ kd_status kd_sink_wait(kd_sink *sk) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: sink '%s' has no submission to wait for (submit the graph "
                    "first; each submission can be waited for once)", op, sk->graph->nodes[sk->node].name);
   }
+  kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
   st = s->ops->sink_wait(sk, op);
+  kd_nvtx_pop();
   if (!st) kd_session_waited(s);
   kd_session_leave(s);
   return st;

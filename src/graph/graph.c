@@ -29,6 +29,29 @@ kd_status kd_graph_create(kd_session *s, kd_graph **out) {
   return KD_OK;
 }
 
+kd_status kd_graph_set_name(kd_graph *g, const char *name) {
+  static const char *op = "kd_graph_set_name";
+  if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
+  if (!name) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument name is NULL", op);
+  size_t len = strnlen(name, KD_GRAPH_NAME_MAX + 1);
+  if (len == 0 || len > KD_GRAPH_NAME_MAX)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument name is %s (1 to %d bytes)", op,
+                   len ? "too long" : "empty", KD_GRAPH_NAME_MAX);
+  kd_session *s = g->session;
+  kd_status st = kd_session_enter_host(s, op);
+  if (st) return st;
+  char *copy = strdup(name);
+  if (!copy) {
+    st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the name", op);
+  } else {
+    free(g->name);
+    g->name = copy;
+    g->nvtx_named = 0;
+  }
+  kd_session_leave(s);
+  return st;
+}
+
 void kd_gnode_free(kd_session *s, kd_gnode *n) {
   if (n->kind == KD_NODE_KERNEL) {
     for (uint32_t i = 0; i < n->arg_count; ++i)
@@ -79,6 +102,7 @@ void kd_graph_destroy(kd_graph *g) {
   KD_GROW_FREE(g->dfs, g->dfs_cap);
   KD_GROW_FREE(g->found, g->found_cap);
   free(g->reduce_heap);
+  free(g->name);
   kd_witness_pool_free(&g->witness_blocks);
   kd_arena_free(&g->arena);
   kd_plan_free(&g->plan);

@@ -9,6 +9,7 @@
 #include "base/handle.h"
 #include "graph/interval.h"
 #include "base/arena.h"
+#include "base/nvtx.h"
 #include "kdag/graph.h"
 
 typedef enum kd_node_kind {
@@ -210,7 +211,15 @@ struct kd_graph {
   uint32_t rebound_count, rebound_cap;
   uint32_t *reargs;        /* kernel nodes whose value arguments were set */
   uint32_t reargs_count, reargs_cap;
+  char *name;              /* kd_graph_set_name's copy; NULL: KD_GRAPH_DEFAULT_NAME */
+  kd_nvtx_string nvtx_name; /* name registered with an NVTX tool (base/nvtx.h), once */
+  int nvtx_named;          /* nvtx_name is current (NULL without a tool) */
 };
+
+#define KD_GRAPH_DEFAULT_NAME "kdag graph"
+#define KD_GRAPH_NAME_MAX 255
+
+static inline const char *kd_graph_name(const kd_graph *g) { return g->name ? g->name : KD_GRAPH_DEFAULT_NAME; }
 
 /* The executable graph has caught up with every rebinding and new value. */
 static inline void kd_graph_changes_clear(kd_graph *g) {

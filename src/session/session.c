@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/options.h"
+#include "base/nvtx.h"
 #include "base/status_internal.h"
 #include "base/serial.h"
 #include "session/session_impl.h"
@@ -93,6 +94,9 @@ kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
     if (st == KD_OK) {
       s->has_device = 1;
       s->backend = KD_BACKEND_CUDA;
+      char name[48];
+      snprintf(name, sizeof name, "kdag session #%u", s->ticket_id);
+      kd_device_name_stream(&s->dev, name);
       snprintf(s->reason, sizeof s->reason, "%s: %s (sm_%d)",
                o.backend == KD_BACKEND_AUTO ? "AUTO chose CUDA" : "CUDA requested",
                s->dev.info.name, s->dev.sm);
@@ -154,7 +158,9 @@ kd_status kd_session_trim(kd_session *s) {
   st = s->fault ? kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op, s->fault_msg)
                 : kd_completion_reap(s, op);
   s->unload_now = 1;
+  kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
   kd_session_release_idle(s);
+  kd_nvtx_pop();
   s->unload_now = 0;
   kd_session_leave(s);
   return st;

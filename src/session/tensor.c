@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/options.h"
+#include "base/nvtx.h"
 #include "base/status_internal.h"
 #include "session/session_impl.h"
 
@@ -302,7 +303,11 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
   if (!st && !o->initialized)
     st = kd_fail(KD_ERR_UNINITIALIZED,
                  "%s: the tensor was never written (no upload, no launch writing it)", op);
-  if (!st) st = s->ops->download(s, op, o, host);
+  if (!st) {
+    kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
+    st = s->ops->download(s, op, o, host);
+    kd_nvtx_pop();
+  }
   if (!st) {
     s->counters.downloads++;
     kd_session_waited(s);
