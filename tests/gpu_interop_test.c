@@ -20,13 +20,15 @@
  * at run time as kdag does: linked against it, the binary would not even
  * start on the host lane, where the test must skip. The name is the base
  * name cuGetProcAddress wants; the member's type is that of the versioned
- * function cuda.h maps it to (cuMemAlloc -> cuMemAlloc_v2). */
+ * function cuda.h maps it to (cuMemAlloc -> cuMemAlloc_v2). Only calls
+ * whose CUDA 13 entry point has that type: not cuCtxSynchronize, whose
+ * 13.0 version takes a context. */
 #define FOREIGN_CALLS(X)                                                                                \
   X(cuInit) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxPushCurrent) \
-  X(cuCtxPopCurrent) X(cuCtxSynchronize) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)    \
+  X(cuCtxPopCurrent) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)    \
   X(cuStreamWaitEvent) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)   \
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAllocHost) X(cuMemFreeHost)   \
-  X(cuMemAllocManaged) X(cuMemsetD32) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)         \
+  X(cuMemAllocManaged) X(cuMemsetD32Async) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)         \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)
 
 static struct {
@@ -280,7 +282,8 @@ Test(gpu_interop, release_waits_for_the_work_in_flight) {
   KDT_OK(kd_with_raw(s, "test.load", load_spin, &k));
   CUdeviceptr flag;
   CU_OK(cuMemAlloc(&flag, 64));
-  CU_OK(cuMemsetD32(flag, 0, 16));
+  CU_OK(cuMemsetD32Async(flag, 0, 16, f.stream));
+  CU_OK(cuStreamSynchronize(f.stream));
   released r = {0};
   kd_external_desc d = wrap_desc(flag, KD_I32, 16, &r);
   kd_tensor t;
@@ -323,8 +326,8 @@ Test(gpu_interop, session_waits_for_another_streams_event_on_the_device) {
   foreign_open(s, &f);
   CUdeviceptr flag;
   CU_OK(cuMemAlloc(&flag, 4));
-  CU_OK(cuMemsetD32(flag, 0, 1));
-  CU_OK(cuCtxSynchronize());
+  CU_OK(cuMemsetD32Async(flag, 0, 1, f.stream));
+  CU_OK(cuStreamSynchronize(f.stream));
   kd_tensor_desc one = {.dtype = KD_I32, .rank = 1, .shape = {1}};
   kd_tensor wrapped, copy;
   kd_external_desc d = wrap_desc(flag, KD_I32, 1, NULL);
@@ -383,8 +386,8 @@ Test(gpu_interop, another_stream_waits_for_a_ticket_on_the_device) {
   KDT_OK(kd_with_raw(s, "test.load", load_spin, &k));
   CUdeviceptr flag;
   CU_OK(cuMemAlloc(&flag, 4));
-  CU_OK(cuMemsetD32(flag, 0, 1));
-  CU_OK(cuCtxSynchronize());
+  CU_OK(cuMemsetD32Async(flag, 0, 1, f.stream));
+  CU_OK(cuStreamSynchronize(f.stream));
   kd_tensor t;
   kd_external_desc d = wrap_desc(flag, KD_I32, 1, NULL);
   KDT_OK(kd_tensor_wrap(s, &d, &t));
@@ -431,8 +434,8 @@ Test(gpu_interop, one_session_waits_for_anothers_ticket) {
   KDT_OK(kd_with_raw(a, "test.load", load_spin, &k));
   CUdeviceptr flag;
   CU_OK(cuMemAlloc(&flag, 4));
-  CU_OK(cuMemsetD32(flag, 0, 1));
-  CU_OK(cuCtxSynchronize());
+  CU_OK(cuMemsetD32Async(flag, 0, 1, f.stream));
+  CU_OK(cuStreamSynchronize(f.stream));
   released r = {0};
   kd_external_desc d = wrap_desc(flag, KD_I32, 1, &r);
   kd_tensor in_a, in_b, copy;

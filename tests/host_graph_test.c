@@ -1542,7 +1542,7 @@ Test(host_graph, verbose_sessions_print_the_pool_placement, .init = cr_redirect_
   FILE *f = cr_get_redirected_stderr();
   size_t n = fread(text, 1, sizeof text - 1, f);
   text[n] = 0;
-  cr_assert(strstr(text, "kdag: HOST pool: ") && strstr(text, " workers "), "stderr: %s", text);
+  cr_assert(strstr(text, "kdag: [info] HOST pool: ") && strstr(text, " workers "), "stderr: %s", text);
 }
 
 /* ---- footprints against the elements themselves ------------------------ */

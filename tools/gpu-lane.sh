@@ -104,12 +104,13 @@ run() {
     mkdir -p "$(dirname "$src")"
     ln -s "$here" "$src"
   fi
-  # The Python tests name the build machine's interpreter: here, the
-  # machine's own python3 (the one with PyTorch, CuPy and NumPy).
+  # The Python tests name the build machine's interpreter: here they run
+  # under the machine's own python3 (the one with PyTorch, CuPy and NumPy),
+  # even where a python3 of that path exists without them.
   local py
   py=$(sed -n 's/^_*Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
-  if [ -n "$py" ] && [ ! -e "$py" ] && command -v python3 >/dev/null; then
-    mkdir -p "$(dirname "$py")" && ln -s "$(command -v python3)" "$py"
+  if [ -n "$py" ] && command -v python3 >/dev/null && [ "$py" != "$(command -v python3)" ]; then
+    sed -i "s|\"$py\"|\"$(command -v python3)\"|g" "$build/tests/CTestTestfile.cmake"
   fi
   local libs="$here/$build/carry-lib" # a bundle from before the libraries were compressed
   if [ -f "$build/carry-lib.tar.xz" ]; then

@@ -48,14 +48,16 @@ enum {
   /// per 32-bit word, a float NaN; 0xA5 per byte when the size is not a
   /// multiple of 4) so a kernel that forgets to write shows up in tests.
   KD_SESSION_POISON_ALLOCATIONS = 1u << 0,
-  /// Print the reasons for backend and placement fallbacks, and where a
-  /// HOST session's workers were placed, to stderr.
+  /// Log the reasons for backend and placement fallbacks, and where a
+  /// HOST session's workers were placed: raises log_level to KD_LOG_INFO.
+  /// Also set by KDAG_VERBOSE=1 unless code decided it (flags_set).
   KD_SESSION_VERBOSE = 1u << 1,
   /// Test option, HOST backend: sleep a random 0-200 us before each node so
   /// a missing dependency shows as a wrong result even on two cores.
   KD_SESSION_HOST_JITTER = 1u << 2,
   /// Debug option, CUDA backend: wait for an event after every graph node,
-  /// so a device fault is reported naming the node that caused it.
+  /// so a device fault is reported naming the node that caused it. Also set
+  /// by KDAG_DEBUG_NODES=1 unless code decided it (flags_set).
   KD_SESSION_DEBUG_NODES = 1u << 3
 };
 
@@ -64,8 +66,8 @@ typedef enum kd_exec_mode {
   /// EAGER for the first graph_after submissions of a plan, then GRAPH: a
   /// one-shot graph never pays for instantiation, a pipeline submitted over
   /// and over reaches the CUDA-graph launch cost. A plan the driver refuses
-  /// as a CUDA graph (the error names the node; KD_SESSION_VERBOSE prints
-  /// it) runs eagerly from then on; one that ran out of memory on the way
+  /// as a CUDA graph (the error names the node; the session's log has it as
+  /// a warning) runs eagerly from then on; one that ran out of memory on the way
   /// runs that submission eagerly and tries the CUDA graph again at the
   /// next, until it has run out three times in a row.
   KD_EXEC_AUTO = 0,
@@ -103,6 +105,15 @@ typedef struct kd_session_options {
   /// device's context; kd_session_trim and kd_session_destroy always do.
   uint32_t unload_cap;             ///< modules; default 64 (0: every such wait releases)
   uint64_t idle_staging_cap;       ///< bytes; default 1 GiB (0: as above)
+  /// The KD_SESSION_* bits of flags decided in code, on or off: the
+  /// environment (KDAG_VERBOSE, KDAG_DEBUG_NODES) sets only the others. A
+  /// bit set in flags is decided whether or not it is here; default 0.
+  uint32_t flags_set;
+  /// default KD_LOG_DEFAULT: KDAG_LOG_LEVEL, else KD_LOG_WARN.
+  /// KD_SESSION_VERBOSE raises it to KD_LOG_INFO.
+  kd_log_level log_level;
+  kd_log_fn log;                   ///< NULL (default): "kdag: [level] text" lines on stderr
+  void *log_user;                  ///< passed to log as is
 } kd_session_options;
 
 /// Fills the defaults above and struct_size. Thread-safe: it writes every

@@ -90,6 +90,28 @@ KD_API const char *kd_status_name(kd_status status);
 /// buffer (a failing call, or one of the fallbacks above). Thread-safe.
 KD_API const char *kd_last_error(void);
 
+/// How much a session tells its log (kd_session_options.log_level).
+typedef enum kd_log_level {
+  /// Not set in code: KDAG_LOG_LEVEL decides, else KD_LOG_WARN
+  /// (kd_session_options_init's default).
+  KD_LOG_DEFAULT = -1,
+  KD_LOG_OFF = 0,   ///< nothing
+  KD_LOG_ERROR = 1, ///< a device fault, when the session first sees it
+  KD_LOG_WARN = 2,  ///< a choice that costs time: AUTO keeping a plan EAGER for good
+  KD_LOG_INFO = 3,  ///< why AUTO chose HOST, where staging and HOST workers were placed
+  KD_LOG_DEBUG = 4  ///< plans built, CUDA graphs instantiated
+} kd_log_level;
+
+/// A session's log callback (kd_session_options.log): one line of text,
+/// without a newline, borrowed for the call. Called on the thread of the
+/// kdag call that has something to say, with the session's lock held: it
+/// must not call kdag on that session (such calls return KD_ERR_BUSY).
+typedef void (*kd_log_fn)(void *user, kd_log_level level, const char *message);
+
+/// Lower-case name of a level ("warn"), "?" for another value. Static,
+/// thread-safe.
+KD_API const char *kd_log_level_name(kd_log_level level);
+
 #ifdef __cplusplus
 }
 #endif

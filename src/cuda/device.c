@@ -124,9 +124,10 @@ static kd_status pool_open(kd_device *d, const char *op) {
   return KD_OK;
 }
 
-kd_status kd_device_open(const kd_session_options *o, kd_device *d) {
+kd_status kd_device_open(const kd_session_options *o, const kd_logger *log, kd_device *d) {
   memset(d, 0, sizeof *d);
   d->flags = o->flags;
+  d->log = log;
   d->info.numa_node = -1;
   kd_status st = open_impl(o, d);
   if (st) kd_device_close(d);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/log.h"
 #include "cuda/driver.h"
 #include "kdag/session.h"
 
@@ -37,6 +38,7 @@ typedef struct kd_device {
   int max_threads_per_block;
   int max_shared_optin;   /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
   uint32_t flags;         /* KD_SESSION_* */
+  const kd_logger *log;   /* the session's */
   /* event pool: free events, reused so steady state creates none */
   CUevent *free_events;
   size_t free_event_count, free_event_cap, events_created;
@@ -57,7 +59,7 @@ typedef struct kd_device {
 
 /* Opens the device for a session. On failure everything is released and
  * the message says why. */
-kd_status kd_device_open(const kd_session_options *o, kd_device *out);
+kd_status kd_device_open(const kd_session_options *o, const kd_logger *log, kd_device *out);
 /* Releases everything; the caller has drained the stream's work. */
 void kd_device_close(kd_device *d);
 

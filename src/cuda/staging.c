@@ -17,7 +17,7 @@
 
 static void placement(kd_device *d, const char *fmt, const char *detail) {
   snprintf(d->info.placement, sizeof d->info.placement, fmt, detail);
-  if (d->flags & KD_SESSION_VERBOSE) fprintf(stderr, "kdag: %s\n", d->info.placement);
+  kd_log(d->log, KD_LOG_INFO, "%s", d->info.placement);
 }
 
 /* Finds the NUMA nodes closest to the GPU through its PCI bus id. In a VM

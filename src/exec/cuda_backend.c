@@ -95,9 +95,9 @@ static kd_status run(kd_graph *g, const char *op, kd_cuda_plan *cp, kd_held_set 
   st = kd_exec_eager(g, op, held, stamp, enqueued);
   if (!st) {
     int refused = graph_st != KD_ERR_OUT_OF_MEMORY || ++cp->graph_oom >= KD_AUTO_OOM_TRIES;
-    if (s->opts.flags & KD_SESSION_VERBOSE)
-      fprintf(stderr, "kdag: AUTO %s EAGER: %s\n", refused ? "stays" : "runs this submission",
-              why ? why : "(no memory for the message)");
+    /* Staying EAGER for good costs every later submission: a warning. */
+    kd_log(&s->log, refused ? KD_LOG_WARN : KD_LOG_INFO, "graph '%s': AUTO %s EAGER: %s", kd_graph_name(g),
+           refused ? "stays" : "runs this submission", why ? why : "(no memory for the message)");
     if (refused) { /* what the executable graph holds is not needed any more */
       cp->graph_refused = 1;
       kd_gexec_release(cp->gexec);

@@ -479,6 +479,7 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_gexec 
     goto done;
   }
   s->counters.graph_instantiations++;
+  kd_log(&s->log, KD_LOG_DEBUG, "graph '%s': CUDA graph instantiated (%u nodes)", kd_graph_name(g), g->node_count);
   kd_graph_changes_clear(g); /* built from the current bindings and values */
 done:
   free(pred_start);

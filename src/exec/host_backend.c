@@ -99,7 +99,7 @@ kd_status kd_host_backend_start(kd_session *s, const char *op) {
   kd_host_state *hs = calloc(1, sizeof *hs);
   if (!hs) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the HOST backend", op);
   /* Tasks know their run: the pool needs no context. */
-  kd_status st = kd_host_pool_start(&hs->pool, kd_exec_host_task, NULL, (s->opts.flags & KD_SESSION_VERBOSE) != 0, op);
+  kd_status st = kd_host_pool_start(&hs->pool, kd_exec_host_task, NULL, &s->log, op);
   if (st) {
     free(hs);
     return st;

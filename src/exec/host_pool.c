@@ -104,7 +104,7 @@ static uint32_t binding_sets(kd_host_pool *p) {
   return count;
 }
 
-kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, int verbose, const char *op) {
+kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, const kd_logger *log, const char *op) {
   memset(p, 0, sizeof p[0]);
   p->run = run;
   p->ctx = ctx;
@@ -159,7 +159,7 @@ kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, in
   if (p->thread_count < n && len > 0 && (size_t)len < sizeof p->placement)
     snprintf(p->placement + len, sizeof p->placement - (size_t)len, "; %u of %u started (pthread_create: %s)",
              p->thread_count, n, strerror(create_error));
-  if (verbose) fprintf(stderr, "kdag: HOST pool: %s\n", p->placement);
+  kd_log(log, KD_LOG_INFO, "HOST pool: %s", p->placement);
   return KD_OK;
 }
 

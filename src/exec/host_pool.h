@@ -17,6 +17,7 @@
 #include <semaphore.h>
 #include <stdint.h>
 
+#include "base/log.h"
 #include "kdag/status.h"
 
 /* Polls, yielding the core between them, before a HOST wait sleeps: a
@@ -55,9 +56,9 @@ typedef struct kd_host_pool {
   char placement[192];
 } kd_host_pool;
 
-/* Starts the workers. verbose: print the placement, and why it fell back,
- * to stderr. */
-kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, int verbose, const char *op);
+/* Starts the workers, telling log (INFO) where they were placed, and why
+ * a placement fell back. */
+kd_status kd_host_pool_start(kd_host_pool *p, kd_host_item_fn run, void *ctx, const kd_logger *log, const char *op);
 /* Joins the workers; items still queued are dropped (the session drains
  * its work first). */
 void kd_host_pool_stop(kd_host_pool *p);

@@ -21,7 +21,12 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
     g->nvtx_named = 1;
     kd_nvtx_push(g->nvtx_name, kd_graph_name(g), KD_NVTX_SUBMIT);
   }
-  if (!g->plan.valid) st = kd_plan_build(g, op);
+  if (!g->plan.valid) {
+    st = kd_plan_build(g, op);
+    if (!st)
+      kd_log(&s->log, KD_LOG_DEBUG, "graph '%s': planned %u nodes, %u edges", kd_graph_name(g), g->node_count,
+             g->edge_count);
+  }
   if (!st) st = s->ops->submit(g, op);
   if (!st) {
     s->counters.submissions++;

@@ -10,6 +10,7 @@
 #include "base/nvtx.h"
 #include "base/status_internal.h"
 #include "base/serial.h"
+#include "session/env.h"
 #include "session/session_impl.h"
 
 void kd_session_options_init(kd_session_options *o) {
@@ -25,6 +26,10 @@ void kd_session_options_init(kd_session_options *o) {
   o->graph_after = 2;
   o->unload_cap = 64;
   o->idle_staging_cap = (uint64_t)1 << 30;
+  o->flags_set = 0;
+  o->log_level = KD_LOG_DEFAULT;
+  o->log = NULL;
+  o->log_user = NULL;
 }
 
 static void *ht_malloc(size_t n) { return malloc(n); }
@@ -53,12 +58,26 @@ static kd_status validate_options(const kd_session_options *o) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: options->completion_ring_capacity %u must be a power of two in [1, 2^20]",
                    op, c);
-  if (o->flags & ~(uint32_t)(KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE | KD_SESSION_HOST_JITTER | KD_SESSION_DEBUG_NODES))
+  const uint32_t known = KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE | KD_SESSION_HOST_JITTER | KD_SESSION_DEBUG_NODES;
+  if (o->flags & ~known)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->flags 0x%x has unknown bits", op, o->flags);
+  if (o->flags_set & ~known)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->flags_set 0x%x has unknown bits", op, o->flags_set);
+  if (o->log_level < KD_LOG_DEFAULT || o->log_level > KD_LOG_DEBUG)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->log_level %d is not a kd_log_level", op,
+                   (int)o->log_level);
   if (o->exec_mode != KD_EXEC_AUTO && o->exec_mode != KD_EXEC_EAGER && o->exec_mode != KD_EXEC_GRAPH)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->exec_mode %d is not a kd_exec_mode", op,
                    (int)o->exec_mode);
   return KD_OK;
+}
+
+/* The user's log callback, marked as a callback that must not call kdag. */
+static void log_callback(void *user, kd_log_level level, const char *message) {
+  kd_session *s = user;
+  const char *was = kd_callback_enter("a log callback");
+  s->opts.log(s->opts.log_user, level, message);
+  kd_callback_leave(was);
 }
 
 kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
@@ -72,6 +91,8 @@ kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
   }
   kd_status st = validate_options(&o);
   if (st) return st;
+  char env_bad[256];
+  kd_session_env_apply(&o, env_bad, sizeof env_bad);
   uint32_t serial;
   st = kd_serial_take(&serial, op); /* tells this session's handles from every other live session's */
   if (st) return st;
@@ -81,6 +102,10 @@ kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the session", op);
   }
   s->opts = o;
+  /* VERBOSE asks for the reasons, which are INFO lines. */
+  kd_log_level level = (o.flags & KD_SESSION_VERBOSE) && o.log_level < KD_LOG_INFO ? KD_LOG_INFO : o.log_level;
+  s->log = (kd_logger){o.log ? log_callback : NULL, s, level};
+  if (env_bad[0]) kd_log(&s->log, KD_LOG_WARN, "kd_session_create: %s", env_bad);
   pthread_mutex_init(&s->lock, NULL); /* not recursive: see kd_session_lock */
   kd_handle_table_init(&s->handles, serial);
   static uint32_t sessions_made; /* process-wide; 0 is no session's */
@@ -90,7 +115,7 @@ kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
     s->backend = KD_BACKEND_HOST;
     snprintf(s->reason, sizeof s->reason, "HOST requested");
   } else {
-    st = kd_device_open(&o, &s->dev);
+    st = kd_device_open(&o, &s->log, &s->dev);
     if (st == KD_OK) {
       s->has_device = 1;
       s->backend = KD_BACKEND_CUDA;
@@ -104,7 +129,7 @@ kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
                (st == KD_ERR_DRIVER_MISSING || st == KD_ERR_NO_DEVICE)) {
       s->backend = KD_BACKEND_HOST;
       snprintf(s->reason, sizeof s->reason, "AUTO chose HOST: %s", kd_last_error());
-      if (o.flags & KD_SESSION_VERBOSE) fprintf(stderr, "kdag: %s\n", s->reason);
+      kd_log(&s->log, KD_LOG_INFO, "%s", s->reason);
     } else {
       kd_handle_table_fini(&s->handles);
       pthread_mutex_destroy(&s->lock);
@@ -300,6 +325,7 @@ kd_status kd_session_note(kd_session *s, kd_status st) {
   if (st == KD_ERR_DEVICE_FAULT && !s->fault) {
     s->fault = st;
     snprintf(s->fault_msg, sizeof s->fault_msg, "%s", kd_last_error());
+    kd_log(&s->log, KD_LOG_ERROR, "%s", s->fault_msg);
     if (s->has_device) kd_device_fault_report(&s->dev, s->fault_msg);
   }
   return st;

@@ -28,7 +28,8 @@ struct kd_session {
   pthread_mutex_t lock;
   kd_backend backend;
   char reason[1024];
-  kd_session_options opts;
+  kd_session_options opts;  /* as resolved: the environment applied (session/env.h) */
+  kd_logger log;             /* opts.log through log_callback, or stderr; opts.log_level */
   kd_handle_table handles;
   kd_device dev;
   int has_device;
