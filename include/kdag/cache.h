@@ -19,10 +19,20 @@
 /// only as a plain file of this user, and one that is truncated, corrupt or
 /// of another format or key is rebuilt, never loaded.
 ///
+/// Size: the folder is kept under a cap (KD_CUBIN_CACHE_DEFAULT_MAX_SIZE
+/// unless $KDAG_CACHE_MAX_SIZE or kd_cubin_cache_set_max_size says
+/// otherwise): after each entry it writes, a cache past the cap removes the
+/// entries used least recently. A use is recorded explicitly, by setting the
+/// entry's modification time when it is written or read from disk (access
+/// times are unreliable: many file systems are mounted noatime).
+///
 /// Threads: a kd_cubin_cache may be used from any number of threads at once
 /// (one internal lock; compiling and linking happen outside it, so two
 /// threads asking for one missing module may both build it, and the second
-/// result is dropped). Several processes of one user may share one folder.
+/// result is dropped). Several processes of one user may share one folder,
+/// pruning it too: an entry is written to a temporary file and renamed into
+/// place, and a reader holds the file it opened, so nobody reads an entry
+/// half-written or half-removed.
 #ifndef KDAG_CACHE_H
 #define KDAG_CACHE_H
 
@@ -148,11 +158,48 @@ typedef struct kd_cubin_cache_stats {
   uint64_t corrupt_rebuilt; ///< disk entries refused (bad magic, version, size, checksum, key)
   uint64_t disk_write_failures; ///< modules built but not stored on disk
   uint64_t entries;         ///< in memory
+  uint64_t pruned;          ///< disk entries this cache removed (the size cap, prune, clear)
 } kd_cubin_cache_stats;
 
 /// Copies the cache's counts into the caller's *out_stats; callable from any
 /// thread, like every cache call. Errors: KD_ERR_INVALID_ARGUMENT.
 KD_API kd_status kd_cubin_cache_stats_get(kd_cubin_cache *cache, kd_cubin_cache_stats *out_stats);
+
+/// The disk cap a cache starts with: 1 GiB.
+#define KD_CUBIN_CACHE_DEFAULT_MAX_SIZE ((uint64_t)1 << 30)
+
+/// Sets the cache's disk cap in bytes (0: no cap); the next entry written
+/// past it prunes the folder. A new cache takes $KDAG_CACHE_MAX_SIZE (bytes,
+/// or with a K, M or G suffix: powers of 1024) when it is set and readable,
+/// else KD_CUBIN_CACHE_DEFAULT_MAX_SIZE. Errors: KD_ERR_INVALID_ARGUMENT
+/// (NULL cache).
+KD_API kd_status kd_cubin_cache_set_max_size(kd_cubin_cache *cache, uint64_t max_bytes);
+
+/// One disk entry of a cache's folder (kd_cubin_cache_list).
+typedef struct kd_cache_entry_info {
+  char key[33];     ///< the entry's key, 32 hex digits
+  const char *kind; ///< "cubin" (kd_build_cubin's) or "blob" (libmathdx's output)
+  uint64_t bytes;   ///< the file's size
+  int64_t last_use; ///< when it was last written or read from disk, seconds since the epoch
+} kd_cache_entry_info;
+
+/// Called once per entry; a nonzero return stops the listing. entry is
+/// borrowed for the call.
+typedef int (*kd_cache_entry_fn)(void *user, const kd_cache_entry_info *entry);
+
+/// Lists the folder's entries, the most recently used first (other
+/// processes may add and remove entries meanwhile: the listing is of the
+/// moment it read the folder). Errors: KD_ERR_INVALID_ARGUMENT (NULL cache
+/// or fn, a memory-only cache, a folder that cannot be read),
+/// KD_ERR_OUT_OF_MEMORY.
+KD_API kd_status kd_cubin_cache_list(kd_cubin_cache *cache, kd_cache_entry_fn fn, void *user);
+
+/// Removes the least recently used entries until the folder's entries
+/// take at most max_bytes (0 removes all of them); also counts them.
+/// Temporary files of writes in progress are left alone. out_removed and
+/// out_removed_bytes may be NULL. Errors: as kd_cubin_cache_list.
+KD_API kd_status kd_cubin_cache_prune(kd_cubin_cache *cache, uint64_t max_bytes, uint64_t *out_removed,
+                                      uint64_t *out_removed_bytes);
 
 #ifndef KDAG_NO_DEPRECATED
 /// Names of the previous release, kept for one release (kdag/kdag.h).

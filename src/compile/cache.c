@@ -17,6 +17,7 @@
 #include "compile/cache_internal.h"
 #include "base/options.h"
 #include "base/dynlib.h"
+#include "base/size.h"
 #include "compile/ptx.h"
 #include "base/status_internal.h"
 #include "kdag/cache.h"
@@ -41,6 +42,7 @@ struct kd_cubin_cache {
   kd_cache_entry *entries;
   size_t count, cap;
   kd_cubin_cache_stats stats;
+  uint64_t max_size;   /* the disk cap; 0: none */
 };
 
 static double now_ms(void) {
@@ -273,6 +275,11 @@ kd_status kd_cubin_cache_create(const char *dir, kd_cubin_cache **out) {
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
   }
   pthread_mutex_init(&c->lock, NULL);
+  c->max_size = KD_CUBIN_CACHE_DEFAULT_MAX_SIZE;
+  /* An unreadable value keeps the default: the cache must open either way. */
+  const char *cap = getenv("KDAG_CACHE_MAX_SIZE");
+  uint64_t v;
+  if (cap && kd_size_parse(cap, &v)) c->max_size = v;
   *out = c;
   return KD_OK;
 }
@@ -356,6 +363,9 @@ static int disk_read_raw(const kd_cubin_cache *c, const unsigned char key[16], c
   }
   if (fread(data, 1, size, f) != size) goto done;
   if (XXH3_64bits(data, size) != sum) goto done;
+  /* The use, recorded: the size cap removes the least recently used
+   * entries first (the owner may set the times of a read-only file). */
+  (void)futimens(fd, NULL);
   *out = data;
   *out_size = size;
   data = NULL;
@@ -424,9 +434,167 @@ static int disk_write_raw(const kd_cubin_cache *c, const unsigned char key[16], 
   return ok ? 0 : -1;
 }
 
-static int disk_write(const kd_cubin_cache *c, const unsigned char key[16], const kd_module_key *k,
+/* ---- the folder's entries: listing and pruning ------------------------- */
+
+typedef struct disk_entry {
+  char name[40];          /* <32 hex>.cubin or .blob */
+  uint64_t bytes;
+  struct timespec used;   /* modification time: the last write or read */
+} disk_entry;
+
+/* 1 for a cache entry's file name ("<32 hex>.cubin" or ".blob"). */
+static int entry_name(const char *n) {
+  size_t len = strlen(n);
+  if (len != 32 + 6 && len != 32 + 5) return 0;
+  for (int i = 0; i < 32; ++i)
+    if (!strchr("0123456789abcdef", n[i]) || !n[i]) return 0;
+  return strcmp(n + 32, ".cubin") == 0 || strcmp(n + 32, ".blob") == 0;
+}
+
+/* The folder's entries (plain files of this user) into *out (malloc'd),
+ * their sizes summed in *total: 0, -1 the folder unreadable, -2 no memory. */
+static int scan(const char *dir, disk_entry **out, size_t *count, uint64_t *total) {
+  *out = NULL;
+  *count = 0;
+  *total = 0;
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  size_t cap = 0;
+  int r = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    struct stat sb;
+    if (!entry_name(e->d_name) || fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode) || sb.st_uid != geteuid())
+      continue; /* removed meanwhile, or not kdag's */
+    if (*count == cap) {
+      size_t grown_cap = cap ? 2 * cap : 64;
+      disk_entry *grown = realloc(*out, grown_cap * sizeof *grown);
+      if (!grown) {
+        r = -2;
+        break;
+      }
+      *out = grown;
+      cap = grown_cap;
+    }
+    disk_entry *x = &(*out)[(*count)++];
+    snprintf(x->name, sizeof x->name, "%s", e->d_name);
+    x->bytes = (uint64_t)sb.st_size;
+    x->used = sb.st_mtim;
+    *total += x->bytes;
+  }
+  closedir(d);
+  if (r) {
+    free(*out);
+    *out = NULL;
+    *count = 0;
+  }
+  return r;
+}
+
+/* Least recently used first; ties by name, so every process agrees. */
+static int older_first(const void *pa, const void *pb) {
+  const disk_entry *a = pa, *b = pb;
+  if (a->used.tv_sec != b->used.tv_sec) return a->used.tv_sec < b->used.tv_sec ? -1 : 1;
+  if (a->used.tv_nsec != b->used.tv_nsec) return a->used.tv_nsec < b->used.tv_nsec ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+/* Removes the least recently used entries until at most max bytes remain.
+ * Another process pruning at once may remove some first: those count for
+ * it, not here. 0, or scan's failure. */
+static int prune_to(kd_cubin_cache *c, uint64_t max, uint64_t *removed, uint64_t *removed_bytes) {
+  disk_entry *es;
+  size_t n;
+  uint64_t total;
+  *removed = *removed_bytes = 0;
+  int r = scan(c->dir, &es, &n, &total);
+  if (r) return r;
+  qsort(es, n, sizeof *es, older_first);
+  for (size_t i = 0; i < n && total > max; ++i) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", c->dir, es[i].name);
+    total -= es[i].bytes;
+    if (unlink(path) == 0) {
+      ++*removed;
+      *removed_bytes += es[i].bytes;
+    }
+  }
+  free(es);
+  pthread_mutex_lock(&c->lock);
+  c->stats.pruned += *removed;
+  pthread_mutex_unlock(&c->lock);
+  return 0;
+}
+
+/* After a write: back under the cap, if it was passed. */
+static void keep_under_cap(kd_cubin_cache *c) {
+  pthread_mutex_lock(&c->lock);
+  uint64_t max = c->max_size;
+  pthread_mutex_unlock(&c->lock);
+  uint64_t removed, bytes;
+  if (max) (void)prune_to(c, max, &removed, &bytes);
+}
+
+kd_status kd_cubin_cache_set_max_size(kd_cubin_cache *c, uint64_t max) {
+  if (!c) return kd_fail(KD_ERR_INVALID_ARGUMENT, "kd_cubin_cache_set_max_size: argument cache is NULL");
+  pthread_mutex_lock(&c->lock);
+  c->max_size = max;
+  pthread_mutex_unlock(&c->lock);
+  return KD_OK;
+}
+
+static kd_status folder_check(const char *op, kd_cubin_cache *c) {
+  if (!c) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument cache is NULL", op);
+  if (!*c->dir) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the cache is memory-only: it has no folder", op);
+  return KD_OK;
+}
+
+static kd_status scan_failed(const char *op, const kd_cubin_cache *c, int r) {
+  if (r == -2) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to list %s", op, c->dir);
+  return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: cannot read the cache folder %s: %s", op, c->dir, strerror(errno));
+}
+
+kd_status kd_cubin_cache_list(kd_cubin_cache *c, kd_cache_entry_fn fn, void *user) {
+  static const char *op = "kd_cubin_cache_list";
+  kd_status st = folder_check(op, c);
+  if (st) return st;
+  if (!fn) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument fn is NULL", op);
+  disk_entry *es;
+  size_t n;
+  uint64_t total;
+  int r = scan(c->dir, &es, &n, &total);
+  if (r) return scan_failed(op, c, r);
+  qsort(es, n, sizeof *es, older_first);
+  for (size_t i = n; i-- > 0;) {
+    kd_cache_entry_info info;
+    memcpy(info.key, es[i].name, 32);
+    info.key[32] = 0;
+    info.kind = strcmp(es[i].name + 32, ".cubin") == 0 ? "cubin" : "blob";
+    info.bytes = es[i].bytes;
+    info.last_use = (int64_t)es[i].used.tv_sec;
+    if (fn(user, &info)) break;
+  }
+  free(es);
+  return KD_OK;
+}
+
+kd_status kd_cubin_cache_prune(kd_cubin_cache *c, uint64_t max, uint64_t *out_removed, uint64_t *out_bytes) {
+  static const char *op = "kd_cubin_cache_prune";
+  kd_status st = folder_check(op, c);
+  if (st) return st;
+  uint64_t removed, bytes;
+  int r = prune_to(c, max, &removed, &bytes);
+  if (r) return scan_failed(op, c, r);
+  if (out_removed) *out_removed = removed;
+  if (out_bytes) *out_bytes = bytes;
+  return KD_OK;
+}
+
+static int disk_write(kd_cubin_cache *c, const unsigned char key[16], const kd_module_key *k,
                       const kd_binary *b) {
-  return disk_write_raw(c, key, k, "cubin", b->data, b->size);
+  int r = disk_write_raw(c, key, k, "cubin", b->data, b->size);
+  if (!r) keep_under_cap(c);
+  return r;
 }
 
 int kd_cache_blob_get(kd_cubin_cache *c, const unsigned char key[16], void **data, size_t *size) {
@@ -446,6 +614,7 @@ int kd_cache_blob_put(kd_cubin_cache *c, const unsigned char key[16], const void
   kd_module_key k;
   key_hex(key, &k);
   int r = disk_write_raw(c, key, &k, "blob", data, size);
+  if (!r) keep_under_cap(c);
   pthread_mutex_lock(&c->lock);
   if (r) c->stats.disk_write_failures++;
   pthread_mutex_unlock(&c->lock);
