@@ -2564,3 +2564,38 @@ Test(host_null_driver, sessions_wait_for_each_other_and_for_events_on_the_device
   kd_session_destroy(a);
   assert_all_returned();
 }
+
+/* kd_device_count and kd_device_query ask the driver without a session. */
+Test(null_driver, devices_are_counted_and_described_without_a_session) {
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  int count = -1;
+  KDT_OK(kd_device_count(&count));
+  cr_assert_gt(count, 0);
+  kd_device_info info;
+  KDT_OK(kd_device_query(0, &info));
+  cr_assert_str_eq(info.name, KDAG_NULL_DEVICE_NAME);
+  cr_assert_eq(info.ordinal, 0);
+  cr_assert_gt(info.sm_count, 0);
+  cr_assert_eq(info.numa_node, -1, "only a session places staging");
+  cr_assert_gt(info.driver_version, 0);
+  KDT_FAILS(kd_device_query(count, &info), KD_ERR_INVALID_ARGUMENT, "out of range");
+  KDT_FAILS(kd_device_query(-1, &info), KD_ERR_INVALID_ARGUMENT, "argument ordinal -1");
+  KDT_FAILS(kd_device_query(0, NULL), KD_ERR_INVALID_ARGUMENT, "argument out_info is NULL");
+  KDT_FAILS(kd_device_count(NULL), KD_ERR_INVALID_ARGUMENT, "argument out_count is NULL");
+  /* The same answers a session on it gives. */
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  kd_device_info in_session;
+  KDT_OK(kd_session_device_info(s, &in_session));
+  cr_assert_str_eq(in_session.name, info.name);
+  cr_assert_eq(in_session.sm_count, info.sm_count);
+  cr_assert_eq(in_session.memory_bytes, info.memory_bytes);
+  cr_assert_str_eq(in_session.pci_bus_id, info.pci_bus_id);
+  kd_session_destroy(s);
+}
+
+Test(null_driver, without_a_driver_the_count_says_why) {
+  setenv("KDAG_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1", 1);
+  int count = -1;
+  KDT_FAILS(kd_device_count(&count), KD_ERR_DRIVER_MISSING, "could not be loaded");
+  cr_assert_eq(count, 0);
+}

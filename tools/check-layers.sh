@@ -8,7 +8,8 @@
 # bench/ and examples/ use the public headers (bench also cuda.h, the
 # driver table, to run on the null driver kdag loads, and kdag's library
 # loader, to find its baselines where kdag finds its own libraries, and the
-# DLPack layout kdag declares for itself). Prints every
+# DLPack layout kdag declares for itself), and the kdag tool (cli/) the
+# public headers and kdag's readers of sizes, libraries and binaries. Prints every
 # violation as file:line and the rule, and exits 1 if there is one.
 #
 #   tools/check-layers.sh [repo root]     (ctest: layers)
@@ -63,7 +64,7 @@ for f in src/*/*.[ch]; do
   esac
 done
 
-for f in examples/*.[ch] bench/*.[ch]; do
+for f in examples/*.[ch] bench/*.[ch] cli/*.[ch]; do
   [ -f "$f" ] || continue
   while IFS=: read -r line inc; do
     target=${inc#*\"}
@@ -76,6 +77,8 @@ for f in examples/*.[ch] bench/*.[ch]; do
       bench/*:base/dynlib.h) ;; # one library loader: the baselines (cuBLAS, cuSOLVER) are found where kdag finds its own
       bench/*:examples/dx_kernels.h) ;;
       bench/*:session/dlpack.h) ;; # the DLPack layout, which the public headers leave out (a user's dlpack.h would clash)
+      cli/*:cli/* | cli/*:base/size.h | cli/*:base/dynlib.h) ;; # the tool: sizes as the cache reads them, the libraries kdag found
+      cli/*:compile/ptx.h | cli/*:compile/image_kernels.h) ;; # kdag inspect reads binaries as kdag does
       *) say "$f:$line" "includes $target: examples use the public headers only; bench/ too, with the driver table and the library loader" ;;
     esac
   done < <(grep -n '^#include "' "$f" | sed 's/:#include /:/')

@@ -159,6 +159,7 @@ typedef struct kd_cubin_cache_stats {
   uint64_t disk_write_failures; ///< modules built but not stored on disk
   uint64_t entries;         ///< in memory
   uint64_t pruned;          ///< disk entries this cache removed (the size cap, prune, clear)
+  uint64_t max_size;        ///< the disk cap in effect, bytes (0: none)
 } kd_cubin_cache_stats;
 
 /// Copies the cache's counts into the caller's *out_stats; callable from any

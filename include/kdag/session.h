@@ -185,6 +185,20 @@ typedef struct kd_device_info {
 /// a HOST session.
 KD_API kd_status kd_session_device_info(kd_session *session, kd_device_info *out_info);
 
+/// The CUDA devices the driver reports, without a session or a context
+/// (loading the driver and cuInit once per process, as kd_session_create
+/// does). Thread-safe. Errors: KD_ERR_INVALID_ARGUMENT (NULL out_count),
+/// KD_ERR_DRIVER_MISSING (no usable driver: the message says why; *out_count
+/// is 0), KD_ERR_NO_DEVICE, KD_ERR_DRIVER.
+KD_API kd_status kd_device_count(int *out_count);
+
+/// One device's description, as a session on it would report it but for
+/// what only a session knows (numa_node -1, placement ""). No context is
+/// made. Thread-safe. Errors: those of kd_device_count, and
+/// KD_ERR_INVALID_ARGUMENT (NULL out_info, an ordinal the driver lacks).
+/// *out_info is written only on success.
+KD_API kd_status kd_device_query(int ordinal, kd_device_info *out_info);
+
 /// Waits. Besides the waits a caller asks for (kd_sink_wait,
 /// kd_tensor_download, kd_raw_synchronize, and a full completion ring, see
 /// kdag/graph.h), some driver calls wait for all work in the device's

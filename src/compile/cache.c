@@ -301,6 +301,7 @@ kd_status kd_cubin_cache_stats_get(kd_cubin_cache *c, kd_cubin_cache_stats *out)
   pthread_mutex_lock(&c->lock);
   *out = c->stats;
   out->entries = c->count;
+  out->max_size = c->max_size;
   pthread_mutex_unlock(&c->lock);
   return KD_OK;
 }

@@ -48,6 +48,55 @@ int kd_device_fault_get(const kd_device *d, char *message, size_t cap) {
   return f;
 }
 
+/* What the driver says of device dev without a context: name, compute
+ * capability, SMs, PCI bus, memory, the driver's version. */
+static kd_status describe(const kd_cu_table *cu, const char *op, CUdevice dev, int ordinal, kd_device_info *info) {
+  const struct { const kd_cu_table *cu; } t = {cu}, *d = &t; /* KD_CU reads d->cu */
+  memset(info, 0, sizeof *info);
+  info->ordinal = ordinal;
+  info->numa_node = -1;
+  KD_CU(d, op, cuDeviceGetName, (info->name, (int)sizeof info->name, dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  KD_CU(d, op, cuDeviceGetAttribute, (&info->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  KD_CU(d, op, cuDeviceGetPCIBusId, (info->pci_bus_id, (int)sizeof info->pci_bus_id, dev));
+  KD_CU(d, op, cuDeviceTotalMem, (&info->memory_bytes, dev));
+  info->driver_version = cu->driver_version;
+  info->max_ptx_isa = kd_driver_max_ptx_isa(info->driver_version);
+  return KD_OK;
+}
+
+kd_status kd_device_count(int *out) {
+  static const char *op = "kd_device_count";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_count is NULL", op);
+  *out = 0;
+  const kd_cu_table *cu;
+  kd_status st = kd_driver_load(op, &cu);
+  if (st) return st;
+  CUresult r = cu->cuDeviceGetCount(out);
+  return r == CUDA_SUCCESS ? KD_OK : kd_fail_cu(r, op, "cuDeviceGetCount");
+}
+
+kd_status kd_device_query(int ordinal, kd_device_info *out) {
+  static const char *op = "kd_device_query";
+  if (!out) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument out_info is NULL", op);
+  int count;
+  kd_status st = kd_device_count(&count);
+  if (st) return kd_fail_context(st, "%s", op);
+  if (ordinal < 0 || ordinal >= count)
+    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument ordinal %d out of range (%d device%s)", op, ordinal, count,
+                   count == 1 ? "" : "s");
+  const kd_cu_table *cu;
+  (void)kd_driver_load(op, &cu); /* loaded above */
+  CUdevice dev;
+  CUresult r = cu->cuDeviceGet(&dev, ordinal);
+  if (r != CUDA_SUCCESS) return kd_fail_cu(r, op, "cuDeviceGet");
+  kd_device_info info;
+  st = describe(cu, op, dev, ordinal, &info);
+  if (!st) *out = info;
+  return st;
+}
+
 static kd_status open_impl(const kd_session_options *o, kd_device *d) {
   static const char *op = "kd_session_create";
   kd_status st = kd_driver_load(op, &d->cu);
@@ -73,15 +122,10 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
   KD_CU(d, op, cuDevicePrimaryCtxRetain, (&d->ctx, d->dev));
   KD_CU(d, op, cuCtxSetCurrent, (d->ctx));
   kd_device_info *info = &d->info;
-  info->ordinal = o->device_ordinal;
-  KD_CU(d, op, cuDeviceGetName, (info->name, (int)sizeof info->name, d->dev));
-  KD_CU(d, op, cuDeviceGetAttribute, (&info->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
-  KD_CU(d, op, cuDeviceGetAttribute, (&info->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
-  KD_CU(d, op, cuDeviceGetAttribute, (&info->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev));
+  st = describe(d->cu, op, d->dev, o->device_ordinal, info);
+  if (st) return st;
   KD_CU(d, op, cuDeviceGetAttribute, (&d->max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->dev));
   KD_CU(d, op, cuDeviceGetAttribute, (&d->max_shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev));
-  KD_CU(d, op, cuDeviceGetPCIBusId, (info->pci_bus_id, (int)sizeof info->pci_bus_id, d->dev));
-  KD_CU(d, op, cuDeviceTotalMem, (&info->memory_bytes, d->dev));
   int pools = 0;
   KD_CU(d, op, cuDeviceGetAttribute, (&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, d->dev));
   if (!pools)
@@ -89,8 +133,6 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
                    "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0); kdag allocates tensors from one",
                    op, o->device_ordinal, info->name);
   d->sm = info->cc_major * 10 + info->cc_minor;
-  info->driver_version = d->cu->driver_version;
-  info->max_ptx_isa = kd_driver_max_ptx_isa(info->driver_version);
   /* Non-blocking: the session's stream never implicitly waits on the legacy
    * default stream that some other library in the process might use. */
   KD_CU(d, op, cuStreamCreate, (&d->stream, CU_STREAM_NON_BLOCKING));
