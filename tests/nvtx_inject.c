@@ -30,10 +30,13 @@ struct nvtxDomainRegistration_st {
 static struct nvtxDomainRegistration_st domains[16];
 static uint32_t domain_count;
 
-/* A registered string's handle is its copy. */
+/* A registered string's handle is its copy, in a pool that lives as long
+ * as the process (a tool's registrations do). */
 struct nvtxStringRegistration_st {
   char text[96];
 };
+static struct nvtxStringRegistration_st strings[4096];
+static uint32_t string_count;
 
 static void record(kdt_nvtx_kind kind, nvtxDomainHandle_t d, uint32_t category, int registered, const char *text) {
   pthread_mutex_lock(&mu);
@@ -62,7 +65,9 @@ static void name_category(nvtxDomainHandle_t d, uint32_t category, const char *n
 }
 
 static nvtxStringHandle_t register_string(nvtxDomainHandle_t d, const char *text) {
-  nvtxStringHandle_t s = calloc(1, sizeof *s); /* a tool's registrations live as long as the process */
+  pthread_mutex_lock(&mu);
+  nvtxStringHandle_t s = string_count < 4096 ? &strings[string_count++] : NULL;
+  pthread_mutex_unlock(&mu);
   if (s) snprintf(s->text, sizeof s->text, "%s", text);
   record(KDT_NVTX_STRING, d, 0, 0, text);
   return s;

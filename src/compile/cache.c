@@ -478,7 +478,7 @@ static int scan(const char *dir, disk_entry **out, size_t *count, uint64_t *tota
       cap = grown_cap;
     }
     disk_entry *x = &(*out)[(*count)++];
-    snprintf(x->name, sizeof x->name, "%s", e->d_name);
+    memcpy(x->name, e->d_name, strlen(e->d_name) + 1); /* entry_name: 37 or 38 bytes with the NUL */
     x->bytes = (uint64_t)sb.st_size;
     x->used = sb.st_mtim;
     *total += x->bytes;
@@ -510,7 +510,7 @@ static int prune_to(kd_cubin_cache *c, uint64_t max, uint64_t *removed, uint64_t
   *removed = *removed_bytes = 0;
   int r = scan(c->dir, &es, &n, &total);
   if (r) return r;
-  qsort(es, n, sizeof *es, older_first);
+  if (n) qsort(es, n, sizeof *es, older_first);
   for (size_t i = 0; i < n && total > max; ++i) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", c->dir, es[i].name);
@@ -565,7 +565,7 @@ kd_status kd_cubin_cache_list(kd_cubin_cache *c, kd_cache_entry_fn fn, void *use
   uint64_t total;
   int r = scan(c->dir, &es, &n, &total);
   if (r) return scan_failed(op, c, r);
-  qsort(es, n, sizeof *es, older_first);
+  if (n) qsort(es, n, sizeof *es, older_first);
   for (size_t i = n; i-- > 0;) {
     kd_cache_entry_info info;
     memcpy(info.key, es[i].name, 32);
