@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/null_driver.h"
 
@@ -71,6 +72,8 @@ struct CUstream_st {
 };
 struct CUevent_st {
   uint64_t serial; /* its place on the timeline; 0: never recorded */
+  unsigned flags;  /* cuEventCreate's: CU_EVENT_DISABLE_TIMING refuses cuEventElapsedTime */
+  double stamp_ms; /* the host's monotonic clock when recorded: the null "GPU" time */
 };
 struct CUmemPoolHandle_st {
   int unused;
@@ -413,12 +416,12 @@ static CUresult nd_cuStreamSynchronize(CUstream s) {
 static CUresult nd_cuEventCreate(CUevent *e, unsigned int flags) {
   COUNT(calls);
   FAULTED();
-  (void)flags;
   NEED_CTX();
   FAIL_POINT("cuEventCreate");
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   *e = calloc(1, sizeof **e);
   if (!*e) return CUDA_ERROR_OUT_OF_MEMORY;
+  (*e)->flags = flags;
   COUNT(events_created);
   return CUDA_SUCCESS;
 }
@@ -430,6 +433,9 @@ static CUresult nd_cuEventDestroy(CUevent e) {
   return CUDA_SUCCESS;
 }
 static void record(CUevent e) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  e->stamp_ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
   e->serial = enqueue_serial();
   if (!atomic_load(&g_hold)) finish_through(e->serial);
 }
@@ -467,10 +473,15 @@ static CUresult nd_cuEventSynchronize(CUevent e) {
   finish_through(e->serial);
   return CUDA_SUCCESS;
 }
+/* As the driver: both recorded with timing, both complete. */
 static CUresult nd_cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
   COUNT(calls);
   if (!ms || !a || !b) return CUDA_ERROR_INVALID_VALUE;
-  *ms = 0;
+  if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  if (!a->serial || !b->serial) return CUDA_ERROR_INVALID_HANDLE;
+  uint64_t done = atomic_load(&g_done);
+  if (a->serial > done || b->serial > done) return CUDA_ERROR_NOT_READY;
+  *ms = (float)(b->stamp_ms - a->stamp_ms);
   return CUDA_SUCCESS;
 }
 

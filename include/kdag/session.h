@@ -114,6 +114,13 @@ typedef struct kd_session_options {
   kd_log_level log_level;
   kd_log_fn log;                   ///< NULL (default): "kdag: [level] text" lines on stderr
   void *log_user;                  ///< passed to log as is
+  /// Where to write a trace of the session's run (Chrome trace-event
+  /// JSON, for the Perfetto UI), at kd_session_destroy; "{session}" and
+  /// "{pid}" are replaced by the session's number and the process id.
+  /// Default NULL: $KDAG_TRACE, else no trace; "" means no trace whatever
+  /// the environment says. Copied. docs/observability.md says what a
+  /// trace holds and costs.
+  const char *trace_path;
 } kd_session_options;
 
 /// Fills the defaults above and struct_size. Thread-safe: it writes every

@@ -326,6 +326,15 @@ kd_status kd_event_record(kd_device *d, const char *op, CUevent e) {
 
 CUresult kd_event_query(kd_device *d, CUevent e) { return d->cu->cuEventQuery(e); }
 
+kd_status kd_device_timing_event_create(kd_device *d, const char *op, CUevent *out) {
+  KD_CU(d, op, cuEventCreate, (out, CU_EVENT_DEFAULT));
+  return KD_OK;
+}
+
+CUresult kd_event_elapsed_ms(kd_device *d, CUevent from, CUevent to, float *ms) {
+  return d->cu->cuEventElapsedTime(ms, from, to);
+}
+
 CUresult kd_event_wait(kd_device *d, CUevent e) { return d->cu->cuEventSynchronize(e); }
 
 CUresult kd_stream_wait(kd_device *d) { return d->cu->cuStreamSynchronize(d->stream); }

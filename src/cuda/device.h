@@ -118,6 +118,10 @@ kd_status kd_event_record(kd_device *d, const char *op, CUevent e);
  * themselves (the completion ring). */
 CUresult kd_event_query(kd_device *d, CUevent e);
 CUresult kd_event_wait(kd_device *d, CUevent e);
+/* Traces (session/trace.h): an event that records time (the pool's do
+ * not), and the milliseconds between two completed ones. */
+kd_status kd_device_timing_event_create(kd_device *d, const char *op, CUevent *out);
+CUresult kd_event_elapsed_ms(kd_device *d, CUevent from, CUevent to, float *ms);
 /* Waits for everything enqueued on the session's stream: where a failure
  * leaves work enqueued that the objects it uses must outlive. */
 CUresult kd_stream_wait(kd_device *d);

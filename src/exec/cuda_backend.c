@@ -10,6 +10,7 @@
 #include "base/status_internal.h"
 #include "cuda/cu_status.h"
 #include "exec/exec.h"
+#include "session/trace.h"
 
 /* Out of memory (host, device or pinned: the driver's code does not tell
  * them apart) this many times in a row, AUTO gives up on the CUDA graph. */
@@ -108,6 +109,39 @@ static kd_status run(kd_graph *g, const char *op, kd_cuda_plan *cp, kd_held_set 
   return st;
 }
 
+/* A traced submission (session/trace.h): its span on the GPU, from an
+ * event before its work to one after. Tracing never fails a submission:
+ * without memory or events the span is left out. */
+static kd_trace_batch *trace_begin(kd_graph *g, const char *op) {
+  kd_session *s = g->session;
+  kd_fail_keep keep;
+  kd_fail_keep_begin(&keep);
+  kd_trace_batch *tb = kd_trace_batch_new(s, 1, op);
+  CUevent begin, end;
+  if (tb) {
+    kd_trace_batch_span(tb, 0, kd_graph_name(g), "submission", &begin, &end);
+    (void)s->dev.cu->cuEventRecord(begin, s->dev.stream); /* unrecorded, the span is dropped at retire */
+  }
+  kd_fail_keep_end(&keep);
+  return tb;
+}
+
+static void trace_end(kd_graph *g, kd_trace_batch *tb, int enqueued, const char *what, kd_held_set *held,
+                      const char *op) {
+  kd_session *s = g->session;
+  kd_fail_keep keep;
+  kd_fail_keep_begin(&keep);
+  CUevent begin, end;
+  kd_trace_batch_span(tb, 0, kd_graph_name(g), what, &begin, &end);
+  if (enqueued) {
+    (void)s->dev.cu->cuEventRecord(end, s->dev.stream);
+    kd_trace_batch_used(tb, 1);
+  }
+  if (!enqueued || kd_held_add(held, KD_HELD_RESOURCE, kd_trace_batch_resource(tb), op) != KD_OK)
+    kd_trace_batch_drop(tb);
+  kd_fail_keep_end(&keep);
+}
+
 static kd_status submit(kd_graph *g, const char *op) {
   kd_session *s = g->session;
   kd_cuda_plan *cp;
@@ -121,7 +155,9 @@ static kd_status submit(kd_graph *g, const char *op) {
   kd_held_set held = {0};
   const char *what;
   int enqueued = 0; /* whether anything was: then a completion covers it, even after a failure */
+  kd_trace_batch *tb = s->trace ? trace_begin(g, op) : NULL;
   st = run(g, op, cp, &held, &what, &enqueued);
+  if (tb) trace_end(g, tb, enqueued, what, &held, op);
   if (st && !enqueued) {
     /* Nothing to complete: the event goes back, and a full ring is not
      * waited for by a call that failed. */

@@ -11,6 +11,7 @@
 #include "base/status_internal.h"
 #include "cuda/cu_status.h"
 #include "exec/exec.h"
+#include "session/trace.h"
 
 static kd_status launch(kd_graph *g, const char *op, kd_gnode *node) {
   kd_session *s = g->session;
@@ -119,13 +120,27 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
     return st;
   }
   *enqueued = g->node_count != 0;
-  /* A range per node, inside the submission's (exec/submit.c). */
+  /* A range per node, inside the submission's (exec/submit.c), and with a
+   * trace a span per node on the GPU (session/trace.h). */
   int traced = kd_nvtx_on();
   kd_nvtx_string *names = traced ? nvtx_names(g) : NULL;
+  kd_trace_batch *tb = NULL;
+  if (s->trace) {
+    kd_fail_keep keep; /* tracing never fails a submission */
+    kd_fail_keep_begin(&keep);
+    tb = kd_trace_batch_new(s, g->node_count, op);
+    kd_fail_keep_end(&keep);
+  }
+  uint32_t spans = 0;
   for (uint32_t i = 0; !st && i < g->node_count; ++i) {
     uint32_t v = g->plan.order[i];
     kd_gnode *node = &g->nodes[v];
     if (traced) kd_nvtx_push(names ? names[v] : NULL, node->name, KD_NVTX_NODE);
+    CUevent span_begin = NULL, span_end = NULL;
+    if (tb) {
+      kd_trace_batch_span(tb, i, node->name, "node", &span_begin, &span_end);
+      (void)s->dev.cu->cuEventRecord(span_begin, s->dev.stream); /* unrecorded, the span is dropped at retire */
+    }
     /* Held room was reserved: these cannot fail. */
     for (uint32_t k = 0; k < node->access_count; ++k)
       (void)kd_held_tensor_once(held, g->bindings[g->accesses[node->first_access + k].binding].obj, stamp, op);
@@ -150,9 +165,21 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
         st = foreign_call(s, op, g, node, kd_cuda_plan_get(g)->workspace ? kd_cuda_plan_get(g)->workspace[v] : 0, held);
         break;
     }
+    if (tb && !st) {
+      (void)s->dev.cu->cuEventRecord(span_end, s->dev.stream);
+      spans = i + 1;
+    }
     if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) st = debug_wait(s, op);
     if (traced) kd_nvtx_pop();
     if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, v);
+  }
+  if (tb) {
+    kd_fail_keep keep;
+    kd_fail_keep_begin(&keep);
+    kd_trace_batch_used(tb, spans);
+    if (!spans || kd_held_add(held, KD_HELD_RESOURCE, kd_trace_batch_resource(tb), op) != KD_OK)
+      kd_trace_batch_drop(tb);
+    kd_fail_keep_end(&keep);
   }
   /* Refused part way (the driver refused an enqueue, or a foreign callback
    * failed): the nodes before stay enqueued and complete with what they

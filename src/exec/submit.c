@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/status_internal.h"
+#include "session/trace.h"
 #include "exec/exec.h"
 
 kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
@@ -15,6 +16,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   if (st) return st;
   uint64_t seq = s->next_seq;
   /* The submission as a range named after the graph (base/nvtx.h). */
+  uint64_t t0 = s->trace ? kd_trace_now() : 0;
   int traced = kd_nvtx_on();
   if (traced) {
     if (!g->nvtx_named) g->nvtx_name = kd_nvtx_register(kd_graph_name(g));
@@ -43,6 +45,7 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
     if (out) *out = (kd_ticket){seq, s->ticket_id};
   }
   if (traced) kd_nvtx_pop();
+  if (s->trace) kd_trace_host(s, kd_graph_name(g), "submit", t0);
   kd_session_leave(s);
   return st;
 }
@@ -79,9 +82,11 @@ kd_status kd_sink_wait(kd_sink *sk) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: sink '%s' has no submission to wait for (submit the graph "
                    "first; each submission can be waited for once)", op, sk->graph->nodes[sk->node].name);
   }
+  uint64_t t0 = s->trace ? kd_trace_now() : 0;
   kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
   st = s->ops->sink_wait(sk, op);
   kd_nvtx_pop();
+  if (s->trace) kd_trace_host(s, op, "wait", t0);
   if (!st) kd_session_waited(s);
   kd_session_leave(s);
   return st;

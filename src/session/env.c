@@ -36,6 +36,7 @@ void kd_session_env_apply(kd_session_options *o, char *bad, size_t cap) {
     if (on < 0) note(bad, cap, switches[i].name, v, "1, on, yes or true; 0, off, no or false");
     else if (on) o->flags |= switches[i].flag;
   }
+  if (!o->trace_path) o->trace_path = getenv("KDAG_TRACE"); /* read once, copied by the trace */
   if (o->log_level == KD_LOG_DEFAULT) {
     o->log_level = KD_LOG_WARN;
     const char *v = getenv("KDAG_LOG_LEVEL");

@@ -3,6 +3,7 @@
  * left it unset (docs/getting-started.md, "Configuration"):
  *   KDAG_VERBOSE, KDAG_DEBUG_NODES   the flag, unless flags or flags_set has it
  *   KDAG_LOG_LEVEL                   log_level, when it is KD_LOG_DEFAULT
+ *   KDAG_TRACE                       trace_path, when it is NULL
  * Read once, by kd_session_create. */
 #ifndef KDAG_SESSION_ENV_H
 #define KDAG_SESSION_ENV_H

@@ -11,6 +11,7 @@
 #include "base/status_internal.h"
 #include "base/serial.h"
 #include "session/env.h"
+#include "session/trace.h"
 #include "session/session_impl.h"
 
 void kd_session_options_init(kd_session_options *o) {
@@ -30,6 +31,7 @@ void kd_session_options_init(kd_session_options *o) {
   o->log_level = KD_LOG_DEFAULT;
   o->log = NULL;
   o->log_user = NULL;
+  o->trace_path = NULL;
 }
 
 static void *ht_malloc(size_t n) { return malloc(n); }
@@ -92,6 +94,7 @@ kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
   kd_status st = validate_options(&o);
   if (st) return st;
   char env_bad[256];
+  int trace_in_code = o.trace_path != NULL;
   kd_session_env_apply(&o, env_bad, sizeof env_bad);
   uint32_t serial;
   st = kd_serial_take(&serial, op); /* tells this session's handles from every other live session's */
@@ -155,6 +158,15 @@ kd_status kd_session_open(const kd_session_options *options, kd_session **out) {
     kd_builtins_load(s, op);
     kd_fail_keep_end(&keep);
   }
+  if (o.trace_path && *o.trace_path) {
+    st = kd_trace_open(s, o.trace_path, op);
+    if (st && trace_in_code) { /* asked for in code: the caller must hear of it */
+      kd_session_destroy(s);
+      return st;
+    }
+    if (st) kd_log(&s->log, KD_LOG_WARN, "KDAG_TRACE ignored: %s", kd_last_error());
+  }
+  s->opts.trace_path = NULL; /* the caller's string is not kept */
   *out = s;
   return KD_OK;
 }
@@ -183,9 +195,11 @@ kd_status kd_session_trim(kd_session *s) {
   st = s->fault ? kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op, s->fault_msg)
                 : kd_completion_reap(s, op);
   s->unload_now = 1;
+  uint64_t t0 = s->trace ? kd_trace_now() : 0;
   kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
   kd_session_release_idle(s);
   kd_nvtx_pop();
+  if (s->trace) kd_trace_host(s, op, "wait", t0);
   s->unload_now = 0;
   kd_session_leave(s);
   return st;
@@ -231,6 +245,7 @@ void kd_session_destroy(kd_session *s) {
   kd_dl_exports_orphan(s); /* their references go with every other below */
   kd_tensor_destroy_all(s);
   kd_completion_ring_fini(s);
+  kd_trace_close(s); /* every traced submission has retired: its spans are in */
   if (s->has_device) kd_device_close(&s->dev);
   uint32_t serial = s->handles.serial;
   kd_handle_table_fini(&s->handles);

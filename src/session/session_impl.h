@@ -30,6 +30,7 @@ struct kd_session {
   char reason[1024];
   kd_session_options opts;  /* as resolved: the environment applied (session/env.h) */
   kd_logger log;             /* opts.log through log_callback, or stderr; opts.log_level */
+  struct kd_trace *trace;    /* opts.trace_path's trace (session/trace.h), or NULL */
   kd_handle_table handles;
   kd_device dev;
   int has_device;

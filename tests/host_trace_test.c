@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A trace of a run (kd_session_options.trace_path, KDAG_TRACE), read back
+ * as JSON: on the null driver, whose events carry the host's clock, every
+ * node of an EAGER submission appears once per submission, inside its
+ * submission's GPU span and after the node before it; a GRAPH submission
+ * is one span; host spans for submits and waits; tracing adds no host
+ * wait; paths from code and from the environment, and bad ones. */
+#include <jansson.h>
+#include <unistd.h>
+
+#include "kdag_test.h"
+#include "null_driver.h"
+
+static kd_session *traced(kd_exec_mode mode, const char *path) {
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.exec_mode = mode;
+  o.trace_path = path;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  return s;
+}
+
+/* fill, scale, add into a second tensor, and a sink: a chain of four. */
+static void run(kd_session *s, int submissions) {
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {256}};
+  kd_tensor a, b;
+  KDT_OK(kd_tensor_create(s, &d, &a));
+  KDT_OK(kd_tensor_create(s, &d, &b));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_set_name(g, "traced pipeline"));
+  float one = 1, out[256];
+  KDT_OK(kd_graph_op_fill(g, "fill a", kd_whole(a), &one, NULL));
+  KDT_OK(kd_graph_op_scale(g, "scale a", kd_whole(a), 2.0, NULL));
+  KDT_OK(kd_graph_op_add(g, "b = a + a", kd_whole(b), kd_whole(a), kd_whole(a), NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "b out", b, out, sizeof out, &sink));
+  for (int i = 0; i < submissions; ++i) {
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_sink_wait(sink));
+  }
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, a));
+  KDT_OK(kd_tensor_release(s, b));
+}
+
+typedef struct span {
+  const char *name, *cat;
+  double ts, dur;
+  long long tid;
+} span;
+
+/* The file's "X" events into out (at most cap): how many. */
+static size_t spans_of(json_t *root, span *out, size_t cap) {
+  json_t *events = json_object_get(root, "traceEvents");
+  cr_assert(json_is_array(events), "no traceEvents array");
+  size_t n = 0, i;
+  json_t *e;
+  json_array_foreach(events, i, e) {
+    const char *ph = json_string_value(json_object_get(e, "ph"));
+    cr_assert(ph, "event %zu has no ph", i);
+    if (strcmp(ph, "X") != 0) continue;
+    cr_assert(n < cap);
+    out[n].name = json_string_value(json_object_get(e, "name"));
+    out[n].cat = json_string_value(json_object_get(e, "cat"));
+    out[n].ts = json_number_value(json_object_get(e, "ts"));
+    out[n].dur = json_number_value(json_object_get(e, "dur"));
+    out[n].tid = json_integer_value(json_object_get(e, "tid"));
+    cr_assert(out[n].name && out[n].cat, "event %zu lacks a name or cat", i);
+    cr_assert_geq(out[n].dur, 0.0);
+    n++;
+  }
+  return n;
+}
+
+static json_t *load(const char *path) {
+  json_error_t err;
+  json_t *root = json_load_file(path, 0, &err);
+  cr_assert(root, "%s: not JSON: %s (line %d)", path, err.text, err.line);
+  return root;
+}
+
+static size_t count(const span *s, size_t n, const char *name, const char *cat) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) k += strcmp(s[i].name, name) == 0 && (!cat || strcmp(s[i].cat, cat) == 0);
+  return k;
+}
+
+Test(trace, eager_nodes_appear_once_per_submission_in_order) {
+  char path[] = "/tmp/kdag-trace-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  kd_session *s = traced(KD_EXEC_EAGER, path);
+  run(s, 3);
+  kd_session_destroy(s);
+  json_t *root = load(path);
+  span sp[256];
+  size_t n = spans_of(root, sp, 256);
+  const char *nodes[] = {"fill a", "scale a", "b = a + a", "b out"};
+  for (int k = 0; k < 4; ++k)
+    cr_assert_eq(count(sp, n, nodes[k], "node"), 3, "'%s' once per submission", nodes[k]);
+  cr_assert_eq(count(sp, n, "traced pipeline", "an EAGER graph submission"), 3, "the submissions' GPU spans");
+  cr_assert_eq(count(sp, n, "traced pipeline", "submit"), 3, "the submits' host spans");
+  cr_assert_eq(count(sp, n, "kd_sink_wait", "wait"), 3);
+  /* Each submission's GPU span starts after its submit's host span does
+   * (the clocks are one: the null driver's events carry the host's). */
+  for (int k = 0; k < 3; ++k) {
+    const span *host = NULL, *gpu = NULL;
+    int h = 0, d = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (strcmp(sp[i].cat, "submit") == 0 && h++ == k) host = &sp[i];
+      if (strcmp(sp[i].cat, "an EAGER graph submission") == 0 && d++ == k) gpu = &sp[i];
+    }
+    cr_assert(host && gpu);
+    cr_assert_geq(gpu->ts, host->ts, "submission %d ran on the GPU (%.3f us) before it was submitted (%.3f us)", k,
+                  gpu->ts, host->ts);
+  }
+  /* In each submission's GPU span, the nodes in order, one after another. */
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(sp[i].cat, "an EAGER graph submission") != 0) continue;
+    double begin = sp[i].ts, end = sp[i].ts + sp[i].dur, last = begin;
+    int seen = 0;
+    for (size_t j = 0; j < n; ++j) {
+      if (strcmp(sp[j].cat, "node") != 0 || sp[j].ts < begin || sp[j].ts > end) continue;
+      cr_assert_eq(sp[j].tid, sp[i].tid, "nodes on the stream's row");
+      cr_assert_str_eq(sp[j].name, nodes[seen], "node %d of a submission", seen);
+      cr_assert_geq(sp[j].ts, last, "'%s' starts before the node before it ends", sp[j].name);
+      cr_assert_leq(sp[j].ts + sp[j].dur, end + 0.001, "'%s' ends after its submission", sp[j].name);
+      last = sp[j].ts + sp[j].dur;
+      seen++;
+    }
+    cr_assert_eq(seen, 4, "a submission's span holds its 4 nodes (%d)", seen);
+  }
+  json_t *other = json_object_get(root, "otherData");
+  cr_assert_eq(json_integer_value(json_object_get(other, "dropped_spans")), 0);
+  json_decref(root);
+  unlink(path);
+}
+
+Test(trace, a_graph_submission_is_one_span_and_tracing_adds_no_host_wait) {
+  char path[] = "/tmp/kdag-trace-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  kd_session_stats with, without;
+  kd_session *s = traced(KD_EXEC_GRAPH, path);
+  run(s, 2);
+  KDT_OK(kd_session_stats_get(s, &with));
+  kd_session_destroy(s);
+  s = traced(KD_EXEC_GRAPH, "");
+  run(s, 2);
+  KDT_OK(kd_session_stats_get(s, &without));
+  kd_session_destroy(s);
+  cr_assert_eq(with.event_waits, without.event_waits, "tracing waited on the host");
+  cr_assert_eq(with.stream_syncs, without.stream_syncs);
+  cr_assert_eq(with.device_syncs, 0);
+  json_t *root = load(path);
+  span sp[64];
+  size_t n = spans_of(root, sp, 64);
+  cr_assert_eq(count(sp, n, "traced pipeline", "a CUDA graph launch"), 2);
+  cr_assert_eq(count(sp, n, "fill a", NULL), 0, "no node spans inside a CUDA graph");
+  json_decref(root);
+  unlink(path);
+}
+
+Test(trace, the_environment_names_the_file_and_code_can_refuse_it) {
+  char dir[] = "/tmp/kdag-trace-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char env[256], want[300];
+  snprintf(env, sizeof env, "%s/run-{session}.json", dir);
+  setenv("KDAG_TRACE", env, 1);
+  kd_session *s = traced(KD_EXEC_EAGER, NULL);
+  run(s, 1);
+  kd_session_stats st;
+  KDT_OK(kd_session_stats_get(s, &st));
+  kd_session_destroy(s);
+  /* Which number the session had: the only file there. */
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "ls %s/run-*.json | wc -l | grep -qx 1", dir);
+  cr_assert_eq(system(cmd), 0, "one trace file, its {session} replaced");
+  s = traced(KD_EXEC_EAGER, ""); /* "": none, whatever KDAG_TRACE says */
+  run(s, 1);
+  kd_session_destroy(s);
+  cr_assert_eq(system(cmd), 0, "\"\" wrote no trace");
+  snprintf(want, sizeof want, "rm -rf %s", dir);
+  cr_assert_eq(system(want), 0);
+  unsetenv("KDAG_TRACE");
+}
+
+Test(trace, an_unwritable_path_fails_in_code_and_is_ignored_from_the_environment) {
+  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  o.trace_path = "/nonexistent/folder/trace.json";
+  kd_session *s;
+  KDT_FAILS(kd_session_create(&o, &s), KD_ERR_INVALID_ARGUMENT, "/nonexistent/folder/trace.json");
+  setenv("KDAG_TRACE", "/nonexistent/folder/trace.json", 1);
+  o.trace_path = NULL;
+  o.log_level = KD_LOG_OFF;
+  KDT_OK(kd_session_create(&o, &s));
+  kd_session_destroy(s);
+  unsetenv("KDAG_TRACE");
+}
+
+Test(trace, a_host_session_traces_its_host_spans) {
+  char path[] = "/tmp/kdag-trace-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  o.trace_path = path;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  run(s, 2);
+  kd_session_destroy(s);
+  json_t *root = load(path);
+  span sp[64];
+  size_t n = spans_of(root, sp, 64);
+  cr_assert_eq(count(sp, n, "traced pipeline", "submit"), 2);
+  cr_assert_eq(count(sp, n, "kd_sink_wait", "wait"), 2);
+  json_decref(root);
+  unlink(path);
+}
