@@ -4,8 +4,10 @@
  * node of an EAGER submission appears once per submission, inside its
  * submission's GPU span and after the node before it; a GRAPH submission
  * is one span; host spans for submits and waits; tracing adds no host
- * wait; paths from code and from the environment, and bad ones. */
+ * wait; paths from code and from the environment, and bad ones. On a GPU
+ * (trace_gpu): node times ordered on the stream, and the host cost. */
 #include <jansson.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kdag_test.h"
@@ -225,6 +227,102 @@ Test(trace, a_host_session_traces_its_host_spans) {
   size_t n = spans_of(root, sp, 64);
   cr_assert_eq(count(sp, n, "traced pipeline", "submit"), 2);
   cr_assert_eq(count(sp, n, "kd_sink_wait", "wait"), 2);
+  json_decref(root);
+  unlink(path);
+}
+
+/* ---- on a GPU (skipped without one; a failure under KDAG_REQUIRE_GPU=1) -- */
+
+static kd_session *gpu_traced(kd_exec_mode mode, const char *path) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.exec_mode = mode;
+  o.trace_path = path;
+  kd_session *s = NULL;
+  kd_status st = kd_session_create(&o, &s);
+  if (st == KD_ERR_DRIVER_MISSING || st == KD_ERR_NO_DEVICE) {
+    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but no GPU: %s", kd_last_error());
+    cr_skip_test("GPU lane: no usable CUDA device (%s)", kd_last_error());
+  }
+  cr_assert_eq(st, KD_OK, "%s", kd_last_error());
+  kd_device_info info;
+  KDT_OK(kd_session_device_info(s, &info));
+  if (strstr(info.name, "kdag null driver")) {
+    kd_session_destroy(s);
+    cr_skip_test("GPU lane: the null driver is loaded");
+  }
+  return s;
+}
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* A chain of 64 built-ins over 1M floats, submitted `rounds` times: host
+ * microseconds per submission. */
+static double chain(kd_session *s, int rounds) {
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {1 << 20}};
+  kd_tensor a;
+  KDT_OK(kd_tensor_create(s, &d, &a));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  KDT_OK(kd_graph_set_name(g, "chain"));
+  float one = 1;
+  KDT_OK(kd_graph_op_fill(g, "fill", kd_whole(a), &one, NULL));
+  char name[32];
+  for (int i = 1; i < 64; ++i) {
+    snprintf(name, sizeof name, "scale %d", i);
+    KDT_OK(kd_graph_op_scale(g, name, kd_whole(a), 1.0, NULL));
+  }
+  static float out[1 << 20];
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "out", a, out, sizeof out, &sink));
+  KDT_OK(kd_graph_submit(g, NULL)); /* warm */
+  KDT_OK(kd_sink_wait(sink));
+  double t0 = now_us();
+  for (int i = 0; i < rounds; ++i) KDT_OK(kd_graph_submit(g, NULL));
+  double t1 = now_us();
+  KDT_OK(kd_sink_wait(sink));
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(s, a));
+  return (t1 - t0) / rounds;
+}
+
+Test(trace_gpu, eager_node_times_are_ordered_on_the_gpu) {
+  char path[] = "/tmp/kdag-trace-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  kd_session *s = gpu_traced(KD_EXEC_EAGER, path);
+  double traced_us = chain(s, 20);
+  kd_session_destroy(s);
+  s = gpu_traced(KD_EXEC_EAGER, "");
+  double plain_us = chain(s, 20);
+  kd_session_destroy(s);
+  fprintf(stderr, "trace witness: EAGER, 64 nodes: %.1f us of host time per submission traced, %.1f untraced\n",
+          traced_us, plain_us);
+  json_t *root = load(path);
+  static span sp[4096];
+  size_t n = spans_of(root, sp, 4096);
+  cr_assert_eq(count(sp, n, "fill", "node"), 21, "once per submission");
+  cr_assert_eq(count(sp, n, "scale 63", "node"), 21);
+  cr_assert_eq(count(sp, n, "chain", "an EAGER graph submission"), 21);
+  double last_end = 0;
+  size_t nodes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(sp[i].cat, "node") != 0) continue;
+    /* One stream: each node starts once the one before has ended. */
+    cr_assert_geq(sp[i].ts + 0.001, last_end, "'%s' at %.3f us overlaps the node before (ends %.3f)", sp[i].name,
+                  sp[i].ts, last_end);
+    last_end = sp[i].ts + sp[i].dur;
+    nodes++;
+  }
+  cr_assert_eq(nodes, 21 * 64 + 21, "every node, the sinks too");
+  json_t *other = json_object_get(root, "otherData");
+  cr_assert_eq(json_integer_value(json_object_get(other, "dropped_spans")), 0);
   json_decref(root);
   unlink(path);
 }
