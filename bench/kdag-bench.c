@@ -17,10 +17,18 @@ int main(int argc, char **argv) {
    * it unless the caller decided otherwise. Set before the driver loads. */
   const char *cache = getenv("CUDA_CACHE_DISABLE");
   if (!cache) setenv("CUDA_CACHE_DISABLE", "1", 1);
+  /* A kernel of the user's own: its flags leave argv for the suite. */
+  kb_user_kernel *user = NULL;
+  char why[KB_MESSAGE_MAX];
+  if (kb_user_kernel_parse(&argc, argv, &user, why, sizeof why)) {
+    fprintf(stderr, "kdag-bench: %s (see --help)\n", why);
+    return 2;
+  }
   kb_harness *h = kb_harness_create();
-  if (!h || kb_register_builtin_suites(h)) {
-    fprintf(stderr, "kdag-bench: registering the built-in suites failed\n");
+  if (!h || kb_register_builtin_suites(h) || (user && kb_register_user_suite(h, user))) {
+    fprintf(stderr, "kdag-bench: registering the suites failed\n");
     kb_harness_destroy(h);
+    kb_user_kernel_free(user);
     return 2;
   }
   kb_machine *m = kb_harness_machine(h);
@@ -41,5 +49,6 @@ int main(int argc, char **argv) {
   }
   kb_harness_destroy(h);
   kb_gpu_shutdown();
+  kb_user_kernel_free(user);
   return status;
 }

@@ -43,6 +43,16 @@ int kb_register_workloads_suites(kb_harness *h);
 /* interop: wrapping memory, DLPack import and export, per operation. */
 int kb_register_interop_suite(kb_harness *h);
 
+/* user: a kernel of the user's own (--kernel FILE:NAME, --grid, --block,
+ * --shared, --arg; see suites_user.c). kb_user_kernel_parse takes those
+ * flags out of argv (the rest stays for kb_main): 0 with *out NULL when
+ * none is given, 0 with *out set, or -1 with a message in why. */
+typedef struct kb_user_kernel kb_user_kernel;
+int kb_user_kernel_parse(int *argc, char **argv, kb_user_kernel **out, char *why, size_t cap);
+void kb_user_kernel_free(kb_user_kernel *k);
+/* Registers suite "user" for k, which must outlive the harness. */
+int kb_register_user_suite(kb_harness *h, kb_user_kernel *k);
+
 /* Removes a scratch folder a suite made with mkdtemp (its whole tree); ""
  * does nothing. Returns 0, or -1 when it could not. */
 int kb_remove_scratch_dir(const char *dir);
