@@ -3,7 +3,8 @@
  * as JSON: on the null driver, whose events carry the host's clock, every
  * node of an EAGER submission appears once per submission, inside its
  * submission's GPU span and after the node before it; a GRAPH submission
- * is one span; host spans for submits and waits; tracing adds no host
+ * holds a span per node too (event record nodes around each of its
+ * nodes); host spans for submits and waits; tracing adds no host
  * wait; paths from code and from the environment, and bad ones. On a GPU
  * (trace_gpu): node times ordered on the stream, and the host cost. */
 #include <jansson.h>
@@ -143,7 +144,7 @@ Test(trace, eager_nodes_appear_once_per_submission_in_order) {
   unlink(path);
 }
 
-Test(trace, a_graph_submission_is_one_span_and_tracing_adds_no_host_wait) {
+Test(trace, graph_launches_hold_their_nodes_and_tracing_adds_no_host_wait) {
   char path[] = "/tmp/kdag-trace-XXXXXX";
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
@@ -164,7 +165,23 @@ Test(trace, a_graph_submission_is_one_span_and_tracing_adds_no_host_wait) {
   span sp[64];
   size_t n = spans_of(root, sp, 64);
   cr_assert_eq(count(sp, n, "traced pipeline", "a CUDA graph launch"), 2);
-  cr_assert_eq(count(sp, n, "fill a", NULL), 0, "no node spans inside a CUDA graph");
+  const char *nodes[] = {"fill a", "scale a", "b = a + a", "b out"};
+  for (int k = 0; k < 4; ++k)
+    cr_assert_eq(count(sp, n, nodes[k], "node"), 2, "'%s' once per launch of the CUDA graph", nodes[k]);
+  /* Inside each launch's span, in the chain's order. */
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(sp[i].cat, "a CUDA graph launch") != 0) continue;
+    double last = sp[i].ts;
+    int seen = 0;
+    for (size_t j = 0; j < n; ++j) {
+      if (strcmp(sp[j].cat, "node") != 0 || sp[j].ts < sp[i].ts || sp[j].ts > sp[i].ts + sp[i].dur) continue;
+      cr_assert_str_eq(sp[j].name, nodes[seen]);
+      cr_assert_geq(sp[j].ts, last);
+      last = sp[j].ts + sp[j].dur;
+      seen++;
+    }
+    cr_assert_eq(seen, 4);
+  }
   json_decref(root);
   unlink(path);
 }
@@ -291,25 +308,25 @@ static double chain(kd_session *s, int rounds) {
   return (t1 - t0) / rounds;
 }
 
-Test(trace_gpu, eager_node_times_are_ordered_on_the_gpu) {
+static void gpu_node_times(kd_exec_mode mode, const char *cat) {
   char path[] = "/tmp/kdag-trace-XXXXXX";
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
   close(fd);
-  kd_session *s = gpu_traced(KD_EXEC_EAGER, path);
+  kd_session *s = gpu_traced(mode, path);
   double traced_us = chain(s, 20);
   kd_session_destroy(s);
-  s = gpu_traced(KD_EXEC_EAGER, "");
+  s = gpu_traced(mode, "");
   double plain_us = chain(s, 20);
   kd_session_destroy(s);
-  fprintf(stderr, "trace witness: EAGER, 64 nodes: %.1f us of host time per submission traced, %.1f untraced\n",
+  fprintf(stderr, "trace witness: %s, 64 nodes: %.1f us of host time per submission traced, %.1f untraced\n", cat,
           traced_us, plain_us);
   json_t *root = load(path);
   static span sp[4096];
   size_t n = spans_of(root, sp, 4096);
   cr_assert_eq(count(sp, n, "fill", "node"), 21, "once per submission");
   cr_assert_eq(count(sp, n, "scale 63", "node"), 21);
-  cr_assert_eq(count(sp, n, "chain", "an EAGER graph submission"), 21);
+  cr_assert_eq(count(sp, n, "chain", cat), 21);
   double last_end = 0;
   size_t nodes = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -326,3 +343,7 @@ Test(trace_gpu, eager_node_times_are_ordered_on_the_gpu) {
   json_decref(root);
   unlink(path);
 }
+
+Test(trace_gpu, eager_node_times_are_ordered_on_the_gpu) { gpu_node_times(KD_EXEC_EAGER, "an EAGER graph submission"); }
+
+Test(trace_gpu, graph_node_times_are_ordered_on_the_gpu) { gpu_node_times(KD_EXEC_GRAPH, "a CUDA graph launch"); }

@@ -116,7 +116,8 @@ static kd_trace_batch *trace_begin(kd_graph *g, const char *op) {
   kd_session *s = g->session;
   kd_fail_keep keep;
   kd_fail_keep_begin(&keep);
-  kd_trace_batch *tb = kd_trace_batch_new(s, 1, op);
+  kd_trace_batch *tb;
+  (void)kd_trace_batch_new(s, 1, op, &tb);
   CUevent begin, end;
   if (tb) {
     kd_trace_batch_span(tb, 0, kd_graph_name(g), "submission", &begin, &end);

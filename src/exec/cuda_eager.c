@@ -128,7 +128,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
   if (s->trace) {
     kd_fail_keep keep; /* tracing never fails a submission */
     kd_fail_keep_begin(&keep);
-    tb = kd_trace_batch_new(s, g->node_count, op);
+    (void)kd_trace_batch_new(s, g->node_count, op, &tb);
     kd_fail_keep_end(&keep);
   }
   uint32_t spans = 0;

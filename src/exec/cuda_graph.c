@@ -39,6 +39,7 @@
 #include "base/status_internal.h"
 #include "cuda/cu_status.h"
 #include "exec/exec.h"
+#include "session/trace.h"
 
 /* Parameter bytes that hold a tensor's address: the bound tensor's plus a
  * fixed byte offset (a rebinding keeps dtype and shape, so the offset of
@@ -74,6 +75,10 @@ typedef struct kd_gexec_node {
   void *xfer_host;
   CUdeviceptr xfer_dptr;
   CUevent xfer_event;
+  /* A traced session's graph (session/trace.h): event record nodes before
+   * the node (on its dependencies) and after it, pointed at each launch's
+   * trace events. */
+  CUgraphNode trace_begin, trace_end;
 } kd_gexec_node;
 
 struct kd_gexec {
@@ -94,6 +99,7 @@ struct kd_gexec {
   kd_held_set keep;        /* modules (once each), foreign resources and workspaces */
   kd_arena params;         /* the kernel nodes' records: one allocation for many nodes */
   CUdeviceptr *workspaces; /* per node: foreign workspace (0 if none) */
+  int traced;              /* built with trace nodes (a traced session's graphs all are) */
 };
 
 static void gexec_drop(kd_resource *r) { kd_gexec_destroy((kd_gexec *)r); }
@@ -417,8 +423,9 @@ static kd_status index_users(kd_graph *g, kd_gexec *x, const char *op) {
 }
 
 /* Builds and instantiates the plan's CUDA graph, its transfers pointed at
- * this launch's blocks and events. */
-static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_gexec **out) {
+ * this launch's blocks and events, and with tb (a traced session's) each
+ * node between two event record nodes pointed at tb's events. */
+static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_trace_batch *tb, kd_gexec **out) {
   kd_session *s = g->session;
   const kd_cu_table *cu = s->dev.cu;
   uint32_t n = g->node_count;
@@ -457,11 +464,26 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_gexec 
     st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphCreate"));
     goto done;
   }
+  x->traced = tb != NULL;
   for (uint32_t i = 0; !st && i < n; ++i) {
     uint32_t v = g->plan.order[i];
+    kd_gexec_node *xn = &x->nodes[v];
     size_t nd = 0;
     for (uint32_t k = pred_start[v]; k < pred_start[v + 1]; ++k) deps[nd++] = x->nodes[pred[k]].cu;
+    CUevent begin = NULL, end = NULL;
+    if (tb) { /* begin on the node's dependencies, the node on begin, end on the node */
+      kd_trace_batch_span(tb, i, g->nodes[v].name, "node", &begin, &end);
+      r = cu->cuGraphAddEventRecordNode(&xn->trace_begin, x->graph, deps, nd, begin);
+      if (r != CUDA_SUCCESS) {
+        st = node_fail(g, v, r, op, "cuGraphAddEventRecordNode (trace)");
+        break;
+      }
+      deps[0] = xn->trace_begin;
+      nd = 1;
+    }
     st = add_node(g, x, v, deps, nd, xf_of[v] ? &xf[xf_of[v] - 1] : NULL, op);
+    if (!st && tb && (r = cu->cuGraphAddEventRecordNode(&xn->trace_end, x->graph, &xn->cu, 1, end)) != CUDA_SUCCESS)
+      st = node_fail(g, v, r, op, "cuGraphAddEventRecordNode (trace)");
   }
   if (st) goto done;
   CUDA_GRAPH_INSTANTIATE_PARAMS ip;
@@ -625,6 +647,22 @@ static kd_status repoint(kd_graph *g, kd_gexec *x, const kd_xfer *xf, const char
   return KD_OK;
 }
 
+/* A traced launch: every node's trace event nodes pointed at tb's events
+ * (the last launch's may not have retired: each launch has its own). */
+static kd_status trace_point(kd_graph *g, kd_gexec *x, kd_trace_batch *tb, const char *op) {
+  const kd_cu_table *cu = g->session->dev.cu;
+  for (uint32_t i = 0; i < g->node_count; ++i) {
+    uint32_t v = g->plan.order[i];
+    kd_gexec_node *xn = &x->nodes[v];
+    CUevent begin, end;
+    kd_trace_batch_span(tb, i, g->nodes[v].name, "node", &begin, &end);
+    CUresult r = cu->cuGraphExecEventRecordNodeSetEvent(x->exec, xn->trace_begin, begin);
+    if (r == CUDA_SUCCESS) r = cu->cuGraphExecEventRecordNodeSetEvent(x->exec, xn->trace_end, end);
+    if (r != CUDA_SUCCESS) return update_refused(g, x, v, r, op, "cuGraphExecEventRecordNodeSetEvent (trace)");
+  }
+  return KD_OK;
+}
+
 /* After an in-place change of the executable graph *x: when the driver
  * refused it (update_refused; but for out of memory and a fault, which
  * would fail again), the plan lets go of *x (it goes once the launches in
@@ -647,8 +685,13 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
   kd_xfer *xf = NULL;
   if (!st) st = kd_xfers_take(g, op, &xf);
   if (!st && x) st = rebuild_if_refused(g, &x, repoint(g, x, xf, op));
+  /* A traced session: this launch's span events, into the graph's trace
+   * nodes (session/trace.h); held by the submission below. */
+  kd_trace_batch *tb = NULL;
+  if (!st && s->trace) st = kd_trace_batch_new(s, g->node_count, op, &tb);
+  if (!st && x && tb) st = rebuild_if_refused(g, &x, x->traced ? trace_point(g, x, tb, op) : KD_OK);
   if (!st && !x) {
-    st = build(g, op, xf, &x);
+    st = build(g, op, xf, tb, &x);
     if (!st) kd_cuda_plan_get(g)->gexec = x;
   }
   /* Room for everything added, which then cannot fail: upload blocks, and
@@ -656,14 +699,19 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
    * tensors need no reference per launch: the plan and the graph hold
    * them, and let go only after the work in flight
    * (kd_release_after_inflight). */
-  if (!st) st = kd_held_reserve_warm(s, held, 2 * kd_cuda_plan_get(g)->xfer_count, op);
+  if (!st) st = kd_held_reserve_warm(s, held, 2 * kd_cuda_plan_get(g)->xfer_count + (tb != NULL), op);
   if (!st) {
     CUresult r = s->dev.cu->cuGraphLaunch(x->exec, s->dev.stream);
     if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuGraphLaunch"));
   }
   if (st) {
     kd_xfers_settle(g, xf, 0, held, op); /* nothing was enqueued that uses them */
+    if (tb) kd_trace_batch_drop(tb);
     return st;
+  }
+  if (tb) {
+    kd_trace_batch_used(tb, g->node_count);
+    (void)kd_held_add(held, KD_HELD_RESOURCE, kd_trace_batch_resource(tb), op); /* reserved: cannot fail */
   }
   s->counters.graph_launches++;
   s->counters.graph_updates += x->updated; /* counted with the launch that runs the patched graph */

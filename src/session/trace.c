@@ -194,8 +194,9 @@ static void batch_retire(kd_resource *r) {
   batch_free(b);
 }
 
-kd_trace_batch *kd_trace_batch_new(kd_session *s, uint32_t n, const char *op) {
+kd_status kd_trace_batch_new(kd_session *s, uint32_t n, const char *op, kd_trace_batch **out) {
   kd_trace *t = s->trace;
+  *out = NULL;
   if (kd_trace_now() - t->anchor_made_ns > KD_TRACE_ANCHOR_NS) (void)anchor_add(s, op, 0);
   kd_trace_batch *b = calloc(1, sizeof *b);
   if (b) {
@@ -208,18 +209,19 @@ kd_trace_batch *kd_trace_batch_new(kd_session *s, uint32_t n, const char *op) {
   }
   if (!b || !b->names || !b->cats || !b->events) {
     if (b) batch_free(b);
-    kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to trace the submission", op);
-    return NULL;
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory to trace the submission", op);
   }
   for (uint32_t i = 0; i < 2 * n; ++i) {
-    if (event_take(s, op, &b->events[i]) != KD_OK) {
+    kd_status st = event_take(s, op, &b->events[i]);
+    if (st) {
       for (uint32_t k = 0; k < i; ++k) event_give(s, b->events[k]);
       batch_free(b);
-      return NULL;
+      return kd_fail_context(st, "%s: an event to trace the submission", op);
     }
   }
   b->n = n;
-  return b;
+  *out = b;
+  return KD_OK;
 }
 
 void kd_trace_batch_span(kd_trace_batch *b, uint32_t i, const char *name, const char *cat, CUevent *begin,

@@ -38,10 +38,11 @@ void kd_trace_host(kd_session *s, const char *name, const char *cat, uint64_t t0
 /* GPU spans of one submission: begin and end events for each, recorded by
  * the executor around the work, read when the submission retires. */
 typedef struct kd_trace_batch kd_trace_batch;
-/* A batch of n spans (events taken from the trace's pool): NULL with an
- * error (out of memory or events) when it cannot be made; the caller then
- * runs the submission untraced. */
-kd_trace_batch *kd_trace_batch_new(kd_session *s, uint32_t n, const char *op);
+/* A batch of n spans (events taken from the trace's pool) into *out.
+ * Errors: KD_ERR_OUT_OF_MEMORY, and the event creation's; *out NULL. An
+ * EAGER submission then runs untraced; a traced CUDA graph's launch, whose
+ * trace nodes need the events, fails. */
+kd_status kd_trace_batch_new(kd_session *s, uint32_t n, const char *op, kd_trace_batch **out);
 /* Span i: its name (copied) and category, and the two events to record
  * before and after its work. */
 void kd_trace_batch_span(kd_trace_batch *b, uint32_t i, const char *name, const char *cat, CUevent *begin,
