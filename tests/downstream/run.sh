@@ -38,7 +38,7 @@ libdir=$(dirname "$(find "$prefix" -name libkdag.a | head -1)")
 [ -f "$libdir/libkdag.a" ] || fail "no libkdag.a installed"
 for f in include/kdag/kdag.h include/kdag/version.h "${libdir#"$prefix"/}/pkgconfig/kdag.pc" \
          "${libdir#"$prefix"/}/cmake/kdag/kdagConfig.cmake" "${libdir#"$prefix"/}/cmake/kdag/kdagConfigVersion.cmake" \
-         share/doc/kdag/README.md share/doc/kdag/LICENSE bin/kdag-bench; do
+         share/doc/kdag/README.md share/doc/kdag/LICENSE bin/kdag-bench bin/kdag; do
   [ -e "$prefix/$f" ] || fail "the install lacks $f"
 done
 soname=$(readelf -d "$libdir/libkdag.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
