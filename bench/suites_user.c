@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/size.h"
 #include "bench/gpu.h"
 #include "bench/kdag_session.h"
@@ -235,37 +236,6 @@ void kb_user_kernel_free(kb_user_kernel *k) { free(k); }
 
 /* ---- the suite ------------------------------------------------------------ */
 
-static int read_file(const char *path, unsigned char **out, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *buf = malloc(cap + 1);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      unsigned char *grown = realloc(buf, 2 * cap + 1);
-      if (!grown) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = grown;
-      cap *= 2;
-    }
-  }
-  int bad = ferror(f) || !buf;
-  fclose(f);
-  if (bad) {
-    free(buf);
-    if (!errno) errno = EIO;
-    return -1;
-  }
-  buf[n] = 0; /* PTX and CUDA C are read as text */
-  *out = buf;
-  *size = n;
-  return 0;
-}
-
 static int ends_with(const char *s, const char *tail) {
   size_t n = strlen(s), t = strlen(tail);
   return n >= t && strcmp(s + n - t, tail) == 0;
@@ -354,7 +324,7 @@ static kb_status user_init(kb_harness *h, void *user, void **state, char *why, s
   if (!u) return snprintf(why, cap, "out of memory"), KB_FAIL;
   u->k = k;
   u->g = g;
-  if (read_file(k->path, &u->image, &u->image_size) != 0) {
+  if (kd_file_read(k->path, &u->image, &u->image_size) != 0) {
     snprintf(why, cap, "%s: %s", k->path, strerror(errno));
     user_fini(u);
     return KB_FAIL;

@@ -6,41 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "cli/cli.h"
 #include "compile/image_kernels.h"
 #include "compile/ptx.h"
 #include "kdag/kdag.h"
-
-static int read_file(const char *path, unsigned char **out, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *buf = malloc(cap + 1);
-  for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-    n += got;
-    if (n == cap) {
-      unsigned char *grown = realloc(buf, 2 * cap + 1);
-      if (!grown) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = grown;
-      cap *= 2;
-    }
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (!buf || err) {
-    free(buf);
-    errno = buf ? EIO : ENOMEM;
-    return -1;
-  }
-  buf[n] = 0; /* PTX is read as text */
-  *out = buf;
-  *size = n;
-  return 0;
-}
 
 static json_t *ptx_part(const char *text, char *why, size_t cap) {
   kd_ptx_info info;
@@ -184,7 +154,7 @@ int cmd_inspect(cli *c, int argc, char **argv) {
   const char *path = argv[0];
   unsigned char *data;
   size_t size;
-  if (read_file(path, &data, &size) != 0) return cli_fail(c, "inspect", "%s: %s", path, strerror(errno));
+  if (kd_file_read(path, &data, &size) != 0) return cli_fail(c, "inspect", "%s: %s", path, strerror(errno));
   kd_image_info info = kd_image_inspect(data, size);
   char why[512] = "";
   json_t *part = NULL;

@@ -99,6 +99,15 @@ static void foreign_close(foreign *f) {
   CU_OK(cuDevicePrimaryCtxRelease(f->dev));
 }
 
+/* Device memory of n zeroed ints, the zeros written before it returns. */
+static CUdeviceptr zeroed_ints(foreign *f, size_t n) {
+  CUdeviceptr p;
+  CU_OK(cuMemAlloc(&p, 4 * n));
+  CU_OK(cuMemsetD32Async(p, 0, n, f->stream));
+  CU_OK(cuStreamSynchronize(f->stream));
+  return p;
+}
+
 /* Spins ns on the foreign stream, then writes 1 to *done. */
 static void foreign_spin(foreign *f, unsigned long long ns, CUdeviceptr done) {
   void *params[] = {&ns, &done};
@@ -280,10 +289,7 @@ Test(gpu_interop, release_waits_for_the_work_in_flight) {
   foreign_open(s, &f);
   spin_kernel k;
   KDT_OK(kd_with_raw(s, "test.load", load_spin, &k));
-  CUdeviceptr flag;
-  CU_OK(cuMemAlloc(&flag, 64));
-  CU_OK(cuMemsetD32Async(flag, 0, 16, f.stream));
-  CU_OK(cuStreamSynchronize(f.stream));
+  CUdeviceptr flag = zeroed_ints(&f, 16);
   released r = {0};
   kd_external_desc d = wrap_desc(flag, KD_I32, 16, &r);
   kd_tensor t;
@@ -324,10 +330,7 @@ Test(gpu_interop, session_waits_for_another_streams_event_on_the_device) {
   kd_session *s = kdt_gpu_session();
   foreign f;
   foreign_open(s, &f);
-  CUdeviceptr flag;
-  CU_OK(cuMemAlloc(&flag, 4));
-  CU_OK(cuMemsetD32Async(flag, 0, 1, f.stream));
-  CU_OK(cuStreamSynchronize(f.stream));
+  CUdeviceptr flag = zeroed_ints(&f, 1);
   kd_tensor_desc one = {.dtype = KD_I32, .rank = 1, .shape = {1}};
   kd_tensor wrapped, copy;
   kd_external_desc d = wrap_desc(flag, KD_I32, 1, NULL);
@@ -384,10 +387,7 @@ Test(gpu_interop, another_stream_waits_for_a_ticket_on_the_device) {
   foreign_open(s, &f);
   spin_kernel k;
   KDT_OK(kd_with_raw(s, "test.load", load_spin, &k));
-  CUdeviceptr flag;
-  CU_OK(cuMemAlloc(&flag, 4));
-  CU_OK(cuMemsetD32Async(flag, 0, 1, f.stream));
-  CU_OK(cuStreamSynchronize(f.stream));
+  CUdeviceptr flag = zeroed_ints(&f, 1);
   kd_tensor t;
   kd_external_desc d = wrap_desc(flag, KD_I32, 1, NULL);
   KDT_OK(kd_tensor_wrap(s, &d, &t));
@@ -432,10 +432,7 @@ Test(gpu_interop, one_session_waits_for_anothers_ticket) {
   foreign_open(a, &f);
   spin_kernel k;
   KDT_OK(kd_with_raw(a, "test.load", load_spin, &k));
-  CUdeviceptr flag;
-  CU_OK(cuMemAlloc(&flag, 4));
-  CU_OK(cuMemsetD32Async(flag, 0, 1, f.stream));
-  CU_OK(cuStreamSynchronize(f.stream));
+  CUdeviceptr flag = zeroed_ints(&f, 1);
   released r = {0};
   kd_external_desc d = wrap_desc(flag, KD_I32, 1, &r);
   kd_tensor in_a, in_b, copy;

@@ -14,16 +14,18 @@
 #include "kdag_test.h"
 #include "null_driver.h"
 
-static kd_session *traced(kd_exec_mode mode, const char *path) {
-  setenv("KDAG_CUDA_DRIVER_PATH", KDAG_NULL_DRIVER, 1);
+static kd_session_options trace_options(kd_exec_mode mode, const char *path) {
   kd_session_options o;
   kd_session_options_init(&o);
   o.backend = KD_BACKEND_CUDA;
   o.exec_mode = mode;
   o.trace_path = path;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
-  return s;
+  return o;
+}
+
+static kd_session *traced(kd_exec_mode mode, const char *path) {
+  kd_session_options o = trace_options(mode, path);
+  return kdt_null_session_opts(KDAG_NULL_DRIVER, &o, NULL);
 }
 
 /* fill, scale, add into a second tensor, and a sink: a chain of four. */
@@ -251,25 +253,8 @@ Test(trace, a_host_session_traces_its_host_spans) {
 /* ---- on a GPU (skipped without one; a failure under KDAG_REQUIRE_GPU=1) -- */
 
 static kd_session *gpu_traced(kd_exec_mode mode, const char *path) {
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.exec_mode = mode;
-  o.trace_path = path;
-  kd_session *s = NULL;
-  kd_status st = kd_session_create(&o, &s);
-  if (st == KD_ERR_DRIVER_MISSING || st == KD_ERR_NO_DEVICE) {
-    if (kdt_require_gpu()) cr_assert_fail("KDAG_REQUIRE_GPU=1 but no GPU: %s", kd_last_error());
-    cr_skip_test("GPU lane: no usable CUDA device (%s)", kd_last_error());
-  }
-  cr_assert_eq(st, KD_OK, "%s", kd_last_error());
-  kd_device_info info;
-  KDT_OK(kd_session_device_info(s, &info));
-  if (strstr(info.name, "kdag null driver")) {
-    kd_session_destroy(s);
-    cr_skip_test("GPU lane: the null driver is loaded");
-  }
-  return s;
+  kd_session_options o = trace_options(mode, path);
+  return kdt_gpu_session_opts(&o);
 }
 
 static double now_us(void) {

@@ -58,15 +58,11 @@ static inline char *kdt_dot_text(kd_graph *g) {
   return buf;
 }
 
-/* A CUDA session on the GPU in exec mode `mode` (skipping without one). */
-static inline kd_session *kdt_gpu_session_mode(kd_exec_mode mode, uint32_t flags) {
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.flags = flags;
-  o.exec_mode = mode;
+/* A CUDA session on the GPU with options *o (backend CUDA), skipping
+ * without one. */
+static inline kd_session *kdt_gpu_session_opts(const kd_session_options *o) {
   kd_session *s = NULL;
-  kd_status st = kd_session_create(&o, &s);
+  kd_status st = kd_session_create(o, &s);
   if (st == KD_ERR_DRIVER_MISSING || st == KD_ERR_NO_DEVICE) {
     if (kdt_require_gpu())
       cr_assert_fail("KDAG_REQUIRE_GPU=1 but no GPU: %s: %s", kd_status_name(st), kd_last_error());
@@ -83,6 +79,16 @@ static inline kd_session *kdt_gpu_session_mode(kd_exec_mode mode, uint32_t flags
     cr_skip_test("GPU lane: the null driver is loaded (KDAG_CUDA_DRIVER_PATH), not a GPU");
   }
   return s;
+}
+
+/* A CUDA session on the GPU in exec mode `mode` (skipping without one). */
+static inline kd_session *kdt_gpu_session_mode(kd_exec_mode mode, uint32_t flags) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.flags = flags;
+  o.exec_mode = mode;
+  return kdt_gpu_session_opts(&o);
 }
 
 static inline kd_session *kdt_gpu_session_flags(uint32_t flags) { return kdt_gpu_session_mode(KD_EXEC_AUTO, flags); }

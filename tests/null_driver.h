@@ -124,16 +124,21 @@ static inline int kdag_null_api_get(const char *path, kdag_null_api *api) {
  * its interface in *api when api is non-NULL. Criterion asserts on failure:
  * for tests that include it after kdag_test.h. */
 #ifdef KDAG_TESTS_KDAG_TEST_H
-static inline kd_session *kdt_null_session(const char *path, kd_exec_mode mode, kdag_null_api *api) {
+/* The same with options *o (backend CUDA). */
+static inline kd_session *kdt_null_session_opts(const char *path, const kd_session_options *o, kdag_null_api *api) {
   setenv("KDAG_CUDA_DRIVER_PATH", path, 1);
+  kd_session *s;
+  KDT_OK(kd_session_create(o, &s));
+  if (api) cr_assert(kdag_null_api_get(path, api), "the null driver is not the library kdag loaded");
+  return s;
+}
+
+static inline kd_session *kdt_null_session(const char *path, kd_exec_mode mode, kdag_null_api *api) {
   kd_session_options o;
   kd_session_options_init(&o);
   o.backend = KD_BACKEND_CUDA;
   o.exec_mode = mode;
-  kd_session *s;
-  KDT_OK(kd_session_create(&o, &s));
-  if (api) cr_assert(kdag_null_api_get(path, api), "the null driver is not the library kdag loaded");
-  return s;
+  return kdt_null_session_opts(path, &o, api);
 }
 #endif
 

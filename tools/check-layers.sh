@@ -75,10 +75,10 @@ for f in examples/*.[ch] bench/*.[ch] cli/*.[ch]; do
       bench/*:bench/* | bench/*:kernels/embedded.h | bench/*:kernels/strided.h | bench/*:kernels/host.h) ;;
       bench/*:cuda/driver.h) ;; # the driver table: the bench runs on whichever driver kdag loaded (the null driver)
       bench/*:base/dynlib.h) ;; # one library loader: the baselines (cuBLAS, cuSOLVER) are found where kdag finds its own
-      bench/*:base/size.h) ;; # sizes on the command line read as the cache reads them
+      bench/*:base/size.h | bench/*:base/file.h) ;; # a user's kernel: sizes as the cache reads them, the file
       bench/*:examples/dx_kernels.h) ;;
       bench/*:session/dlpack.h) ;; # the DLPack layout, which the public headers leave out (a user's dlpack.h would clash)
-      cli/*:cli/* | cli/*:base/size.h | cli/*:base/dynlib.h) ;; # the tool: sizes as the cache reads them, the libraries kdag found
+      cli/*:cli/* | cli/*:base/size.h | cli/*:base/dynlib.h | cli/*:base/file.h) ;; # the tool: sizes, the libraries kdag found, files
       cli/*:compile/ptx.h | cli/*:compile/image_kernels.h) ;; # kdag inspect reads binaries as kdag does
       *) say "$f:$line" "includes $target: examples use the public headers only; bench/ too, with the driver table and the library loader" ;;
     esac
