@@ -82,11 +82,9 @@ kd_status kd_sink_wait(kd_sink *sk) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: sink '%s' has no submission to wait for (submit the graph "
                    "first; each submission can be waited for once)", op, sk->graph->nodes[sk->node].name);
   }
-  uint64_t t0 = s->trace ? kd_trace_now() : 0;
-  kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
+  uint64_t t0 = kd_wait_begin(s, op);
   st = s->ops->sink_wait(sk, op);
-  kd_nvtx_pop();
-  if (s->trace) kd_trace_host(s, op, "wait", t0);
+  kd_wait_end(s, op, t0);
   if (!st) kd_session_waited(s);
   kd_session_leave(s);
   return st;

@@ -7,7 +7,6 @@
 
 #include "compile/binary.h"
 #include "base/options.h"
-#include "base/nvtx.h"
 #include "base/status_internal.h"
 #include "session/trace.h"
 #include "cuda/cu_status.h"
@@ -493,11 +492,9 @@ kd_status kd_raw_synchronize(kd_raw *raw) {
   if (st) return st;
   kd_session *s = raw->session;
   s->counters.stream_syncs++;
-  uint64_t t0 = s->trace ? kd_trace_now() : 0;
-  kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
+  uint64_t t0 = kd_wait_begin(s, op);
   CUresult r = kd_stream_wait(&s->dev);
-  kd_nvtx_pop();
-  if (s->trace) kd_trace_host(s, op, "wait", t0);
+  kd_wait_end(s, op, t0);
   if (r != CUDA_SUCCESS) return with_op(raw, op, kd_session_note(s, kd_fail_cu(r, op, "cuStreamSynchronize")));
   /* The whole stream is idle: every earlier completion has fired. */
   kd_completion_retire_before(s, s->next_seq);

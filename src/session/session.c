@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "base/options.h"
-#include "base/nvtx.h"
 #include "base/status_internal.h"
 #include "base/serial.h"
 #include "session/env.h"
@@ -195,11 +194,9 @@ kd_status kd_session_trim(kd_session *s) {
   st = s->fault ? kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op, s->fault_msg)
                 : kd_completion_reap(s, op);
   s->unload_now = 1;
-  uint64_t t0 = s->trace ? kd_trace_now() : 0;
-  kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
+  uint64_t t0 = kd_wait_begin(s, op);
   kd_session_release_idle(s);
-  kd_nvtx_pop();
-  if (s->trace) kd_trace_host(s, op, "wait", t0);
+  kd_wait_end(s, op, t0);
   s->unload_now = 0;
   kd_session_leave(s);
   return st;

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "base/options.h"
-#include "base/nvtx.h"
 #include "base/status_internal.h"
 #include "session/trace.h"
 #include "session/session_impl.h"
@@ -305,11 +304,9 @@ kd_status kd_tensor_download(kd_session *s, kd_tensor t, void *host, size_t byte
     st = kd_fail(KD_ERR_UNINITIALIZED,
                  "%s: the tensor was never written (no upload, no launch writing it)", op);
   if (!st) {
-    uint64_t t0 = s->trace ? kd_trace_now() : 0;
-    kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
+    uint64_t t0 = kd_wait_begin(s, op);
     st = s->ops->download(s, op, o, host);
-    kd_nvtx_pop();
-    if (s->trace) kd_trace_host(s, op, "wait", t0);
+    kd_wait_end(s, op, t0);
   }
   if (!st) {
     s->counters.downloads++;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/nvtx.h"
 #include "base/status_internal.h"
 #include "kdag/version.h"
 #include "session/session_impl.h"
@@ -91,6 +92,16 @@ void kd_trace_host(kd_session *s, const char *name, const char *cat, uint64_t t0
   if (!t) return;
   uint64_t t1 = kd_trace_now();
   add_span(t, name, cat, t0 > t->start_ns ? t0 - t->start_ns : 0, t1 - t0, thread_id());
+}
+
+uint64_t kd_wait_begin(kd_session *s, const char *op) {
+  kd_nvtx_push(NULL, op, KD_NVTX_WAIT);
+  return s->trace ? kd_trace_now() : 0;
+}
+
+void kd_wait_end(kd_session *s, const char *op, uint64_t begin) {
+  kd_nvtx_pop();
+  if (s->trace) kd_trace_host(s, op, "wait", begin);
 }
 
 /* ---- timing events and anchors ------------------------------------------ */

@@ -35,6 +35,12 @@ uint64_t kd_trace_now(void);
 /* A host span [t0, now) named name (copied) on the calling thread. */
 void kd_trace_host(kd_session *s, const char *name, const char *cat, uint64_t t0);
 
+/* A host wait kdag makes at the caller's request (op names it), as an
+ * NVTX range (base/nvtx.h) and, in a traced session, a span: begin returns
+ * what end takes. */
+uint64_t kd_wait_begin(kd_session *s, const char *op);
+void kd_wait_end(kd_session *s, const char *op, uint64_t begin);
+
 /* GPU spans of one submission: begin and end events for each, recorded by
  * the executor around the work, read when the submission retires. */
 typedef struct kd_trace_batch kd_trace_batch;
