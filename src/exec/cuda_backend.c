@@ -110,8 +110,8 @@ static kd_status run(kd_graph *g, const char *op, kd_cuda_plan *cp, kd_held_set 
 }
 
 /* A traced submission (session/trace.h): its span on the GPU, from an
- * event before its work to one after. Tracing never fails a submission:
- * without memory or events the span is left out. */
+ * event before its work to one after. Without memory or events the span
+ * is left out; the submission goes on. */
 static kd_trace_batch *trace_begin(kd_graph *g, const char *op) {
   kd_session *s = g->session;
   kd_fail_keep keep;

@@ -126,7 +126,7 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
   kd_nvtx_string *names = traced ? nvtx_names(g) : NULL;
   kd_trace_batch *tb = NULL;
   if (s->trace) {
-    kd_fail_keep keep; /* tracing never fails a submission */
+    kd_fail_keep keep; /* without a batch the nodes' spans are left out; the submission goes on */
     kd_fail_keep_begin(&keep);
     (void)kd_trace_batch_new(s, g->node_count, op, &tb);
     kd_fail_keep_end(&keep);
