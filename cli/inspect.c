@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "base/file.h"
 #include "cli/cli.h"
@@ -82,6 +83,27 @@ static json_t *cubin_part(const unsigned char *data, size_t size, char *why, siz
   return c;
 }
 
+/* A zstd frame of `want` bytes unpacked into *out (malloc'd): 0, or -1
+ * with why said. */
+static int unzstd(const unsigned char *in, size_t size, uint64_t want, unsigned char **out, char *why, size_t cap) {
+  if (want > ((uint64_t)1 << 32)) {
+    snprintf(why, cap, "its recorded size, %llu bytes, is not believable", (unsigned long long)want);
+    return -1;
+  }
+  unsigned char *buf = malloc(want ? want : 1);
+  if (!buf) return snprintf(why, cap, "no memory to unpack it"), -1;
+  size_t frame = ZSTD_findFrameCompressedSize(in, size); /* the payload is padded past the frame */
+  size_t got = ZSTD_isError(frame) ? frame : ZSTD_decompress(buf, want, in, frame);
+  if (ZSTD_isError(got) || got != want) {
+    snprintf(why, cap, "its zstd frame does not unpack to the %llu bytes recorded (%s)", (unsigned long long)want,
+             ZSTD_isError(got) ? ZSTD_getErrorName(got) : "another size");
+    free(buf);
+    return -1;
+  }
+  *out = buf;
+  return 0;
+}
+
 static json_t *fatbin_part(const unsigned char *data, size_t size, char *why, size_t cap) {
   kd_fatbin_entry *es;
   size_t n;
@@ -102,17 +124,29 @@ static json_t *fatbin_part(const unsigned char *data, size_t size, char *why, si
     if (x->uncompressed_size) json_object_set_new(e, "uncompressed_bytes", json_integer((json_int_t)x->uncompressed_size));
     char sub_why[512] = "";
     json_t *sub = NULL;
-    if (!x->compressed && x->kind == 2) {
-      sub = cubin_part(data + x->offset, x->size, sub_why, sizeof sub_why);
-    } else if (!x->compressed && x->kind == 1) {
-      char *text = malloc(x->size + 1);
+    const unsigned char *payload = data + x->offset;
+    size_t payload_size = x->size;
+    unsigned char *unpacked = NULL;
+    if (x->compressed && x->zstd && x->uncompressed_size) { /* CUDA 13's default: read it unpacked */
+      if (unzstd(payload, payload_size, x->uncompressed_size, &unpacked, sub_why, sizeof sub_why) == 0) {
+        payload = unpacked;
+        payload_size = x->uncompressed_size;
+      }
+    }
+    if (x->compressed && !unpacked) {
+      if (!*sub_why) snprintf(sub_why, sizeof sub_why, "compressed in a way kdag does not read");
+    } else if (x->kind == 2) {
+      sub = cubin_part(payload, payload_size, sub_why, sizeof sub_why);
+    } else if (x->kind == 1) {
+      char *text = malloc(payload_size + 1);
       if (text) {
-        memcpy(text, data + x->offset, x->size);
-        text[x->size] = 0;
+        memcpy(text, payload, payload_size);
+        text[payload_size] = 0;
         sub = ptx_part(text, sub_why, sizeof sub_why);
         free(text);
       }
     }
+    free(unpacked);
     if (sub) {
       json_object_set(e, "kernels", json_object_get(sub, "kernels"));
       json_decref(sub);
@@ -198,7 +232,9 @@ int cmd_inspect(cli *c, int argc, char **argv) {
     cli_bytes(b, sizeof b, (double)json_integer_value(json_object_get(e, "bytes")));
     printf("  entry %zu: %s %s, %s%s\n", i, json_string_value(json_object_get(e, "kind")),
            json_string_value(json_object_get(e, "arch")), b,
-           json_is_true(json_object_get(e, "compressed")) ? ", compressed (not read)" : "");
+           !json_is_true(json_object_get(e, "compressed")) ? ""
+           : json_object_get(e, "unreadable")            ? ", compressed"
+                                                           : ", compressed (zstd, read unpacked)");
     if (json_object_get(e, "unreadable")) printf("    unreadable: %s\n", json_string_value(json_object_get(e, "unreadable")));
     print_kernels(json_object_get(e, "kernels"), "    ");
   }

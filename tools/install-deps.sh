@@ -10,7 +10,7 @@ set -euo pipefail
 # check against the previous release (tools/abi-check.sh); libdlpack-dev:
 # DLPack's own header, which host_dlpack_test checks kdag's import against;
 # python3-numpy: a real DLPack producer and consumer (ctest dlpack_numpy).
-pkgs=(cmake pkg-config gcc g++ clang make binutils libck-dev libhwloc-dev libudev-dev libcriterion-dev libjansson-dev libxxhash-dev doxygen abigail-tools libdlpack-dev python3-numpy)
+pkgs=(cmake pkg-config gcc g++ clang make binutils libck-dev libhwloc-dev libudev-dev libcriterion-dev libjansson-dev libxxhash-dev libzstd-dev doxygen abigail-tools libdlpack-dev python3-numpy)
 # pip installs MathDx (tools/install-mathdx.sh) when no python3 pip exists yet.
 command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || pkgs+=(python3-pip)
 missing=()

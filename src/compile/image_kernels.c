@@ -222,7 +222,7 @@ kd_status kd_fatbin_entries(const char *op, const void *image, size_t size, kd_f
     uint64_t flags = ehdr >= 48 ? rd64(e + 40) : 0;
     int compressed = (flags & (FATBIN_FLAG_COMPRESSED | FATBIN_FLAG_COMPRESSED_ZSTD)) != 0;
     es[n++] = (kd_fatbin_entry){kind, (int)rd32(e + 28), off + ehdr, payload, compressed,
-                                compressed && ehdr >= 64 ? rd64(e + 56) : 0};
+                                (flags & FATBIN_FLAG_COMPRESSED_ZSTD) != 0, compressed && ehdr >= 64 ? rd64(e + 56) : 0};
     off += ehdr + (size_t)payload;
   }
   *out = es;

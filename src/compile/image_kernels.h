@@ -46,6 +46,7 @@ typedef struct kd_fatbin_entry {
   uint64_t offset;        /* the payload, from the start of the image */
   uint64_t size;          /* the payload's bytes in the image */
   int compressed;         /* the entry's compressed flag: its payload is not readable as is */
+  int zstd;               /* compressed as a zstd frame (CUDA 13's nvcc), else another way */
   uint64_t uncompressed_size; /* when compressed and recorded; else 0 */
 } kd_fatbin_entry;
 
