@@ -132,7 +132,8 @@ KD_API void kd_graph_destroy(kd_graph *graph);
 /// Names the graph (name is copied; 1 to 255 bytes) for the tools that
 /// show kdag's work: each submission is an NVTX range of this name in
 /// Nsight Systems (an EAGER one holds a range per node, named after the
-/// node). Default "kdag graph". Errors: KD_ERR_INVALID_ARGUMENT (NULL
+/// node), and a span of this name in a trace (trace_path of
+/// kd_session_options). Default "kdag graph". Errors: KD_ERR_INVALID_ARGUMENT (NULL
 /// graph or name, an empty or longer name), KD_ERR_OUT_OF_MEMORY.
 KD_API kd_status kd_graph_set_name(kd_graph *graph, const char *name);
 

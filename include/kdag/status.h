@@ -105,7 +105,8 @@ typedef enum kd_log_level {
 /// A session's log callback (kd_session_options.log): one line of text,
 /// without a newline, borrowed for the call. Called on the thread of the
 /// kdag call that has something to say, with the session's lock held: it
-/// must not call kdag on that session (such calls return KD_ERR_BUSY).
+/// must not call kdag (such calls return KD_ERR_BUSY, but for the calls
+/// that take no session: compiling, the module cache, kd_log_level_name).
 typedef void (*kd_log_fn)(void *user, kd_log_level level, const char *message);
 
 /// Lower-case name of a level ("warn"), "?" for another value. Static,
