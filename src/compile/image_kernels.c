@@ -172,7 +172,12 @@ kd_status kd_image_kernels(const char *op, const void *image, size_t size, kd_im
     k->registers = rc.registers >= 0 ? rc.registers : old_abi && (text_info >> 24) ? (int)(text_info >> 24) : -1;
     uint64_t sec;
     if (section_named(&e, ".nv.shared.", name, &sec)) k->shared_section_bytes = (int64_t)rd64(section(&e, sec) + 32);
-    if (section_named(&e, ".nv.info.", name, &sec)) records(&e, sec, kernel_record, k);
+    if (section_named(&e, ".nv.info.", name, &sec)) {
+      records(&e, sec, kernel_record, k);
+      /* Its info without a parameter record: a kernel of no parameters
+       * (nvcc writes both records for every kernel that has one). */
+      if (k->param_count < 0 && k->param_bytes < 0) k->param_count = 0, k->param_bytes = 0;
+    }
   }
   *out = ks;
   *count = n;

@@ -3,7 +3,7 @@
  * read on the CPU (kdag inspect). The CUBIN's ELF is read as the driver
  * lays it out: a kernel is a ".text.<name>" section; its parameters are
  * the KPARAM_INFO records of ".nv.info.<name>" (ordinal, offset, size)
- * and their total CBANK_PARAM_SIZE; its registers the REGCOUNT record of
+ * and their total CBANK_PARAM_SIZE (a section with neither: none); its registers the REGCOUNT record of
  * ".nv.info" (images of ELF ABI 8 on) or the top byte of the text
  * section's sh_info (older ones); its shared memory section the size of
  * ".nv.shared.<name>" (for sm_90 and sm_100, ptxas starts it with 1 KiB
