@@ -166,7 +166,9 @@ static void print_kernels(json_t *ks, const char *indent) {
   json_array_foreach(ks, i, k) {
     printf("%skernel %s", indent, json_string_value(json_object_get(k, "name")));
     json_t *v;
-    if ((v = json_object_get(k, "param_count"))) {
+    if ((v = json_object_get(k, "param_count")) && json_integer_value(v) == 0) {
+      printf(": no parameters");
+    } else if (v) {
       printf(": %lld params (", (long long)json_integer_value(v));
       size_t j;
       json_t *p;
