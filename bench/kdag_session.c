@@ -140,6 +140,15 @@ kb_status kb_kdag_check_mode(kb_run *run, const kb_kdag *k, const kd_session_sta
                      (unsigned long long)after->launches);
 }
 
+kb_status kb_kdag_submit_batch(kb_run *run, kb_kdag *k, kd_graph *g, uint64_t iterations, kb_timing *out) {
+  uint64_t t0 = 0; /* set by the begin call, after its event */
+  kb_status st = kb_kdag_begin(run, k, &t0);
+  if (st) return st;
+  for (uint64_t it = 0; it < iterations; ++it)
+    if (kd_graph_submit(g, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
+  return kb_kdag_end(run, k, t0, out);
+}
+
 kb_status kb_kdag_preflight(kb_run *run, kb_kdag *k, kd_graph *g) {
   kd_session_stats before, after;
   kb_status st = kb_kdag_counters(run, k, &before);

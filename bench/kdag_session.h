@@ -46,6 +46,10 @@ kb_status kb_kdag_function(kb_run *run, kb_kdag *k, const void *cubin, size_t cu
 kb_status kb_kdag_begin(kb_run *run, kb_kdag *k, uint64_t *t0_ns);
 kb_status kb_kdag_end(kb_run *run, kb_kdag *k, uint64_t t0_ns, kb_timing *out);
 
+/* The batch most kdag cases time: g submitted `iterations` times between
+ * kb_kdag_begin and kb_kdag_end. */
+kb_status kb_kdag_submit_batch(kb_run *run, kb_kdag *k, kd_graph *g, uint64_t iterations, kb_timing *out);
+
 /* Waits for everything enqueued on the session stream, then retires the
  * session's completions. */
 kb_status kb_kdag_wait(kb_run *run, kb_kdag *k);

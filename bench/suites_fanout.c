@@ -205,12 +205,7 @@ fail:
 
 static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   kdag_fanout *f = state;
-  uint64_t t0 = 0; /* set by the begin call, after its event */
-  kb_status st = kb_kdag_begin(run, &f->k, &t0);
-  if (st) return st;
-  for (uint64_t it = 0; it < iterations; ++it)
-    if (kd_graph_submit(f->graph, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
-  return kb_kdag_end(run, &f->k, t0, out);
+  return kb_kdag_submit_batch(run, &f->k, f->graph, iterations, out);
 }
 
 int kb_register_fanout_suite(kb_harness *h) {

@@ -320,12 +320,7 @@ fail:
 
 static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   kdag_chain *c = state;
-  uint64_t t0 = 0; /* set by the begin call, after its event */
-  kb_status st = kb_kdag_begin(run, &c->k, &t0);
-  if (st) return st;
-  for (uint64_t it = 0; it < iterations; ++it)
-    if (kd_graph_submit(c->graph, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
-  return kb_kdag_end(run, &c->k, t0, out);
+  return kb_kdag_submit_batch(run, &c->k, c->graph, iterations, out);
 }
 
 static kb_case_desc hand_case(const char *name, const char *description, const hand_variant *v) {

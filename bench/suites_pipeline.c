@@ -96,12 +96,7 @@ fail:
 
 static kb_status pipeline_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   pipeline *p = state;
-  uint64_t t0 = 0; /* set by the begin call, after its event */
-  kb_status st = kb_kdag_begin(run, &p->k, &t0);
-  if (st) return st;
-  for (uint64_t it = 0; it < iterations; ++it)
-    if (kd_graph_submit(p->graph, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
-  return kb_kdag_end(run, &p->k, t0, out);
+  return kb_kdag_submit_batch(run, &p->k, p->graph, iterations, out);
 }
 
 int kb_register_pipeline_suite(kb_harness *h) {

@@ -468,12 +468,7 @@ static kb_status kdag_graph_setup(kb_run *run, void **state) { return kdag_setup
 
 static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   kdag_case *c = state;
-  uint64_t t0 = 0;
-  kb_status st = kb_kdag_begin(run, &c->k, &t0);
-  if (st) return st;
-  for (uint64_t it = 0; it < iterations; ++it)
-    if (kd_graph_submit(c->w.g, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
-  return kb_kdag_end(run, &c->k, t0, out);
+  return kb_kdag_submit_batch(run, &c->k, c->w.g, iterations, out);
 }
 
 /* Declaring: a fresh graph per iteration of the batch, over the case's
