@@ -68,30 +68,30 @@ uint64_t kd_trace_now(void) {
 
 static long thread_id(void) { return (long)syscall(SYS_gettid); }
 
-static void add_span(kd_trace *t, const char *name, const char *cat, uint64_t ts, uint64_t dur, long tid) {
-  if (t->count == t->cap) {
+/* Keeps a span named by name, which the trace takes over (NULL, a name
+ * that could not be copied, counts as dropped). */
+static void add_span(kd_trace *t, char *name, const char *cat, uint64_t ts, uint64_t dur, long tid) {
+  if (name && t->count == t->cap) {
     size_t cap = t->cap ? 2 * t->cap : 1024;
     span *grown = t->count < KD_TRACE_MAX_SPANS ? realloc(t->spans, cap * sizeof *grown) : NULL;
-    if (!grown) {
-      t->dropped++;
-      return;
+    if (grown) {
+      t->spans = grown;
+      t->cap = cap;
     }
-    t->spans = grown;
-    t->cap = cap;
   }
-  char *copy = strdup(name);
-  if (!copy) {
+  if (!name || t->count == t->cap) {
+    free(name);
     t->dropped++;
     return;
   }
-  t->spans[t->count++] = (span){copy, cat, ts, dur, tid};
+  t->spans[t->count++] = (span){name, cat, ts, dur, tid};
 }
 
 void kd_trace_host(kd_session *s, const char *name, const char *cat, uint64_t t0) {
   kd_trace *t = s->trace;
   if (!t) return;
   uint64_t t1 = kd_trace_now();
-  add_span(t, name, cat, t0 > t->start_ns ? t0 - t->start_ns : 0, t1 - t0, thread_id());
+  add_span(t, strdup(name), cat, t0 > t->start_ns ? t0 - t->start_ns : 0, t1 - t0, thread_id());
 }
 
 uint64_t kd_wait_begin(kd_session *s, const char *op) {
@@ -200,6 +200,7 @@ static void batch_retire(kd_resource *r) {
     int64_t ts = base + (int64_t)((double)begin * 1e6) - (int64_t)t->start_ns;
     add_span(t, b->names[i], b->cats[i], ts > 0 ? (uint64_t)ts : 0,
              end > begin ? (uint64_t)((double)(end - begin) * 1e6) : 0, KD_TRACE_GPU_TID);
+    b->names[i] = NULL; /* the trace's now: the batch copied it already */
   }
   for (uint32_t i = 0; i < 2 * b->n; ++i) event_give(s, b->events[i]);
   batch_free(b);
