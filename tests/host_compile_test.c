@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "cuda/driver.h"
+#include "compile/image_kernels.h"
 #include "compile/ptx.h"
 #include "session/borrow.h"
 #include "kdag_test.h"
@@ -367,6 +368,32 @@ Test(host_compile, a_symbol_table_without_its_strings_is_not_followed) {
   int v[4];
   KDT_FAILS(kd_binary_read_global(b, "anything", v, sizeof v), KD_ERR_NOT_FOUND, "no symbol anything");
   kd_binary_destroy(b);
+  /* Nor does the kernel reader (kdag inspect). */
+  kd_image_kernel *ks;
+  size_t n;
+  KDT_FAILS(kd_image_kernels("test", img, kd_kernel_add_cubin_size, &ks, &n), KD_ERR_INVALID_ARGUMENT,
+            "symbol table is malformed");
+  free(img);
+}
+
+/* The same with the section-name table made NOBITS far outside the image:
+ * the kernel reader finds no section by name, and reads nothing there. */
+Test(host_compile, a_section_name_table_without_its_bytes_is_not_followed) {
+  unsigned char *img = malloc(kd_kernel_add_cubin_size);
+  cr_assert(img);
+  memcpy(img, kd_kernel_add_cubin, kd_kernel_add_cubin_size);
+  uint64_t shoff = le64(img + 40);
+  uint32_t shentsize = (uint32_t)img[58] | (uint32_t)img[59] << 8, shstrndx = (uint32_t)img[62] | (uint32_t)img[63] << 8;
+  unsigned char *str = img + shoff + (uint64_t)shstrndx * shentsize;
+  str[4] = 8, str[5] = str[6] = str[7] = 0; /* SHT_NOBITS */
+  memset(str + 24, 0, 16);
+  str[28] = 0x7f; /* offset 0x7f00000000 */
+  str[36] = 0x01; /* size 0x100000000 */
+  kd_image_kernel *ks;
+  size_t n;
+  KDT_OK(kd_image_kernels("test", img, kd_kernel_add_cubin_size, &ks, &n));
+  cr_assert_eq(n, 0, "no .text section can be named: %zu kernels", n);
+  kd_image_kernels_free(ks, n);
   free(img);
 }
 

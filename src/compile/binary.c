@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "compile/binary.h"
+#include "compile/elf.h"
 #include "compile/ptx.h"
 #include "base/status_internal.h"
 
@@ -42,12 +43,9 @@ void kd_binary_destroy(kd_binary *b) {
   free(b);
 }
 
-static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const unsigned char *p) { return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16; }
-static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 int kd_ltoir_has_magic(const void *data, size_t size) {
-  return data && size >= 4 && rd32(data) == KD_LTOIR_MAGIC;
+  return data && size >= 4 && kd_rd32(data) == KD_LTOIR_MAGIC;
 }
 
 kd_status kd_binary_arch_check(const char *op, const char *what, const char *arch) {
@@ -84,9 +82,6 @@ kd_status kd_binary_from_memory(kd_binary_kind kind, const void *data, size_t si
   return KD_OK;
 }
 
-#define KD_SHT_SYMTAB 2
-#define KD_SHT_STRTAB 3
-#define KD_SHT_NOBITS 8
 
 kd_status kd_binary_read_global(const kd_binary *b, const char *name, void *dst, size_t size) {
   static const char *op = "kd_binary_read_global";
@@ -99,36 +94,36 @@ kd_status kd_binary_read_global(const kd_binary *b, const char *name, void *dst,
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the binary is not a CUBIN (%s); link it first",
                    op, info.kind == KD_IMAGE_TRUNCATED ? "truncated ELF" : "no ELF for one GPU");
   /* kd_image_inspect checked that every section lies inside the image. */
-  uint64_t shoff = rd64(p + 40);
-  uint32_t shentsize = rd16(p + 58), shnum = rd16(p + 60);
+  uint64_t shoff = kd_rd64(p + 40);
+  uint32_t shentsize = kd_rd16(p + 58), shnum = kd_rd16(p + 60);
   for (uint32_t i = 0; i < shnum; ++i) {
     const unsigned char *sh = p + shoff + (uint64_t)i * shentsize;
-    if (rd32(sh + 4) != KD_SHT_SYMTAB) continue;
-    uint64_t off = rd64(sh + 24), len = rd64(sh + 32), entsize = rd64(sh + 56);
-    uint32_t strndx = rd32(sh + 40);
+    if (kd_rd32(sh + 4) != KD_SHT_SYMTAB) continue;
+    uint64_t off = kd_rd64(sh + 24), len = kd_rd64(sh + 32), entsize = kd_rd64(sh + 56);
+    uint32_t strndx = kd_rd32(sh + 40);
     if (entsize < 24 || strndx >= shnum) continue;
     const unsigned char *strsh = p + shoff + (uint64_t)strndx * shentsize;
     /* Only a string table has its bytes in the image (bounds-checked by
      * kd_image_inspect); a NOBITS one could point anywhere. */
-    if (rd32(strsh + 4) != KD_SHT_STRTAB) continue;
-    uint64_t stroff = rd64(strsh + 24), strlen_ = rd64(strsh + 32);
+    if (kd_rd32(strsh + 4) != KD_SHT_STRTAB) continue;
+    uint64_t stroff = kd_rd64(strsh + 24), strlen_ = kd_rd64(strsh + 32);
     for (uint64_t s = 0; s + entsize <= len; s += entsize) {
       const unsigned char *sym = p + off + s;
-      uint32_t nm = rd32(sym);
+      uint32_t nm = kd_rd32(sym);
       if (nm >= strlen_) continue;
       const char *sname = (const char *)p + stroff + nm;
       size_t room = strlen_ - nm;
       if (strnlen(sname, room) == room || strcmp(sname, name) != 0) continue;
-      uint16_t shndx = rd16(sym + 6);
-      uint64_t value = rd64(sym + 8), ssize = rd64(sym + 16);
+      uint16_t shndx = kd_rd16(sym + 6);
+      uint64_t value = kd_rd64(sym + 8), ssize = kd_rd64(sym + 16);
       if (ssize != size)
         return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: global %s is %llu bytes, %zu requested", op,
                        name, (unsigned long long)ssize, size);
       if (shndx == 0 || shndx >= shnum)
         return kd_fail(KD_ERR_NOT_FOUND, "%s: global %s is not defined in this CUBIN", op, name);
       const unsigned char *dsh = p + shoff + (uint64_t)shndx * shentsize;
-      uint64_t doff = rd64(dsh + 24), dlen = rd64(dsh + 32);
-      if (rd32(dsh + 4) == KD_SHT_NOBITS)
+      uint64_t doff = kd_rd64(dsh + 24), dlen = kd_rd64(dsh + 32);
+      if (kd_rd32(dsh + 4) == KD_SHT_NOBITS)
         return kd_fail(KD_ERR_NOT_FOUND, "%s: global %s has no initial value in the image "
                        "(zero-initialised .bss)", op, name);
       if (value > dlen || size > dlen - value)

@@ -9,13 +9,10 @@
 #include <string.h>
 
 #include "base/status_internal.h"
+#include "compile/elf.h"
 #include "compile/ptx.h"
 
-static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const unsigned char *p) { return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16; }
-static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
-#define SHT_SYMTAB 2
 #define STT_FUNC 2
 #define STO_CUDA_ENTRY 0x10 /* a symbol's st_other: a kernel (__global__) */
 #define EIATTR_KPARAM_INFO 0x17
@@ -28,13 +25,12 @@ static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | (uint6
 
 typedef struct elf {
   const unsigned char *p;
-  size_t size;
-  uint64_t shoff, shentsize, shnum;
-  const char *names;      /* the section-name table */
+  uint64_t shnum;
+  const char *names;      /* the section-name table ("" without one in the image) */
   uint64_t names_size;
 } elf;
 
-static const unsigned char *section(const elf *e, uint64_t i) { return e->p + e->shoff + i * e->shentsize; }
+static const unsigned char *section(const elf *e, uint64_t i) { return kd_elf_section(e->p, i); }
 
 /* A NUL-terminated string at off of a table of len bytes, or NULL. */
 static const char *string_at(const char *table, uint64_t len, uint64_t off) {
@@ -42,7 +38,7 @@ static const char *string_at(const char *table, uint64_t len, uint64_t off) {
   return table + off;
 }
 
-static const char *section_name(const elf *e, uint64_t i) { return string_at(e->names, e->names_size, rd32(section(e, i))); }
+static const char *section_name(const elf *e, uint64_t i) { return string_at(e->names, e->names_size, kd_rd32(section(e, i))); }
 
 static int section_named(const elf *e, const char *prefix, const char *name, uint64_t *out) {
   size_t plen = strlen(prefix);
@@ -61,8 +57,10 @@ static int section_named(const elf *e, const char *prefix, const char *name, uin
  * on 4-byte boundaries: a bare attribute (NVAL, 2 bytes) is padded. */
 static void records(const elf *e, uint64_t sec, void (*fn)(void *, unsigned attr, const unsigned char *, uint32_t),
                     void *user) {
-  const unsigned char *sh = section(e, sec);
-  const unsigned char *r = e->p + rd64(sh + 24), *end = r + rd64(sh + 32);
+  const unsigned char *r;
+  uint64_t bytes;
+  if (!kd_elf_section_bytes(e->p, sec, &r, &bytes)) return;
+  const unsigned char *end = r + bytes;
   while (end - r >= 2) {
     unsigned fmt = r[0], attr = r[1];
     if (fmt == EIFMT_NVAL) {
@@ -74,7 +72,7 @@ static void records(const elf *e, uint64_t sec, void (*fn)(void *, unsigned attr
       r += 4;
     } else if (fmt == EIFMT_SVAL) {
       if (end - r < 4) return;
-      uint32_t len = rd16(r + 2);
+      uint32_t len = kd_rd16(r + 2);
       if ((uint64_t)(end - r - 4) < len) return;
       fn(user, attr, r + 4, len);
       r += 4 + len;
@@ -86,11 +84,11 @@ static void records(const elf *e, uint64_t sec, void (*fn)(void *, unsigned attr
 
 static void kernel_record(void *user, unsigned attr, const unsigned char *v, uint32_t len) {
   kd_image_kernel *k = user;
-  if (attr == EIATTR_CBANK_PARAM_SIZE && len == 2) k->param_bytes = rd16(v);
+  if (attr == EIATTR_CBANK_PARAM_SIZE && len == 2) k->param_bytes = kd_rd16(v);
   if (attr == EIATTR_KPARAM_INFO && len >= 12) {
-    uint32_t ordinal = rd16(v + 4);
+    uint32_t ordinal = kd_rd16(v + 4);
     if (ordinal >= KD_IMAGE_MAX_PARAMS) return;
-    k->params[ordinal] = (kd_image_param){ordinal, rd16(v + 6), (rd32(v + 8) >> 18) & 0x3fff};
+    k->params[ordinal] = (kd_image_param){ordinal, kd_rd16(v + 6), (kd_rd32(v + 8) >> 18) & 0x3fff};
     if ((int)ordinal + 1 > k->param_count) k->param_count = (int)ordinal + 1;
   }
 }
@@ -102,7 +100,7 @@ typedef struct regcount {
 
 static void regcount_record(void *user, unsigned attr, const unsigned char *v, uint32_t len) {
   regcount *rc = user;
-  if (attr == EIATTR_REGCOUNT && len == 8 && rd32(v) == rc->symbol) rc->registers = (int)rd32(v + 4);
+  if (attr == EIATTR_REGCOUNT && len == 8 && kd_rd32(v) == rc->symbol) rc->registers = (int)kd_rd32(v + 4);
 }
 
 void kd_image_kernels_free(kd_image_kernel *k, size_t count) {
@@ -118,33 +116,34 @@ kd_status kd_image_kernels(const char *op, const void *image, size_t size, kd_im
   if (info.kind == KD_IMAGE_TRUNCATED)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the CUBIN's headers or sections reach past its %zu bytes", op, size);
   if (info.kind != KD_IMAGE_CUBIN) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: not a CUBIN (an ELF for CUDA)", op);
-  elf e = {image, size, rd64(e.p + 40), rd16(e.p + 58), rd16(e.p + 60), NULL, 0};
-  uint64_t shstrndx = rd16(e.p + 62);
+  elf e = {image, kd_rd16((const unsigned char *)image + 60), "", 0};
   if (!e.shnum) return KD_OK;
-  const unsigned char *strsh = section(&e, shstrndx);
-  e.names = (const char *)e.p + rd64(strsh + 24);
-  e.names_size = rd64(strsh + 32);
+  const unsigned char *names;
+  if (kd_elf_section_bytes(e.p, kd_rd16(e.p + 62), &names, &e.names_size)) e.names = (const char *)names;
   int old_abi = e.p[8] < 8;
   uint64_t symtab = UINT64_MAX, info_sec = UINT64_MAX;
   for (uint64_t i = 0; i < e.shnum; ++i) {
-    if (rd32(section(&e, i) + 4) == SHT_SYMTAB) symtab = i;
+    if (kd_rd32(section(&e, i) + 4) == KD_SHT_SYMTAB) symtab = i;
     const char *n = section_name(&e, i);
     if (n && strcmp(n, ".nv.info") == 0) info_sec = i;
   }
   if (symtab == UINT64_MAX) return KD_OK; /* no symbols: no kernel to name */
   const unsigned char *st = section(&e, symtab);
-  uint64_t sym_off = rd64(st + 24), sym_size = rd64(st + 32), sym_ent = rd64(st + 56), str_index = rd32(st + 40);
-  if (sym_ent < 24 || str_index >= e.shnum)
+  uint64_t sym_off = kd_rd64(st + 24), sym_size = kd_rd64(st + 32), sym_ent = kd_rd64(st + 56), str_index = kd_rd32(st + 40);
+  /* As kd_binary_read_global: the names only from a string table, whose
+   * bytes are in the image. */
+  const unsigned char *strs;
+  uint64_t symnames_size;
+  if (sym_ent < 24 || str_index >= e.shnum || kd_rd32(section(&e, str_index) + 4) != KD_SHT_STRTAB ||
+      !kd_elf_section_bytes(e.p, str_index, &strs, &symnames_size))
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the CUBIN's symbol table is malformed", op);
-  const unsigned char *strs = section(&e, str_index);
-  const char *symnames = (const char *)e.p + rd64(strs + 24);
-  uint64_t symnames_size = rd64(strs + 32);
+  const char *symnames = (const char *)strs;
   kd_image_kernel *ks = NULL;
   size_t n = 0, cap = 0;
   for (uint64_t s = 0; s < sym_size / sym_ent; ++s) {
     const unsigned char *sym = e.p + sym_off + s * sym_ent;
     if ((sym[4] & 0xf) != STT_FUNC || !(sym[5] & STO_CUDA_ENTRY)) continue;
-    const char *name = string_at(symnames, symnames_size, rd32(sym));
+    const char *name = string_at(symnames, symnames_size, kd_rd32(sym));
     uint64_t text;
     if (!name || !section_named(&e, ".text.", name, &text)) continue;
     if (n == cap) {
@@ -168,10 +167,10 @@ kd_status kd_image_kernels(const char *op, const void *image, size_t size, kd_im
     k->param_bytes = -1;
     regcount rc = {(uint32_t)s, -1};
     if (info_sec != UINT64_MAX) records(&e, info_sec, regcount_record, &rc);
-    uint32_t text_info = rd32(section(&e, text) + 44);
+    uint32_t text_info = kd_rd32(section(&e, text) + 44);
     k->registers = rc.registers >= 0 ? rc.registers : old_abi && (text_info >> 24) ? (int)(text_info >> 24) : -1;
     uint64_t sec;
-    if (section_named(&e, ".nv.shared.", name, &sec)) k->shared_section_bytes = (int64_t)rd64(section(&e, sec) + 32);
+    if (section_named(&e, ".nv.shared.", name, &sec)) k->shared_section_bytes = (int64_t)kd_rd64(section(&e, sec) + 32);
     if (section_named(&e, ".nv.info.", name, &sec)) {
       records(&e, sec, kernel_record, k);
       /* Its info without a parameter record: a kernel of no parameters
@@ -194,18 +193,18 @@ kd_status kd_fatbin_entries(const char *op, const void *image, size_t size, kd_f
   *out = NULL;
   *count = 0;
   const unsigned char *p = image;
-  if (size < 16 || rd32(p) != FATBIN_MAGIC) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: not a fatbin", op);
-  size_t header = rd16(p + 6);
-  uint64_t body = rd64(p + 8);
+  if (size < 16 || kd_rd32(p) != FATBIN_MAGIC) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: not a fatbin", op);
+  size_t header = kd_rd16(p + 6);
+  uint64_t body = kd_rd64(p + 8);
   if (header < 16 || header > size || body > size - header)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: the fatbin's body reaches past its %zu bytes", op, size);
   kd_fatbin_entry *es = NULL;
   size_t n = 0, cap = 0, off = header, end = header + (size_t)body;
   while (off + 32 <= end) {
     const unsigned char *e = p + off;
-    uint16_t kind = rd16(e);
-    uint32_t ehdr = rd32(e + 4);
-    uint64_t payload = rd64(e + 8);
+    uint16_t kind = kd_rd16(e);
+    uint32_t ehdr = kd_rd32(e + 4);
+    uint64_t payload = kd_rd64(e + 8);
     if (!kind && !ehdr) break; /* padding after the last entry */
     if (ehdr < 32 || ehdr > end - off || payload > end - off - ehdr) {
       free(es);
@@ -224,10 +223,10 @@ kd_status kd_fatbin_entries(const char *op, const void *image, size_t size, kd_f
     /* Past the first 32 bytes (kind, header size, payload size, arch at
      * 28): flags at 40 and the uncompressed size at 56, when the header
      * is that long. */
-    uint64_t flags = ehdr >= 48 ? rd64(e + 40) : 0;
+    uint64_t flags = ehdr >= 48 ? kd_rd64(e + 40) : 0;
     int compressed = (flags & (FATBIN_FLAG_COMPRESSED | FATBIN_FLAG_COMPRESSED_ZSTD)) != 0;
-    es[n++] = (kd_fatbin_entry){kind, (int)rd32(e + 28), off + ehdr, payload, compressed,
-                                (flags & FATBIN_FLAG_COMPRESSED_ZSTD) != 0, compressed && ehdr >= 64 ? rd64(e + 56) : 0};
+    es[n++] = (kd_fatbin_entry){kind, (int)kd_rd32(e + 28), off + ehdr, payload, compressed,
+                                (flags & FATBIN_FLAG_COMPRESSED_ZSTD) != 0, compressed && ehdr >= 64 ? kd_rd64(e + 56) : 0};
     off += ehdr + (size_t)payload;
   }
   *out = es;
