@@ -183,7 +183,7 @@ static kb_status kdag_setup(kb_run *run, void **state) {
   kd_session *session = f->k.session;
   if (kd_graph_create(session, &f->graph)) goto kdag_fail;
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {FANOUT_THREADS}};
-  kd_launch_config config = {{1, 1, 1}, {FANOUT_THREADS, 1, 1}, 0};
+  kd_launch_config config = {{1, 1, 1}, {FANOUT_THREADS, 1, 1}, 0, 0};
   for (int64_t i = 0, w = width(run); i < w; ++i) {
     kd_tensor t;
     if (kd_tensor_create(session, &d, &t)) goto kdag_fail;

@@ -294,7 +294,7 @@ static kb_status kdag_setup(kb_run *run, void **state) {
   kd_exec_mode mode = *(const kd_exec_mode *)kb_run_user(run);
   if (mode == KD_EXEC_GRAPH) kb_run_min_batch(run, GRAPH_MIN_BATCH);
   kd_function fn;
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   if ((st = kb_kdag_open(run, mode, &c->k)) ||
       (st = kb_kdag_function(run, &c->k, kd_kernel_test_cubin, kd_kernel_test_cubin_size, kd_kernel_test_ptx,
                              kd_kernel_test_ptx_size, "empty_kernel", &fn)))

@@ -73,7 +73,7 @@ static void oneshot_teardown(kb_run *run, void *state) {
 static kb_status one_graph(kb_run *run, oneshot *o, int64_t nodes, kd_session_stats *before, kd_session_stats *after) {
   kb_status st;
   kd_graph *g = NULL;
-  kd_launch_config config = {{1, 1, 1}, {ONESHOT_ELEMS, 1, 1}, 0};
+  kd_launch_config config = {{1, 1, 1}, {ONESHOT_ELEMS, 1, 1}, 0, 0};
   kd_garg args[] = {kd_g_inout(kd_whole(o->x)), kd_g_value(kd_arg_i32(ONESHOT_ELEMS))};
   uint64_t t[PH_COUNT + 1];
   t[0] = kb_now_ns();

@@ -263,7 +263,7 @@ static kb_status kdag_setup(kb_run *run, void **state) {
     for (int64_t i = 0; i <= c->n; ++i)
       if (kd_tensor_from_host(session, &d, zeros, sizeof zeros, &c->t[b][i])) goto kdag_fail;
   if (kd_graph_create(session, &c->graph)) goto kdag_fail;
-  kd_launch_config config = {{1, 1, 1}, {REBIND_ELEMS, 1, 1}, 0};
+  kd_launch_config config = {{1, 1, 1}, {REBIND_ELEMS, 1, 1}, 0, 0};
   for (int64_t i = 0; i < c->n; ++i) {
     kd_garg args[] = {kd_g_out(kd_whole(c->t[0][i + 1])), kd_g_in(kd_whole(c->t[0][i])),
                       kd_g_value(kd_arg_i32(REBIND_ELEMS))};

@@ -540,7 +540,7 @@ static kb_status kdag_setup(kb_run *run, void **state) {
       case ARG_F64: args[i] = kd_g_value(kd_arg_f64(a->v.f64)); break;
     }
   }
-  kd_launch_config cfg = {{k->grid[0], k->grid[1], k->grid[2]}, {k->block[0], k->block[1], k->block[2]}, k->shared};
+  kd_launch_config cfg = {{k->grid[0], k->grid[1], k->grid[2]}, {k->block[0], k->block[1], k->block[2]}, k->shared, 0};
   if (kd_graph_create(c->k.session, &c->graph) || kd_graph_set_name(c->graph, k->name)) goto kdag_fail;
   kd_node prev = 0;
   for (int64_t i = 0, n = chain_length(run); i < n; ++i) {

@@ -681,7 +681,7 @@ static kd_view slice(kd_tensor t, int64_t len, int64_t k) {
 static kd_status kernel(kd_graph *g, const char *name, kb_wl *w, int fn, const char *kname, int64_t elements,
                         const kd_garg *args, size_t n) {
   kb_wl_launch_cfg c = kb_wl_config(&w->spec, kname, elements);
-  kd_launch_config cfg = {{c.grid[0], c.grid[1], c.grid[2]}, {c.block[0], c.block[1], c.block[2]}, 0};
+  kd_launch_config cfg = {{c.grid[0], c.grid[1], c.grid[2]}, {c.block[0], c.block[1], c.block[2]}, 0, 0};
   return kd_graph_kernel(g, name, w->fn[fn], &cfg, args, n, NULL);
 }
 

@@ -55,7 +55,7 @@ int main(void) {
   kd_binary *cubin;
   kd_build_report rep;
   CHECK(dx_build_cholesky(cache, sm, &cubin, &rep));
-  kd_launch_config cf = {{0}, {0}, 0}, cs = {{0}, {0}, 0};
+  kd_launch_config cf = {{0}, {0}, 0, 0}, cs = {{0}, {0}, 0, 0};
   CHECK(dx_launch_config(cubin, "dx_potrf_launch", BATCH, &cf));
   CHECK(dx_launch_config(cubin, "dx_potrs_launch", BATCH, &cs));
   printf("module %s (NVRTC %.0f ms, nvJitLink %.0f ms, total %.1f ms); potrf block %u, %u bytes shared; "

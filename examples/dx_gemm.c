@@ -39,7 +39,7 @@ static int run(kd_session *s, kd_cubin_cache *cache, const kd_mathdx_info *mdx, 
   kd_binary *cubin;
   kd_build_report rep;
   CHECK(dx_build_gemm(cache, mdx, t, sm, &cubin, &rep));
-  kd_launch_config cfg = {{0}, {0}, 0};
+  kd_launch_config cfg = {{0}, {0}, 0, 0};
   CHECK(dx_launch_config(cubin, "dx_gemm_launch", BATCH, &cfg));
   printf("%s: cuBLASDx kernel %s (NVRTC %.0f ms, nvJitLink %.0f ms, total %.1f ms), block %ux%ux%u, "
          "%u bytes of shared memory\n", name,

@@ -79,6 +79,17 @@ __device__ __forceinline__ long long thread_count() {
                      ((unsigned long long)blockDim.x * blockDim.y * blockDim.z));
 }
 
+// Programmatic dependent launch (docs/pdl.md): every built-in waits for the
+// kernels it depends on before its first global read or write, so kdag may
+// launch it programmatically (the wait is a no-op without such a launch).
+// No early trigger: dependents start as this grid's blocks exit, and do not
+// take SM room from it while it still has blocks to run.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 #define KD_GRID_STRIDE(i, n) for (long long i = thread_index(), i##_step = thread_count(); i < (n); i += i##_step)
 
 template <int E> __device__ __forceinline__ void fill(const kd_kview &dst, const kd_kpattern &value) {
@@ -211,34 +222,34 @@ template <typename S> __device__ __forceinline__ void sum16(const kd_kview &out,
 
 }  // namespace
 
-#define KD_FILL_COPY(E)                                                                                     \
-  extern "C" __global__ void kd_fill_e##E(kd_kview dst, kd_kpattern value) { fill<E>(dst, value); }         \
-  extern "C" __global__ void kd_copy_e##E(kd_kview dst, kd_kview src) { copy<E>(dst, src); }
+#define KD_FILL_COPY(E)                                                                                                     \
+  extern "C" __global__ void kd_fill_e##E(kd_kview dst, kd_kpattern value) { grid_dependency_wait(); fill<E>(dst, value); } \
+  extern "C" __global__ void kd_copy_e##E(kd_kview dst, kd_kview src) { grid_dependency_wait(); copy<E>(dst, src); }
 KD_FILL_COPY(1)
 KD_FILL_COPY(2)
 KD_FILL_COPY(4)
 KD_FILL_COPY(8)
 KD_FILL_COPY(16)
 
-#define KD_ARITH(name, T)                                                                                   \
-  extern "C" __global__ void kd_add_##name(kd_kview out, kd_kview a, kd_kview b) { add<T>(out, a, b); }     \
-  extern "C" __global__ void kd_sum_##name(kd_kview out, kd_kview x) { sum<T>(out, x); }
+#define KD_ARITH(name, T)                                                                                                       \
+  extern "C" __global__ void kd_add_##name(kd_kview out, kd_kview a, kd_kview b) { grid_dependency_wait(); add<T>(out, a, b); } \
+  extern "C" __global__ void kd_sum_##name(kd_kview out, kd_kview x) { grid_dependency_wait(); sum<T>(out, x); }
 KD_ARITH(f32, float)
 KD_ARITH(f64, double)
 KD_ARITH(i32, unsigned int)
 KD_ARITH(i64, unsigned long long)
 KD_ARITH(u8, unsigned char)
 
-#define KD_FLOAT(name, T)                                                                                   \
-  extern "C" __global__ void kd_axpy_##name(kd_kview y, kd_kview x, double alpha) { axpy<T>(y, x, alpha); } \
-  extern "C" __global__ void kd_scale_##name(kd_kview y, double alpha) { scale<T>(y, alpha); }
+#define KD_FLOAT(name, T)                                                                                                           \
+  extern "C" __global__ void kd_axpy_##name(kd_kview y, kd_kview x, double alpha) { grid_dependency_wait(); axpy<T>(y, x, alpha); } \
+  extern "C" __global__ void kd_scale_##name(kd_kview y, double alpha) { grid_dependency_wait(); scale<T>(y, alpha); }
 KD_FLOAT(f32, float)
 KD_FLOAT(f64, double)
 
-#define KD_HALF(name, S)                                                                                      \
-  extern "C" __global__ void kd_add_##name(kd_kview out, kd_kview a, kd_kview b) { add16<S>(out, a, b); }     \
-  extern "C" __global__ void kd_sum_##name(kd_kview out, kd_kview x) { sum16<S>(out, x); }                   \
-  extern "C" __global__ void kd_axpy_##name(kd_kview y, kd_kview x, double alpha) { axpy16<S>(y, x, alpha); } \
-  extern "C" __global__ void kd_scale_##name(kd_kview y, double alpha) { scale16<S>(y, alpha); }
+#define KD_HALF(name, S)                                                                                                              \
+  extern "C" __global__ void kd_add_##name(kd_kview out, kd_kview a, kd_kview b) { grid_dependency_wait(); add16<S>(out, a, b); }     \
+  extern "C" __global__ void kd_sum_##name(kd_kview out, kd_kview x) { grid_dependency_wait(); sum16<S>(out, x); }                    \
+  extern "C" __global__ void kd_axpy_##name(kd_kview y, kd_kview x, double alpha) { grid_dependency_wait(); axpy16<S>(y, x, alpha); } \
+  extern "C" __global__ void kd_scale_##name(kd_kview y, double alpha) { grid_dependency_wait(); scale16<S>(y, alpha); }
 KD_HALF(f16, F16)
 KD_HALF(bf16, BF16)

@@ -203,7 +203,7 @@ Test(gpu_graph_mode, rebinding_keeps_each_views_offset_into_the_new_tensor) {
   KDT_OK(kd_tensor_from_host(s, &df, zeros, sizeof zeros, &tf[0]));
   KDT_OK(kd_tensor_from_host(s, &df, zeros, sizeof zeros, &tf[1]));
   kd_view third = {.tensor = tf[0], .rank = 1, .offset = 2, .shape = {1}, .strides = {1}};
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   kd_garg spin[] = {kd_g_value(kd_arg_u64(0)), kd_g_out(third)}; /* spins 0 ns, then writes 1 */
   KDT_OK(kd_graph_kernel(g, "f[2]=1", l.spin, &one, spin, 2, NULL));
   kd_sink *sz, *sw, *sf;
@@ -328,7 +328,7 @@ Test(gpu_graph_mode, launches_in_flight_keep_their_own_uploads_and_tensors) {
   KDT_OK(kd_graph_submit(g, NULL)); /* acc = 0, then the pipeline below */
   kd_graph_destroy(g);
   KDT_OK(kd_graph_create(s, &g));
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   kd_garg spin[] = {kd_g_value(kd_arg_u64(20ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
   KDT_OK(kd_graph_kernel(g, "spin", l.spin, &one, spin, 2, NULL));
   KDT_OK(kd_graph_upload(g, "a<-host", a, host, sizeof host, NULL));
@@ -394,7 +394,7 @@ Test(gpu_graph_mode, sink_of_earlier_launch_waits_alone_behind_a_spinning_graph)
   KDT_OK(kd_sink_wait(sink));
   KDT_OK(kd_graph_submit(early, NULL));
   KDT_OK(kd_graph_create(s, &late));
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   kd_garg args[] = {kd_g_value(kd_arg_u64(200ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
   KDT_OK(kd_graph_kernel(late, "spin", l.spin, &one, args, 2, NULL));
   kd_ticket spin_ticket;
@@ -538,7 +538,7 @@ Test(gpu_graph_mode, auto_switches_to_graph_after_graph_after_submissions) {
 static kd_graph *trap_graph(kd_session *s, const loaded *l, kd_tensor t) {
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   for (int i = 0; i < 10; ++i) {
     char name[16];
     snprintf(name, sizeof name, "node%d", i);

@@ -128,7 +128,7 @@ Test(gpu_graph, sink_waits_alone_behind_a_spinning_kernel) {
   /* Then a ~200 ms spin kernel as its own graph node. */
   kd_graph *late;
   KDT_OK(kd_graph_create(s, &late));
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   kd_garg args[] = {kd_g_value(kd_arg_u64(200ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
   KDT_OK(kd_graph_kernel(late, "spin", l.spin, &one, args, 2, NULL));
   kd_ticket spin_ticket;
@@ -348,7 +348,7 @@ Test(gpu_graph, foreign_cublas_node_keeps_workspace_and_resource_until_done) {
   kd_graph_destroy(warm);
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   kd_garg spin_args[] = {kd_g_value(kd_arg_u64(150ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};
   KDT_OK(kd_graph_kernel(g, "spin", l.spin, &one, spin_args, 2, NULL));
   kd_garg acc[] = {kd_g_inout(kd_whole(ty)), kd_g_in(kd_whole(tx))};
@@ -406,7 +406,7 @@ Test(gpu_graph, a_fault_surfaces_at_the_sink_wait_without_debug_nodes) {
   kd_tensor t;
   kd_graph *g;
   kd_session *s = fault_setup(0, &l, &t, &g);
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   int32_t seven = 7, host[16];
   KDT_OK(kd_graph_op_fill(g, "fill", kd_whole(t), &seven, NULL));
   KDT_OK(kd_graph_kernel(g, "trap", l.trap, &one, NULL, 0, NULL));
@@ -427,7 +427,7 @@ Test(gpu_graph, debug_nodes_name_the_node_that_faulted) {
   kd_tensor t;
   kd_graph *g;
   kd_session *s = fault_setup(KD_SESSION_DEBUG_NODES, &l, &t, &g);
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   for (int i = 0; i < 10; ++i) {
     char name[16];
     snprintf(name, sizeof name, "node%d", i);
@@ -488,7 +488,7 @@ static void nothing_waits_behind_a_spin(kd_exec_mode mode) {
   KDT_OK(kd_tensor_create(s, &di, &flag));
   kd_graph *adds, *spin, *spin2, *scales;
   kd_sink *sink;
-  kd_launch_config cfg, one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config cfg, one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   KDT_OK(kd_launch_config_flat(N, 256, 0, &cfg));
   kd_garg add_args[] = {kd_g_out(kd_whole(b)), kd_g_in(kd_whole(a)), kd_g_in(kd_whole(a)), kd_g_value(kd_arg_i32(N))};
   kd_garg spin_args[] = {kd_g_value(kd_arg_u64(200ull * 1000 * 1000)), kd_g_out(kd_whole(flag))};

@@ -102,7 +102,7 @@ static kd_status load_spin(kd_raw *raw, void *user) {
 static kd_graph *spin_graph(kd_session *s, const spin_kernel *k, unsigned long long ns, kd_tensor flag) {
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
-  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config one = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   kd_view first = {.tensor = flag, .rank = 1, .offset = 0, .shape = {1}, .strides = {1}};
   kd_garg args[] = {kd_g_value(kd_arg_u64(ns)), kd_g_out(first)};
   KDT_OK(kd_graph_kernel(g, "spin", k->fn, &one, args, 2, NULL));

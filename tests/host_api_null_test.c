@@ -83,7 +83,7 @@ Test(host_api_null, graph_functions_refuse_null_pointers) {
   kd_sink *sink;
   int32_t v[4], one = 1;
   kd_garg acc = kd_g_in(kd_whole(f.t));
-  kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   kd_function fn = {{0}, 0};
   REFUSED("session", kd_graph_create, NULL, &g);
   REFUSED("out_graph", kd_graph_create, f.s, NULL);

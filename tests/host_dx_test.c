@@ -515,7 +515,7 @@ Test(host_dx, cublasdx_gemm_compiles_and_links_to_an_sm90_cubin) {
     fprintf(stderr, "cuBLASDx GEMM %s: origin %d, NVRTC %.0f ms, nvJitLink %.0f ms, total %.1f ms\n",
             i ? "f64" : "f32", (int)rep.origin, rep.compile_ms, rep.link_ms, rep.total_ms);
     cr_assert_eq(kd_binary_kind_of(cubin), KD_BINARY_CUBIN);
-    kd_launch_config cfg = {{0}, {0}, 0};
+    kd_launch_config cfg = {{0}, {0}, 0, 0};
     KDT_OK(dx_launch_config(cubin, "dx_gemm_launch", 10000, &cfg));
     cr_assert_eq(cfg.block[0], 256);
     cr_assert_eq(cfg.block[1] * cfg.block[2], 1);
@@ -536,7 +536,7 @@ Test(host_dx, cusolverdx_cholesky_links_libmathdx_output) {
   KDT_OK(dx_build_cholesky(c, 90, &cubin, &rep));
   fprintf(stderr, "cuSOLVERDx Cholesky: origin %d, NVRTC %.0f ms, nvJitLink %.0f ms, total %.1f ms\n",
           (int)rep.origin, rep.compile_ms, rep.link_ms, rep.total_ms);
-  kd_launch_config cfg = {{0}, {0}, 0};
+  kd_launch_config cfg = {{0}, {0}, 0, 0};
   KDT_OK(dx_launch_config(cubin, "dx_potrf_launch", 100, &cfg));
   cr_assert_gt(cfg.block[0], 0);
   cr_assert_eq(cfg.shared_bytes, 32 * 32 * 8);

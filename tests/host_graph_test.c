@@ -107,7 +107,7 @@ Test(host_graph, add_time_checks_have_their_own_codes) {
             "the message gives both shapes: %s", kd_last_error());
   KDT_FAILS(kd_graph_op_axpy(g, "int axpy", kd_whole(b), kd_whole(a), 2.0, &n), KD_ERR_INVALID_ARGUMENT, "f32, f64, f16 or bf16");
   kd_function fn = {{0}, 0};
-  kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   KDT_FAILS(kd_graph_kernel(g, "user", fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL, "no host implementation");
   { /* the node's context, as the checks of a kernel node write it (by hand: see node_context) */
     kd_graph_stats st;
@@ -155,7 +155,7 @@ Test(host_graph, kernel_node_messages_name_the_node_and_its_index) {
   KDT_OK(kd_graph_create(s, &g));
   for (int i = 0; i < 1203; ++i) KDT_OK(kd_graph_host(g, "h", no_op, NULL, NULL, 0, NULL));
   kd_function fn = {{0}, 0};
-  kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0};
+  kd_launch_config cfg = {{1, 1, 1}, {1, 1, 1}, 0, 0};
   kd_node n;
   KDT_FAILS(kd_graph_kernel(g, "k", fn, &cfg, NULL, 0, &n), KD_ERR_NO_HOST_IMPL,
             "kd_graph_kernel: node 'k' (#1203): a user kernel has no host implementation");

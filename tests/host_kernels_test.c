@@ -419,19 +419,20 @@ Test(host_kernels, nvrtc_compiles_the_builtins_source) {
  * checked against its function when it is added; these limits hold on
  * every GPU kdag targets): each axis, and the threads of a block. */
 Test(host_kernels, launch_config_limits_are_checked_before_any_device) {
-  kd_launch_config ok = {{1, 1, 1}, {256, 1, 1}, 0};
+  kd_launch_config ok = {{1, 1, 1}, {256, 1, 1}, 0, 0};
   KDT_OK(kd_launch_config_check_dims("op", &ok));
   struct {
     kd_launch_config c;
     const char *needle;
   } bad[] = {
-      {{{0, 1, 1}, {256, 1, 1}, 0}, "grid.x is 0"},
-      {{{1, 1, 1}, {256, 0, 1}, 0}, "block.y is 0"},
-      {{{1, 1, 1}, {2048, 1, 1}, 0}, "block.x = 2048 exceeds 1024"},
-      {{{1, 1, 1}, {1, 1, 65}, 0}, "block.z = 65 exceeds 64"},
-      {{{1, 70000, 1}, {256, 1, 1}, 0}, "grid.y = 70000 exceeds 65535"},
-      {{{0x80000000u, 1, 1}, {256, 1, 1}, 0}, "grid.x = 2147483648 exceeds 2147483647"},
-      {{{1, 1, 1}, {64, 32, 1}, 0}, "2048 threads per block, at most 1024"},
+      {{{0, 1, 1}, {256, 1, 1}, 0, 0}, "grid.x is 0"},
+      {{{1, 1, 1}, {256, 0, 1}, 0, 0}, "block.y is 0"},
+      {{{1, 1, 1}, {2048, 1, 1}, 0, 0}, "block.x = 2048 exceeds 1024"},
+      {{{1, 1, 1}, {1, 1, 65}, 0, 0}, "block.z = 65 exceeds 64"},
+      {{{1, 70000, 1}, {256, 1, 1}, 0, 0}, "grid.y = 70000 exceeds 65535"},
+      {{{0x80000000u, 1, 1}, {256, 1, 1}, 0, 0}, "grid.x = 2147483648 exceeds 2147483647"},
+      {{{1, 1, 1}, {64, 32, 1}, 0, 0}, "2048 threads per block, at most 1024"},
+      {{{1, 1, 1}, {64, 1, 1}, 0, 0x6}, "config flags 0x6 has unknown bits"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
     KDT_FAILS(kd_launch_config_check_dims("op", &bad[i].c), KD_ERR_LAUNCH_CONFIG, bad[i].needle);
@@ -441,8 +442,7 @@ Test(host_kernels, launch_config_limits_are_checked_before_any_device) {
 
 /* The built-in kernels never trap: a trap is a sticky fault that poisons
  * the device's context for every session of the process, so no launch
- * shape, however wrong, may cause one (the sum kernel trapped on a shape
- * other than kdag's until 2026-12-05; it now handles any shape). */
+ * shape, however wrong, may cause one (the sum kernel handles any shape). */
 Test(host_kernels, builtin_kernels_contain_no_trap) {
   const char *ptx = (const char *)kd_kernel_builtins_ptx;
   cr_assert_gt(kd_kernel_builtins_ptx_size, 1000);

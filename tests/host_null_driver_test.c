@@ -634,7 +634,7 @@ static void kernel_nodes_given_current_tensors_and_values(kd_exec_mode mode) {
   KDT_OK(kd_graph_create(s, &g));
   kd_view last = {.tensor = tm[0], .rank = 1, .offset = ROWS * 4, .shape = {N}, .strides = {1}};
   kd_view third = {.tensor = tf[0], .rank = 1, .offset = 2, .shape = {1}, .strides = {1}};
-  kd_launch_config cfg = {{1, 1, 1}, {128, 1, 1}, 0};
+  kd_launch_config cfg = {{1, 1, 1}, {128, 1, 1}, 0, 0};
   kd_garg add[] = {kd_g_out(kd_whole(tz)), kd_g_in(last), kd_g_in(kd_whole(ty)), kd_g_value(kd_arg_i32(N))};
   kd_garg spin[] = {kd_g_value(kd_arg_u64(0)), kd_g_out(third)};
   kd_node add_node;
@@ -2178,7 +2178,7 @@ static kd_status failing_build(kd_raw *raw, void *user, kd_module *out) {
 
 static kd_status walk_refusals(kd_raw *raw, void *user) {
   raw_walk *w = user;
-  kd_launch_config cfg = {{1, 1, 1}, {32, 1, 1}, 0};
+  kd_launch_config cfg = {{1, 1, 1}, {32, 1, 1}, 0, 0};
   kd_arg many[129];
   memset(many, 0, sizeof many);
   kd_span span;

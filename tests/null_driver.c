@@ -326,13 +326,19 @@ static CUresult nd_cuDeviceGetName(char *name, int len, CUdevice d) {
   snprintf(name, (size_t)len, "%s", KDAG_NULL_DEVICE_NAME);
   return CUDA_SUCCESS;
 }
+/* The compute capability presented (null_driver.h: KDAG_NULL_SM). */
+static int null_sm(void) {
+  const char *v = getenv("KDAG_NULL_SM");
+  int sm = v ? atoi(v) : 90;
+  return sm >= 30 && sm < 1000 ? sm : 90;
+}
 /* An H200's figures where kdag reads them. */
 static CUresult nd_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   COUNT(calls);
   if (!v || d != 0) return CUDA_ERROR_INVALID_VALUE;
   switch (a) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = null_sm() / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = null_sm() % 10; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *v = 232448; break;
@@ -806,6 +812,24 @@ static CUresult nd_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
   }
   return CUDA_SUCCESS;
 }
+/* Programmatic stream serialization is the one attribute kdag sets; any
+ * other, or the attribute on a device before sm_90, is refused. */
+static CUresult nd_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+  if (!c || (c->numAttrs && !c->attrs)) return CUDA_ERROR_INVALID_VALUE;
+  int programmatic = 0;
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION) return CUDA_ERROR_INVALID_VALUE;
+    programmatic |= c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+  }
+  if (programmatic && null_sm() < 90) {
+    COUNT(calls);
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  CUresult r = nd_cuLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
+                                 c->sharedMemBytes, c->hStream, params, extra);
+  if (r == CUDA_SUCCESS && programmatic) COUNT(programmatic_launches);
+  return r;
+}
 static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
   COUNT(calls);
   FAULTED();
@@ -924,6 +948,30 @@ static CUresult nd_cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph g, const 
   COUNT(calls);
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_EVENT, .event = e});
+}
+/* Edges are not kept (the nodes run in order); only their data is checked:
+ * a programmatic edge must join two kernel nodes, from the programmatic
+ * port, with to_port and the reserved bytes zero, on sm_90 or later. */
+static CUresult nd_cuGraphAddDependencies(CUgraph g, const CUgraphNode *from, const CUgraphNode *to,
+                                          const CUgraphEdgeData *data, size_t n) {
+  COUNT(calls);
+  if (!g || (n && (!from || !to))) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t programmatic = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!from[i] || !to[i] || from[i]->graph != g || to[i]->graph != g || from[i]->index >= to[i]->index)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!data || data[i].type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT) continue;
+    static const unsigned char zero[sizeof data[i].reserved];
+    if (data[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC || data[i].to_port ||
+        memcmp(data[i].reserved, zero, sizeof zero) ||
+        data[i].from_port != CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC || g->work[from[i]->index].kind != ND_KERNEL ||
+        g->work[to[i]->index].kind != ND_KERNEL)
+      return CUDA_ERROR_INVALID_VALUE;
+    if (null_sm() < 90) return CUDA_ERROR_NOT_SUPPORTED;
+    programmatic++;
+  }
+  for (uint64_t i = 0; i < programmatic; ++i) COUNT(programmatic_edges);
+  return CUDA_SUCCESS;
 }
 static CUresult instantiate(CUgraphExec *out, CUgraph g) {
   if (!out || !g) return CUDA_ERROR_INVALID_VALUE;
@@ -1106,6 +1154,9 @@ static const struct {
 #include "cuda/driver_symbols.h"
 #undef KD_CU_SYMBOL
 #undef KD_CU_SYMBOL_OPTIONAL
+    /* The optional entry points it has. */
+    {"cuLaunchKernelEx", (void *)nd_cuLaunchKernelEx},
+    {"cuGraphAddDependencies", (void *)nd_cuGraphAddDependencies},
 };
 
 ND_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,

@@ -40,8 +40,17 @@ typedef struct kdag_null_calls {
    * and unloads, cuMemFree, cuMemFreeHost, cuMemHostUnregister: measured
    * by tools/wait-probe) made while any enqueued work was not complete:
    * each then completes it, as the wait would. */
-  uint64_t context_waits;       /* last: a field added later goes after the rest */
+  uint64_t context_waits;
+  /* Programmatic dependent launch: cuLaunchKernelEx with programmatic
+   * stream serialization, and programmatic edges (cuGraphAddDependencies). */
+  uint64_t programmatic_launches;
+  uint64_t programmatic_edges;  /* last: a field added later goes after the rest */
 } kdag_null_calls;
+
+/* KDAG_NULL_SM (default "90"): the compute capability the null driver
+ * presents, major * 10 + minor. Below 90 it refuses programmatic launches
+ * and edges (CUDA_ERROR_NOT_SUPPORTED), so a test can show kdag never asks
+ * for them on a device without PDL. Read at each query. */
 
 /* on != 0: events recorded from now on stay pending until a synchronize
  * reaches them, or until kdag_null_hold(0), which finishes every one. */

@@ -91,14 +91,39 @@ static inline uint64_t kd_span_device_ptr(const kd_span *s) { return s->device_p
 
 /* ---- launch configurations and arguments ------------------------------ */
 
+/// KD_LAUNCH_* bits of kd_launch_config.flags.
+enum {
+  /// The kernel keeps the contract of programmatic dependent launch (PDL,
+  /// Hopper and later): every thread executes the grid-dependency wait
+  /// (griddepcontrol.wait in PTX, cudaGridDependencySynchronize() in CUDA
+  /// C++) before its first read or write of any tensor it declares, and
+  /// before touching any other global memory an earlier kernel may use.
+  /// kdag may then start it while the kernel it depends on is finishing: in
+  /// GRAPH mode its edges from other kernel nodes that come from declared
+  /// accesses become programmatic, in EAGER mode it is launched with
+  /// programmatic stream serialization when the kernel before it on the
+  /// stream belongs to the same submission and no explicit edge (kd_graph_edge)
+  /// leads to it. Writes are covered because write-after-read and
+  /// write-after-write edges become programmatic too. Triggering dependents
+  /// early (griddepcontrol.launch_dependents) is optional and only a
+  /// scheduling hint. kdag refuses the flag for a kernel loaded from PTX
+  /// that has no griddepcontrol.wait (KD_ERR_LAUNCH_CONFIG); a CUBIN's
+  /// kernel is taken at its word. Without PDL (a device before sm_90, a
+  /// driver without cuLaunchKernelEx, KD_SESSION_NO_PDL, the raw scope),
+  /// the launch is an ordinary one. See docs/pdl.md.
+  KD_LAUNCH_PDL = 1u << 0
+};
+
 /// A kernel launch's shape, checked against the function's limits.
+/// Zero-initialise it (or use kd_launch_config_flat) so flags is 0.
 typedef struct kd_launch_config {
   uint32_t grid[3];      ///< blocks in x, y, z
   uint32_t block[3];     ///< threads per block in x, y, z
   uint32_t shared_bytes; ///< dynamic shared memory
+  uint32_t flags;        ///< KD_LAUNCH_*; unknown bits are KD_ERR_LAUNCH_CONFIG
 } kd_launch_config;
 
-/// ceil(n / block) blocks of block threads. Errors: KD_ERR_LAUNCH_CONFIG
+/// ceil(n / block) blocks of block threads, flags 0. Errors: KD_ERR_LAUNCH_CONFIG
 /// (block 0 or above 1024, n 0, more than 2^31-1 blocks),
 /// KD_ERR_INVALID_ARGUMENT (NULL out_config). Needs no session and is thread-safe;
 /// the caller's *out_config is written only on success.

@@ -58,7 +58,12 @@ enum {
   /// Debug option, CUDA backend: wait for an event after every graph node,
   /// so a device fault is reported naming the node that caused it. Also set
   /// by KDAG_DEBUG_NODES=1 unless code decided it (flags_set).
-  KD_SESSION_DEBUG_NODES = 1u << 3
+  KD_SESSION_DEBUG_NODES = 1u << 3,
+  /// Never use programmatic dependent launch (KD_LAUNCH_PDL), for
+  /// comparisons and for ruling it out when a result looks wrong: every
+  /// edge is a full dependency. Also set by KDAG_NO_PDL=1 unless code
+  /// decided it (flags_set).
+  KD_SESSION_NO_PDL = 1u << 4
 };
 
 /// How a CUDA session runs a submitted graph (HOST sessions ignore it).
@@ -293,6 +298,9 @@ typedef struct kd_session_stats {
   uint64_t module_bytes_deferred; ///< their PTX or image bytes (gauge)
   uint64_t staging_blocks;       ///< pinned staging blocks the session holds (gauge)
   uint64_t staging_idle_bytes;   ///< of bytes_staging, what no transfer holds (gauge)
+  uint64_t programmatic_edges;   ///< dependencies given to the driver as programmatic
+                                 ///< (KD_LAUNCH_PDL): per EAGER launch, per edge of each
+                                 ///< CUDA graph built
 } kd_session_stats;
 
 /// Copies the session's statistics into the caller's *out_stats. Errors: KD_ERR_INVALID_ARGUMENT.

@@ -154,6 +154,7 @@ static void parse_params(const char *p, kd_ptx_entry *e) {
 kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
   memset(out, 0, sizeof *out);
   size_t cap = 0;
+  size_t in_entry = SIZE_MAX; /* the .entry whose body the text is in; SIZE_MAX in a .func or before any */
   /* Directives are words that start with a dot; everything else is
    * stepped over up to the next dot, quote or slash, so a comment that
    * opens mid-line is seen (and what it holds, a commented-out .entry too,
@@ -172,7 +173,13 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
     const char *after = read_word(p, word, sizeof word);
     if (after == p) ++after;
     p = after;
-    if (strcmp(word, ".version") == 0) {
+    if (strcmp(word, ".wait") == 0 && after - ptx >= 19 && memcmp(after - 19, "griddepcontrol", 14) == 0 &&
+        (after - ptx == 19 || !(isalnum((unsigned char)after[-20]) || after[-20] == '_'))) {
+      if (in_entry != SIZE_MAX) out->entries[in_entry].grid_wait = 1;
+      else out->func_grid_wait = 1;
+    } else if (strcmp(word, ".func") == 0) {
+      in_entry = SIZE_MAX;
+    } else if (strcmp(word, ".version") == 0) {
       int isa = read_version(p);
       if (!out->isa) out->isa = isa; /* PTX has one; a second does not override it */
     } else if (strcmp(word, ".target") == 0 && !out->target[0]) {
@@ -201,6 +208,7 @@ kd_status kd_ptx_parse(const char *op, const char *ptx, kd_ptx_info *out) {
       }
       out->entry_count++; /* counted now so kd_ptx_info_free frees its name */
       parse_params(p, e);
+      in_entry = out->entry_count - 1;
     }
   }
   if (!out->isa) {

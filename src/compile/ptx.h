@@ -16,6 +16,7 @@ typedef struct kd_ptx_entry {
   int params_known;   /* 0: a parameter list kdag cannot read (the count and sizes are not given) */
   uint32_t param_count;
   uint32_t param_sizes[KD_PTX_MAX_PARAMS];
+  int grid_wait;      /* its body holds griddepcontrol.wait (KD_LAUNCH_PDL's contract) */
 } kd_ptx_entry;
 
 typedef struct kd_ptx_info {
@@ -23,6 +24,7 @@ typedef struct kd_ptx_info {
   char target[32];    /* first word of .target, e.g. "sm_75" */
   size_t entry_count;
   kd_ptx_entry *entries; /* malloc'd; free with kd_ptx_info_free */
+  int func_grid_wait; /* a .func holds griddepcontrol.wait: an entry may wait through a call */
 } kd_ptx_info;
 
 /* Parses .version, .target and every .entry signature of NUL-terminated PTX

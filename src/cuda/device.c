@@ -133,6 +133,7 @@ static kd_status open_impl(const kd_session_options *o, kd_device *d) {
                    "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0); kdag allocates tensors from one",
                    op, o->device_ordinal, info->name);
   d->sm = info->cc_major * 10 + info->cc_minor;
+  d->pdl = d->sm >= 90 && d->cu->cuLaunchKernelEx && d->cu->cuGraphAddDependencies && !(o->flags & KD_SESSION_NO_PDL);
   /* Non-blocking: the session's stream never implicitly waits on the legacy
    * default stream that some other library in the process might use. */
   KD_CU(d, op, cuStreamCreate, (&d->stream, CU_STREAM_NON_BLOCKING));

@@ -35,6 +35,10 @@ typedef struct kd_device {
   uint64_t pool_release_threshold;
   kd_device_info info;
   int sm;                 /* cc_major*10 + cc_minor */
+  /* Programmatic dependent launch is used (KD_LAUNCH_PDL): sm_90 or
+   * later, a driver with cuLaunchKernelEx and edge data, and not
+   * KD_SESSION_NO_PDL. */
+  int pdl;
   int max_threads_per_block;
   int max_shared_optin;   /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
   uint32_t flags;         /* KD_SESSION_* */

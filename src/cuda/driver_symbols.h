@@ -48,6 +48,11 @@ KD_CU_SYMBOL(cuFuncSetAttribute)
 /* CUDA 12.4+: NULL on older drivers (parameter checks then rely on PTX). */
 KD_CU_SYMBOL_OPTIONAL(cuFuncGetParamInfo)
 KD_CU_SYMBOL(cuLaunchKernel)
+/* Programmatic dependent launch (KD_LAUNCH_PDL): without either, every
+ * edge stays a full dependency. cuGraphAddDependencies is the CUDA 12.3
+ * version, with edge data. */
+KD_CU_SYMBOL_OPTIONAL(cuLaunchKernelEx)
+KD_CU_SYMBOL_OPTIONAL(cuGraphAddDependencies)
 KD_CU_SYMBOL(cuLaunchHostFunc)
 /* GRAPH mode (exec/cuda_graph.c). */
 KD_CU_SYMBOL(cuGraphCreate)

@@ -157,6 +157,7 @@ kd_status kd_cu_module_function(kd_device *d, const char *op, kd_cu_module *m,
     f.param_count = e->param_count;
     f.params_known = 1;
   }
+  f.grid_wait = e ? (e->grid_wait || m->ptx.func_grid_wait) : m->grid_wait ? 1 : -1;
   f.name = strdup(name);
   if (!f.name) {
     free(f.param_sizes);
@@ -183,6 +184,9 @@ kd_status kd_launch_config_check_dims(const char *op, const kd_launch_config *c)
   static const uint32_t max_block[3] = {1024, 1024, 64};
   static const uint32_t max_grid[3] = {0x7fffffffu, 65535, 65535};
   uint64_t threads = 1;
+  if (c->flags & ~(uint32_t)KD_LAUNCH_PDL)
+    return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: config flags 0x%x has unknown bits (KD_LAUNCH_* are 0x%x)", op,
+                   c->flags, (unsigned)KD_LAUNCH_PDL);
   for (int i = 0; i < 3; ++i) {
     if (c->grid[i] == 0 || c->block[i] == 0)
       return kd_fail(KD_ERR_LAUNCH_CONFIG, "%s: config %s.%c is 0", op,
@@ -205,6 +209,11 @@ kd_status kd_cu_check_config(kd_device *d, const char *op, kd_cu_function *f,
                              const kd_launch_config *c) {
   kd_status st = kd_launch_config_check_dims(op, c);
   if (st) return st;
+  if ((c->flags & KD_LAUNCH_PDL) && f->grid_wait == 0)
+    return kd_fail(KD_ERR_LAUNCH_CONFIG,
+                   "%s: config flags has KD_LAUNCH_PDL, but kernel %s's PTX has no griddepcontrol.wait: it "
+                   "must wait for the grid dependency (cudaGridDependencySynchronize()) before it touches "
+                   "memory an earlier kernel uses (docs/pdl.md)", op, f->name);
   uint64_t threads = (uint64_t)c->block[0] * c->block[1] * c->block[2];
   if (threads > (uint64_t)f->max_threads)
     return kd_fail(KD_ERR_LAUNCH_CONFIG,
@@ -227,12 +236,22 @@ kd_status kd_cu_check_config(kd_device *d, const char *op, kd_cu_function *f,
 }
 
 kd_status kd_cu_launch(kd_device *d, const char *op, kd_cu_function *f,
-                       const kd_launch_config *c, void **params) {
-  CUresult r = d->cu->cuLaunchKernel(f->fn, c->grid[0], c->grid[1], c->grid[2], c->block[0],
-                                     c->block[1], c->block[2], c->shared_bytes, d->stream,
-                                     params, NULL);
+                       const kd_launch_config *c, void **params, int programmatic) {
+  CUresult r;
+  if (programmatic) {
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig lc = {c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2],
+                         c->shared_bytes, d->stream, &attr, 1};
+    r = d->cu->cuLaunchKernelEx(&lc, f->fn, params, NULL);
+  } else {
+    r = d->cu->cuLaunchKernel(f->fn, c->grid[0], c->grid[1], c->grid[2], c->block[0], c->block[1], c->block[2],
+                              c->shared_bytes, d->stream, params, NULL);
+  }
   if (r != CUDA_SUCCESS) {
-    kd_status st = kd_fail_cu(r, op, "cuLaunchKernel");
+    kd_status st = kd_fail_cu(r, op, programmatic ? "cuLaunchKernelEx (programmatic)" : "cuLaunchKernel");
     return kd_fail_context(st, "kernel %s", f->name);
   }
   return KD_OK;

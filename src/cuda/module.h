@@ -16,6 +16,9 @@ typedef struct kd_cu_function {
   int max_threads;         /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
   int static_smem;         /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
   int dyn_smem_limit;      /* current CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+  /* KD_LAUNCH_PDL's grid-dependency wait: 1 its PTX has one (or a .func
+   * of the module does), 0 its PTX has none, -1 unknown (an image). */
+  int grid_wait;
 } kd_cu_function;
 
 typedef struct kd_cu_module {
@@ -23,6 +26,8 @@ typedef struct kd_cu_module {
   size_t image_bytes;      /* what was loaded: the PTX text or the image */
   int has_ptx;
   kd_ptx_info ptx;         /* when loaded from PTX: the .entry signatures */
+  int grid_wait;           /* an image whose every kernel waits (kdag's built-ins for sm_90+): the
+                              functions' grid_wait is 1 rather than unknown */
   kd_cu_function *fns;
   size_t fn_count, fn_cap;
 } kd_cu_module;
@@ -49,7 +54,10 @@ kd_status kd_cu_check_config(kd_device *d, const char *op, kd_cu_function *f,
 /* Config checks that need no function (shared by every launch path). */
 kd_status kd_launch_config_check_dims(const char *op, const kd_launch_config *c);
 
+/* programmatic: launched with programmatic stream serialization (the
+ * caller has checked d->pdl and that the kernel before it on the stream
+ * is one it may overlap with). */
 kd_status kd_cu_launch(kd_device *d, const char *op, kd_cu_function *f,
-                       const kd_launch_config *c, void **params);
+                       const kd_launch_config *c, void **params, int programmatic);
 
 #endif

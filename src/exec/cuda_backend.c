@@ -21,6 +21,7 @@ static void plan_destroy(kd_resource *r) {
   free(cp->xfers);
   free(cp->workspace);
   free(cp->nvtx_names);
+  free(cp->explicit_in);
   kd_gexec_release(cp->gexec);
   free(cp);
 }
@@ -52,7 +53,13 @@ kd_status kd_cuda_plan_make(kd_graph *g, const char *op, kd_cuda_plan **out) {
     }
   }
   cp->holds += 2 * cp->xfer_count;
-  if (cp->workspaces && !(cp->workspace = calloc(n, sizeof *cp->workspace))) {
+  int oom = cp->workspaces && !(cp->workspace = calloc(n, sizeof *cp->workspace));
+  for (uint32_t e = 0; !oom && g->session->dev.pdl && e < g->edge_count; ++e)
+    if (g->edges[e].hazard == KD_HAZ_EXPLICIT) {
+      if (!cp->explicit_in && !(cp->explicit_in = calloc(n, 1))) oom = 1;
+      else cp->explicit_in[g->edges[e].to] = 1;
+    }
+  if (oom) {
     plan_destroy(&cp->res);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the plan", op);
   }

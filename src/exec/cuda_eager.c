@@ -13,14 +13,24 @@
 #include "exec/exec.h"
 #include "session/trace.h"
 
-static kd_status launch(kd_graph *g, const char *op, kd_gnode *node) {
+/* Launches node v; *prev is the node whose kernel was the last thing
+ * enqueued on the stream in this submission (UINT32_MAX if none): v
+ * starts programmatically after it when v opted in (kd_pdl_wanted) and no
+ * declared edge leads to v. An empty launch enqueues nothing and leaves
+ * *prev as it was. */
+static kd_status launch(kd_graph *g, const char *op, uint32_t v, uint32_t *prev) {
   kd_session *s = g->session;
   kd_node_launch L;
-  kd_status st = kd_node_launch_resolve(g, op, node, &L);
+  kd_status st = kd_node_launch_resolve(g, op, &g->nodes[v], &L);
   if (st || L.empty) return st;
-  st = kd_session_note(s, kd_cu_launch(&s->dev, op, L.fn, &L.cfg, L.count ? L.params : NULL));
-  if (!st) s->counters.launches++;
-  return st;
+  const uint8_t *explicit_in = kd_cuda_plan_get(g)->explicit_in;
+  int programmatic = *prev != UINT32_MAX && kd_pdl_wanted(g, &L) && !(explicit_in && explicit_in[v]);
+  st = kd_session_note(s, kd_cu_launch(&s->dev, op, L.fn, &L.cfg, L.count ? L.params : NULL, programmatic));
+  if (st) return st;
+  s->counters.launches++;
+  s->counters.programmatic_edges += (uint64_t)programmatic;
+  *prev = v;
+  return KD_OK;
 }
 
 /* Enqueues a transfer node's copy (and a sink's event) with the staging
@@ -132,24 +142,30 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
     kd_fail_keep_end(&keep);
   }
   uint32_t spans = 0;
+  /* The node whose kernel was enqueued last, with nothing after it: what a
+   * launch may overlap programmatically (launch). Any other enqueue, a
+   * trace's event records and a debug wait included, clears it. */
+  uint32_t prev = UINT32_MAX;
   for (uint32_t i = 0; !st && i < g->node_count; ++i) {
     uint32_t v = g->plan.order[i];
     kd_gnode *node = &g->nodes[v];
     if (traced) kd_nvtx_push(names ? names[v] : NULL, node->name, KD_NVTX_NODE);
     CUevent span_begin = NULL, span_end = NULL;
     if (tb) {
+      prev = UINT32_MAX;
       kd_trace_batch_span(tb, i, node->name, "node", &span_begin, &span_end);
       (void)s->dev.cu->cuEventRecord(span_begin, s->dev.stream); /* unrecorded, the span is dropped at retire */
     }
     /* Held room was reserved: these cannot fail. */
     for (uint32_t k = 0; k < node->access_count; ++k)
       (void)kd_held_tensor_once(held, g->bindings[g->accesses[node->first_access + k].binding].obj, stamp, op);
+    if (node->kind != KD_NODE_KERNEL && node->kind != KD_NODE_BUILTIN) prev = UINT32_MAX;
     switch (node->kind) {
       case KD_NODE_KERNEL:
         (void)kd_held_module_once(held, node->module, stamp, op);
-        st = launch(g, op, node);
+        st = launch(g, op, v, &prev);
         break;
-      case KD_NODE_BUILTIN: st = launch(g, op, node); break;
+      case KD_NODE_BUILTIN: st = launch(g, op, v, &prev); break;
       case KD_NODE_UPLOAD:
       case KD_NODE_SINK: {
         kd_xfer *x = kd_xfer_of(g, xf, v);
@@ -168,8 +184,12 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
     if (tb && !st) {
       (void)s->dev.cu->cuEventRecord(span_end, s->dev.stream);
       spans = i + 1;
+      prev = UINT32_MAX;
     }
-    if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) st = debug_wait(s, op);
+    if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) {
+      st = debug_wait(s, op);
+      prev = UINT32_MAX;
+    }
     if (traced) kd_nvtx_pop();
     if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, v);
   }

@@ -315,7 +315,33 @@ static void spans_seen(kd_gexec_node *xn, const kd_span *spans, uint32_t count) 
   for (uint32_t k = 0; k < count; ++k) xn->spans[k] = spans[k].device_ptr;
 }
 
-static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNode *deps, size_t ndeps,
+/* Makes the edges into kernel node n from the last nprog of deps, kernel
+ * nodes whose edges to n come from declared accesses, programmatic
+ * (KD_LAUNCH_PDL): the rest of deps were given to cuGraphAddKernelNode. */
+static kd_status programmatic_deps(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNode *from, size_t nprog,
+                                   const char *op) {
+  CUgraphEdgeData data[8];
+  CUgraphNode to[8];
+  memset(data, 0, sizeof data);
+  for (size_t i = 0; i < 8; ++i) {
+    data[i].from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+    data[i].type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+    to[i] = x->nodes[n].cu;
+  }
+  for (size_t done = 0; done < nprog;) { /* in batches of eight: the arrays' room */
+    size_t k = nprog - done < 8 ? nprog - done : 8;
+    CUresult r = g->session->dev.cu->cuGraphAddDependencies(x->graph, from + done, to, data, k);
+    if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddDependencies (programmatic)");
+    done += k;
+  }
+  g->session->counters.programmatic_edges += nprog;
+  return KD_OK;
+}
+
+/* Adds node n after deps. The last nprog of them are kernel nodes whose
+ * edges to n come from declared accesses: programmatic when n is a kernel
+ * that opted in (kd_pdl_wanted), full otherwise. */
+static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNode *deps, size_t ndeps, size_t nprog,
                           const kd_xfer *xf, const char *op) {
   kd_session *s = g->session;
   const kd_cu_table *cu = s->dev.cu;
@@ -337,10 +363,11 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
       }
       st = kernel_record(g, x, xn, node, &L, op);
       if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
-      r = cu->cuGraphAddKernelNode(&xn->cu, x->graph, deps, ndeps, &xn->kernel->kp);
+      size_t prog = kd_pdl_wanted(g, &L) ? nprog : 0;
+      r = cu->cuGraphAddKernelNode(&xn->cu, x->graph, deps, ndeps - prog, &xn->kernel->kp);
       if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddKernelNode");
       x->kernels++;
-      return KD_OK;
+      return prog ? programmatic_deps(g, x, n, deps + ndeps - prog, prog, op) : KD_OK;
     }
     case KD_NODE_UPLOAD:
     case KD_NODE_SINK:
@@ -450,12 +477,12 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_trace_
     goto done;
   }
   for (uint32_t i = 0; i < kd_cuda_plan_get(g)->xfer_count; ++i) xf_of[xf[i].node] = i + 1;
-  /* Predecessors in CSR, from the graph's (already reduced) edges. */
+  /* Edges into each node in CSR, from the graph's (already reduced) edges. */
   for (uint32_t e = 0; e < g->edge_count; ++e) pred_start[g->edges[e].to + 1]++;
   for (uint32_t i = 0; i < n; ++i) pred_start[i + 1] += pred_start[i];
   for (uint32_t e = 0; e < g->edge_count; ++e) {
     uint32_t t = g->edges[e].to;
-    pred[pred_start[t] + fill[t]++] = g->edges[e].from;
+    pred[pred_start[t] + fill[t]++] = e;
   }
   st = index_users(g, x, op);
   if (st) goto done;
@@ -468,8 +495,17 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_trace_
   for (uint32_t i = 0; !st && i < n; ++i) {
     uint32_t v = g->plan.order[i];
     kd_gexec_node *xn = &x->nodes[v];
-    size_t nd = 0;
-    for (uint32_t k = pred_start[v]; k < pred_start[v + 1]; ++k) deps[nd++] = x->nodes[pred[k]].cu;
+    size_t nd = 0, nprog = 0;
+    /* Full dependencies first, then the edges that may be programmatic
+     * (add_node): from kernel nodes, from declared accesses. */
+    for (int last = 0; last < 2; ++last)
+      for (uint32_t k = pred_start[v]; k < pred_start[v + 1]; ++k) {
+        const kd_gedge *e = &g->edges[pred[k]];
+        int may = s->dev.pdl && e->hazard != KD_HAZ_EXPLICIT && x->nodes[e->from].kernel;
+        if (may != last) continue;
+        deps[nd++] = x->nodes[e->from].cu;
+        nprog += (size_t)may;
+      }
     CUevent begin = NULL, end = NULL;
     if (tb) { /* begin on the node's dependencies, the node on begin, end on the node */
       kd_trace_batch_span(tb, i, g->nodes[v].name, "node", &begin, &end);
@@ -480,8 +516,9 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_trace_
       }
       deps[0] = xn->trace_begin;
       nd = 1;
+      nprog = 0;
     }
-    st = add_node(g, x, v, deps, nd, xf_of[v] ? &xf[xf_of[v] - 1] : NULL, op);
+    st = add_node(g, x, v, deps, nd, nprog, xf_of[v] ? &xf[xf_of[v] - 1] : NULL, op);
     if (!st && tb && (r = cu->cuGraphAddEventRecordNode(&xn->trace_end, x->graph, &xn->cu, 1, end)) != CUDA_SUCCESS)
       st = node_fail(g, v, r, op, "cuGraphAddEventRecordNode (trace)");
   }

@@ -147,7 +147,19 @@ typedef struct kd_cuda_plan {
   kd_gexec *gexec;         /* GRAPH: the executable graph of this plan, or NULL */
   kd_nvtx_string *nvtx_names; /* EAGER under an NVTX tool: each node's name, registered by the
                                  first such submission (base/nvtx.h); NULL otherwise */
+  uint8_t *explicit_in;    /* with programmatic dependent launch and declared edges: per node, 1 when a
+                              declared edge (kd_graph_edge) leads to it, which keeps it a full dependency
+                              in EAGER; NULL otherwise */
 } kd_cuda_plan;
+
+/* Whether a kernel or built-in launch L may start programmatically
+ * (KD_LAUNCH_PDL; docs/pdl.md): the session uses PDL and the launch opted
+ * in. Which edges into it then are programmatic is the executor's rule:
+ * those from a kernel launch, not declared with kd_graph_edge
+ * (exec/cuda_eager.c, exec/cuda_graph.c). */
+static inline int kd_pdl_wanted(const kd_graph *g, const kd_node_launch *L) {
+  return g->session->dev.pdl && (L->cfg.flags & KD_LAUNCH_PDL);
+}
 /* g's (valid) plan's CUDA state, made on first use (the check inline:
  * every submission asks). */
 kd_status kd_cuda_plan_make(kd_graph *g, const char *op, kd_cuda_plan **out);

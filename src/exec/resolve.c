@@ -82,7 +82,7 @@ static kd_status resolve_builtin(kd_graph *g, const char *op, kd_gnode *node, kd
     L->sizes[L->count++] = sizeof node->alpha;
   }
   long long n = kd_kview_numel(&L->v[node->op == KD_BI_SUM ? 1 : 0]);
-  L->cfg = (kd_launch_config){{1, 1, 1}, {256, 1, 1}, 0};
+  L->cfg = (kd_launch_config){{1, 1, 1}, {256, 1, 1}, 0, 0};
   if (node->op != KD_BI_SUM) {
     long long blocks = (n + 255) / 256, cap = (long long)s->dev.info.sm_count * 32;
     L->cfg.grid[0] = (uint32_t)(blocks < cap ? blocks : cap); /* grid-stride loops cover the rest */
@@ -90,6 +90,7 @@ static kd_status resolve_builtin(kd_graph *g, const char *op, kd_gnode *node, kd
   } else {
     L->cfg.block[0] = KD_KSUM_THREADS;
   }
+  if (L->fn->grid_wait == 1) L->cfg.flags = KD_LAUNCH_PDL; /* built for sm_90+: they wait (kernels/builtins.cu) */
   return KD_OK;
 }
 

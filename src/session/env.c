@@ -27,7 +27,8 @@ void kd_session_env_apply(kd_session_options *o, char *bad, size_t cap) {
   static const struct {
     const char *name;
     uint32_t flag;
-  } switches[] = {{"KDAG_VERBOSE", KD_SESSION_VERBOSE}, {"KDAG_DEBUG_NODES", KD_SESSION_DEBUG_NODES}};
+  } switches[] = {{"KDAG_VERBOSE", KD_SESSION_VERBOSE}, {"KDAG_DEBUG_NODES", KD_SESSION_DEBUG_NODES},
+                  {"KDAG_NO_PDL", KD_SESSION_NO_PDL}};
   bad[0] = 0;
   for (size_t i = 0; i < sizeof switches / sizeof switches[0]; ++i) {
     const char *v = getenv(switches[i].name);

@@ -165,6 +165,10 @@ void kd_builtins_load(kd_session *s, const char *op) {
    * reach the driver. */
   kd_cu_module cu;
   kd_status st = kd_cu_module_load_image(&s->dev, op, kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size, &cu);
+  if (!st) { /* the built-ins wait for their grid dependency where compiled for sm_90 or later (docs/pdl.md) */
+    kd_image_info info = kd_image_inspect(kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size);
+    cu.grid_wait = info.kind == KD_IMAGE_CUBIN && info.sm_count == 1 && info.sm[0] >= 90;
+  }
   if (st == KD_ERR_NO_BINARY_FOR_GPU)
     st = kd_cu_module_load_ptx(&s->dev, op, (const char *)kd_kernel_builtins_ptx, kd_kernel_builtins_ptx_size, &cu);
   kd_module_obj *m = st ? NULL : calloc(1, sizeof *m);

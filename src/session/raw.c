@@ -358,6 +358,7 @@ kd_status kd_launch_config_flat(uint64_t n, uint32_t block, uint32_t shared_byte
   out->block[0] = block;
   out->block[1] = out->block[2] = 1;
   out->shared_bytes = shared_bytes;
+  out->flags = 0;
   return KD_OK;
 }
 
@@ -477,7 +478,7 @@ kd_status kd_raw_launch(kd_raw *raw, kd_function fn, const kd_launch_config *con
   if (!st) st = kd_held_module_once(&raw->held, mod, raw->scope, op);
   for (size_t i = 0; !st && i < n; ++i)
     if (tensors[i]) st = kd_held_tensor_once(&raw->held, tensors[i], raw->scope, op);
-  if (!st) st = kd_session_note(s, kd_cu_launch(&s->dev, op, f, config, n ? params : NULL));
+  if (!st) st = kd_session_note(s, kd_cu_launch(&s->dev, op, f, config, n ? params : NULL, 0));
   if (st) return with_op(raw, op, st);
   for (size_t i = 0; i < n; ++i)
     if (tensors[i] && args[i].kind == KD_ARG_TENSOR_MUT) tensors[i]->initialized = 1;

@@ -59,7 +59,8 @@ static kd_status validate_options(const kd_session_options *o) {
     return kd_fail(KD_ERR_INVALID_ARGUMENT,
                    "%s: options->completion_ring_capacity %u must be a power of two in [1, 2^20]",
                    op, c);
-  const uint32_t known = KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE | KD_SESSION_HOST_JITTER | KD_SESSION_DEBUG_NODES;
+  const uint32_t known = KD_SESSION_POISON_ALLOCATIONS | KD_SESSION_VERBOSE | KD_SESSION_HOST_JITTER | KD_SESSION_DEBUG_NODES |
+                         KD_SESSION_NO_PDL;
   if (o->flags & ~known)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: options->flags 0x%x has unknown bits", op, o->flags);
   if (o->flags_set & ~known)

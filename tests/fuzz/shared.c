@@ -60,6 +60,8 @@ kd_launch_config kdf_launch_config(kdf_input *in) {
     cfg.block[i] = launch_number(in);
   }
   cfg.shared_bytes = kdf_u8(in) < 230 ? 0 : launch_number(in);
+  uint8_t f = kdf_u8(in); /* mostly none, sometimes PDL, rarely an unknown bit */
+  cfg.flags = f < 200 ? 0 : f < 250 ? KD_LAUNCH_PDL : 1u << (f % 32);
   return cfg;
 }
 
