@@ -118,7 +118,7 @@ static uint64_t run(kd_exec_mode mode, uint32_t flags, const chain *c, float *ou
     if (i == c->upload_at) KDT_OK(kd_graph_upload(g, "x again", x, x0, sizeof x0, NULL));
     kd_launch_config cfg = {{1, 1, 1}, {32, 1, 1}, 0, c->waits[i] ? KD_LAUNCH_PDL : 0};
     kd_garg args[] = {kd_g_inout(kd_whole(x)), kd_g_value(kd_arg_u32(N))};
-    char name[16];
+    char name[32];
     snprintf(name, sizeof name, "step %d", i);
     kd_node n;
     KDT_OK(kd_graph_kernel(g, name, c->waits[i] ? k.waits : k.plain, &cfg, args, 2, &n));
