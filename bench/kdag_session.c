@@ -4,7 +4,9 @@
 
 #include "bench/kdag_session.h"
 
-kb_status kb_kdag_open(kb_run *run, kd_exec_mode mode, kb_kdag *out) {
+kb_status kb_kdag_open(kb_run *run, kd_exec_mode mode, kb_kdag *out) { return kb_kdag_open_flags(run, mode, 0, out); }
+
+kb_status kb_kdag_open_flags(kb_run *run, kd_exec_mode mode, uint32_t flags, kb_kdag *out) {
   memset(out, 0, sizeof *out);
   kb_gpu *g;
   char why[KB_MESSAGE_MAX];
@@ -17,6 +19,8 @@ kb_status kb_kdag_open(kb_run *run, kd_exec_mode mode, kb_kdag *out) {
   o.backend = KD_BACKEND_CUDA;
   o.device_ordinal = 0; /* the shared GPU is device 0 */
   o.exec_mode = mode;
+  o.flags = flags;
+  o.flags_set = KD_SESSION_NO_PDL; /* a case says whether it uses PDL, not the environment */
   if (kd_session_create(&o, &out->session) != KD_OK) {
     out->session = NULL;
     return kb_run_fail(run, "kd_session_create: %s", kd_last_error());

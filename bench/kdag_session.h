@@ -34,6 +34,9 @@ typedef struct kb_kdag {
 /* Creates a CUDA session of device 0 with options.exec_mode = mode, and the
  * timing events. On failure nothing is left open. */
 kb_status kb_kdag_open(kb_run *run, kd_exec_mode mode, kb_kdag *out);
+/* The same with kd_session_options.flags (KD_SESSION_*); whether the
+ * session uses PDL is the case's (flags_set has KD_SESSION_NO_PDL). */
+kb_status kb_kdag_open_flags(kb_run *run, kd_exec_mode mode, uint32_t flags, kb_kdag *out);
 /* Destroys the session (it drains its own work) and the events. A zeroed or
  * failed kb_kdag is ignored. */
 void kb_kdag_close(kb_kdag *k);

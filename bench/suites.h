@@ -40,6 +40,11 @@ int kb_register_dx_suite(kb_harness *h);
  * the same kernels; workloads_declare (CPU): declaring the Jacobi. */
 int kb_register_workloads_suites(kb_harness *h);
 
+/* pdl: a chain of dependent kernels with and without programmatic
+ * dependent launch: hand-built graphs, kdag GRAPH, and launches queued
+ * behind a blocking kernel (driver and kdag EAGER). */
+int kb_register_pdl_suite(kb_harness *h);
+
 /* interop: wrapping memory, DLPack import and export, per operation. */
 int kb_register_interop_suite(kb_harness *h);
 

@@ -26,3 +26,25 @@ extern "C" __global__ void bench_inc_kernel(float *x, int n) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // 64-bit: a 32-bit product wraps past n
   if (i < n) x[i] += 1.0f;
 }
+
+// One step of a dependent chain (suite pdl): after the grid-dependency wait,
+// x[t] = 0.5 * x[t] + 1 for the threads of one block (128 floats). Keeps
+// KD_LAUNCH_PDL's contract; without a programmatic launch the wait is a
+// no-op. ABI: (float *x).
+extern "C" __global__ void bench_pdl_step(float *x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  x[threadIdx.x] = 0.5f * x[threadIdx.x] + 1.0f;
+}
+
+// Holds the stream for `ns` nanoseconds of the global timer, so that the
+// launches queued behind it run at the GPU's pace, not the host's.
+// ABI: (unsigned long long ns).
+extern "C" __global__ void bench_spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
