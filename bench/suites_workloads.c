@@ -415,7 +415,8 @@ static void kdag_teardown(kb_run *run, void *state) {
 }
 
 /* A session (CUDA in mode, or HOST) with the workload on it. */
-static kb_status kdag_open(kb_run *run, const kb_wl_spec *spec, int on_host, kd_exec_mode mode, kdag_case **out) {
+static kb_status kdag_open(kb_run *run, const kb_wl_spec *spec, int on_host, kd_exec_mode mode, uint32_t flags,
+                           kdag_case **out) {
   kdag_case *c = calloc(1, sizeof *c);
   if (!c) return kb_run_fail(run, "out of memory");
   kb_status st = KB_OK;
@@ -424,7 +425,7 @@ static kb_status kdag_open(kb_run *run, const kb_wl_spec *spec, int on_host, kd_
   kd_session_options_init(&o);
   o.backend = KD_BACKEND_HOST;
   if (on_host && kd_session_create(&o, &c->host)) st = kb_run_fail(run, "kd_session_create: %s", kd_last_error());
-  if (!on_host) st = kb_kdag_open(run, mode, &c->k);
+  if (!on_host) st = kb_kdag_open_flags(run, mode, flags, &c->k);
   int rc = st ? 0 : kb_wl_create(on_host ? c->host : c->k.session, spec, &c->w, why, sizeof why);
   if (rc) st = rc > 0 ? kb_run_not_applicable(run, "%s", why) : kb_run_fail(run, "%s", why);
   if (st) {
@@ -435,15 +436,15 @@ static kb_status kdag_open(kb_run *run, const kb_wl_spec *spec, int on_host, kd_
   return KB_OK;
 }
 
-static kb_status kdag_setup(kb_run *run, void **state, kd_exec_mode mode) {
+static kb_status kdag_setup(kb_run *run, void **state, kd_exec_mode mode, uint32_t flags) {
   kb_wl_spec spec;
   kb_status st = declare_iteration(run, &spec);
   if (st) return st;
   if (mode == KD_EXEC_GRAPH) kb_run_min_batch(run, GRAPH_MIN_BATCH);
-  kdag_case *c;
+  kdag_case *c = NULL;
   char why[KB_MESSAGE_MAX];
   double err = 0;
-  if ((st = kdag_open(run, &spec, 0, mode, &c))) return st;
+  if ((st = kdag_open(run, &spec, 0, mode, flags, &c))) return st;
   if ((st = kb_kdag_preflight(run, &c->k, c->w.g))) goto fail;
   c->w.submitted = 1;
   if (kb_wl_check(&c->w, &err, why, sizeof why)) {
@@ -463,8 +464,15 @@ fail:
   return st;
 }
 
-static kb_status kdag_eager_setup(kb_run *run, void **state) { return kdag_setup(run, state, KD_EXEC_EAGER); }
-static kb_status kdag_graph_setup(kb_run *run, void **state) { return kdag_setup(run, state, KD_EXEC_GRAPH); }
+static kb_status kdag_eager_setup(kb_run *run, void **state) { return kdag_setup(run, state, KD_EXEC_EAGER, 0); }
+static kb_status kdag_graph_setup(kb_run *run, void **state) { return kdag_setup(run, state, KD_EXEC_GRAPH, 0); }
+/* The same without programmatic dependent launch (its kernels opt in). */
+static kb_status kdag_eager_nopdl_setup(kb_run *run, void **state) {
+  return kdag_setup(run, state, KD_EXEC_EAGER, KD_SESSION_NO_PDL);
+}
+static kb_status kdag_graph_nopdl_setup(kb_run *run, void **state) {
+  return kdag_setup(run, state, KD_EXEC_GRAPH, KD_SESSION_NO_PDL);
+}
 
 static kb_status kdag_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
   kdag_case *c = state;
@@ -500,7 +508,7 @@ static kb_status declare_setup_on(kb_run *run, void **state, int on_host) {
   if (st) return st;
   kb_run_per_iteration(run, (double)kb_wl_nodes(&spec), "node");
   kb_run_max_batch(run, 1);
-  return kdag_open(run, &spec, on_host, KD_EXEC_EAGER, (kdag_case **)state);
+  return kdag_open(run, &spec, on_host, KD_EXEC_EAGER, 0, (kdag_case **)state);
 }
 static kb_status declare_setup(kb_run *run, void **state) { return declare_setup_on(run, state, 0); }
 static kb_status declare_host_setup(kb_run *run, void **state) { return declare_setup_on(run, state, 1); }
@@ -539,9 +547,13 @@ static int register_gpu_suite(kb_harness *h, const char *name, const char *descr
        .baseline = 1, .setup = hand_loop_setup, .batch = hand_batch, .teardown = hand_teardown, .user = (void *)u},
       {.name = "hand_graph", .description = "the same kernels as a hand-built CUDA graph (chains)", .baseline = 1,
        .setup = hand_graph_setup, .batch = hand_batch, .teardown = hand_teardown, .user = (void *)u},
-      {.name = "kdag_eager", .description = "the workload's kdag graph, EAGER", .setup = kdag_eager_setup,
+      {.name = "kdag_eager", .description = "the workload's kdag graph, EAGER (its kernels opt in to PDL)",
+       .setup = kdag_eager_setup, .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)u},
+      {.name = "kdag_graph", .description = "the workload's kdag graph, GRAPH (its kernels opt in to PDL)",
+       .setup = kdag_graph_setup, .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)u},
+      {.name = "kdag_eager_nopdl", .description = "kdag_eager with KD_SESSION_NO_PDL", .setup = kdag_eager_nopdl_setup,
        .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)u},
-      {.name = "kdag_graph", .description = "the workload's kdag graph, GRAPH", .setup = kdag_graph_setup,
+      {.name = "kdag_graph_nopdl", .description = "kdag_graph with KD_SESSION_NO_PDL", .setup = kdag_graph_nopdl_setup,
        .batch = kdag_batch, .teardown = kdag_teardown, .user = (void *)u},
       {.name = "kdag_declare", .description = "declaring the workload's graph: host time per node, edges",
        .setup = declare_setup, .batch = declare_batch, .teardown = kdag_teardown, .user = (void *)u},

@@ -12,8 +12,19 @@
 
 /* ---- the user kernels ----------------------------------------------------- */
 
+/* Each kernel waits for its grid dependency before it touches memory, so
+ * kdag may launch it programmatically (KD_LAUNCH_PDL, docs/pdl.md); before
+ * sm_90, and without a programmatic launch, the wait does nothing. */
+#define KB_WL_PDL_WAIT                                                            \
+  "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"                         \
+  "#define PDL_WAIT() asm volatile(\"griddepcontrol.wait;\" ::: \"memory\")\n" \
+  "#else\n"                                                                     \
+  "#define PDL_WAIT()\n"                                                        \
+  "#endif\n"
+
 static const char jacobi_source[] =
-    "extern \"C\" __global__ void jacobi_step(float *out, const float *in, int n) {\n"
+    KB_WL_PDL_WAIT
+    "extern \"C\" __global__ void jacobi_step(float *out, const float *in, int n) { PDL_WAIT();\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x + 1, j = blockIdx.y * blockDim.y + threadIdx.y + 1;\n"
     "  if (i >= n - 1 || j >= n - 1) return;\n"
     "  long long c = (long long)j * n + i;\n"
@@ -21,7 +32,8 @@ static const char jacobi_source[] =
     "}\n";
 
 static const char cg_source[] =
-    "extern \"C\" __global__ void poisson_apply(float *ap, const float *p, int n) {\n"
+    KB_WL_PDL_WAIT
+    "extern \"C\" __global__ void poisson_apply(float *ap, const float *p, int n) { PDL_WAIT();\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y * blockDim.y + threadIdx.y;\n"
     "  if (i >= n || j >= n) return;\n"
     "  long long c = (long long)j * n + i;\n"
@@ -34,7 +46,7 @@ static const char cg_source[] =
     "}\n"
     /* One block of 256: slot t sums a[i] b[i] for i = t, t + 256, ... in
      * order, then a fixed tree. */
-    "extern \"C\" __global__ void dot(float *out, const float *a, const float *b, int len) {\n"
+    "extern \"C\" __global__ void dot(float *out, const float *a, const float *b, int len) { PDL_WAIT();\n"
     "  __shared__ float s[256];\n"
     "  int t = threadIdx.x;\n"
     "  float v = 0.0f;\n"
@@ -47,31 +59,32 @@ static const char cg_source[] =
     "  }\n"
     "  if (t == 0) *out = s[0];\n"
     "}\n"
-    "extern \"C\" __global__ void cg_alpha(float *alpha, const float *rr, const float *pap) { *alpha = *rr / *pap; }\n"
+    "extern \"C\" __global__ void cg_alpha(float *alpha, const float *rr, const float *pap) { PDL_WAIT(); *alpha = *rr / *pap; }\n"
     "extern \"C\" __global__ void cg_update(float *x, float *r, const float *p, const float *ap, const float *alpha,\n"
-    "                                       int len) {\n"
+    "                                       int len) { PDL_WAIT();\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i >= len) return;\n"
     "  float a = *alpha;\n"
     "  x[i] = x[i] + a * p[i];\n"
     "  r[i] = r[i] - a * ap[i];\n"
     "}\n"
-    "extern \"C\" __global__ void cg_beta(float *beta, float *rr, const float *rrn) {\n"
+    "extern \"C\" __global__ void cg_beta(float *beta, float *rr, const float *rrn) { PDL_WAIT();\n"
     "  *beta = *rrn / *rr;\n"
     "  *rr = *rrn;\n"
     "}\n"
-    "extern \"C\" __global__ void cg_direction(float *p, const float *r, const float *beta, int len) {\n"
+    "extern \"C\" __global__ void cg_direction(float *p, const float *r, const float *beta, int len) { PDL_WAIT();\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < len) p[i] = r[i] + *beta * p[i];\n"
     "}\n";
 
 static const char image_source[] =
+    KB_WL_PDL_WAIT
     "__device__ int at(const int *img, int w, int h, int x, int y) {\n"
     "  x = x < 0 ? 0 : x >= w ? w - 1 : x;\n"
     "  y = y < 0 ? 0 : y >= h ? h - 1 : y;\n"
     "  return img[(long long)y * w + x];\n"
     "}\n"
-    "extern \"C\" __global__ void blur3(int *out, const int *in, int w, int h) {\n"
+    "extern \"C\" __global__ void blur3(int *out, const int *in, int w, int h) { PDL_WAIT();\n"
     "  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;\n"
     "  if (x >= w || y >= h) return;\n"
     "  int v = 0;\n"
@@ -79,18 +92,18 @@ static const char image_source[] =
     "    for (int dx = -1; dx <= 1; ++dx) v += at(in, w, h, x + dx, y + dy);\n"
     "  out[(long long)y * w + x] = v;\n"
     "}\n"
-    "extern \"C\" __global__ void gradient(int *out, const int *in, int w, int h) {\n"
+    "extern \"C\" __global__ void gradient(int *out, const int *in, int w, int h) { PDL_WAIT();\n"
     "  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;\n"
     "  if (x >= w || y >= h) return;\n"
     "  int gx = at(in, w, h, x + 1, y) - at(in, w, h, x - 1, y), gy = at(in, w, h, x, y + 1) - at(in, w, h, x, y - 1);\n"
     "  out[(long long)y * w + x] = (gx < 0 ? -gx : gx) + (gy < 0 ? -gy : gy);\n"
     "}\n"
-    "extern \"C\" __global__ void threshold(int *mask, const int *grad, int t, int len) {\n"
+    "extern \"C\" __global__ void threshold(int *mask, const int *grad, int t, int len) { PDL_WAIT();\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < len) mask[i] = grad[i] > t;\n"
     "}\n"
     /* One block: counts in shared memory, then written out whole. */
-    "extern \"C\" __global__ void histogram(int *hist, const int *img, const int *mask, int len, int bins, int shift) {\n"
+    "extern \"C\" __global__ void histogram(int *hist, const int *img, const int *mask, int len, int bins, int shift) { PDL_WAIT();\n"
     "  __shared__ int c[256];\n"
     "  for (int b = threadIdx.x; b < bins; b += blockDim.x) c[b] = 0;\n"
     "  __syncthreads();\n"
@@ -681,7 +694,7 @@ static kd_view slice(kd_tensor t, int64_t len, int64_t k) {
 static kd_status kernel(kd_graph *g, const char *name, kb_wl *w, int fn, const char *kname, int64_t elements,
                         const kd_garg *args, size_t n) {
   kb_wl_launch_cfg c = kb_wl_config(&w->spec, kname, elements);
-  kd_launch_config cfg = {{c.grid[0], c.grid[1], c.grid[2]}, {c.block[0], c.block[1], c.block[2]}, 0, 0};
+  kd_launch_config cfg = {{c.grid[0], c.grid[1], c.grid[2]}, {c.block[0], c.block[1], c.block[2]}, 0, KD_LAUNCH_PDL};
   return kd_graph_kernel(g, name, w->fn[fn], &cfg, args, n, NULL);
 }
 

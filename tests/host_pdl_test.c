@@ -33,6 +33,17 @@ static const char k_ptx[] =
     "  ret;\n"
     "}\n";
 
+/* PTX for sm_80, where the wait does not exist: the flag is taken, the
+ * launch stays plain. */
+static const char old_ptx[] =
+    ".version 7.0\n"
+    ".target sm_80\n"
+    ".address_size 64\n"
+    ".visible .entry step_old(.param .u64 x, .param .u32 n)\n"
+    "{\n"
+    "  ret;\n"
+    "}\n";
+
 static void step_on_host(void *const *params) {
   float *x;
   uint32_t n;
@@ -55,6 +66,8 @@ static kd_status load(kd_raw *raw, void *user) {
   return st;
 }
 
+static kd_status load_old(kd_raw *raw, void *user) { return kd_raw_load_ptx(raw, old_ptx, sizeof old_ptx, user); }
+
 static kdag_null_api nd;
 
 static kd_session *session(kd_exec_mode mode, uint32_t flags, const char *trace) {
@@ -69,6 +82,7 @@ static kd_session *session(kd_exec_mode mode, uint32_t flags, const char *trace)
   static const uint32_t sizes[] = {8, 4};
   cr_assert(nd.emulate("step_waits", 2, sizes, step_on_host));
   cr_assert(nd.emulate("step_plain", 2, sizes, step_on_host));
+  cr_assert(nd.emulate("step_old", 2, sizes, step_on_host));
   return s;
 }
 
@@ -278,6 +292,23 @@ Test(host_pdl, opting_in_without_a_grid_dependency_wait_is_refused) {
   cfg.flags = KD_LAUNCH_PDL;
   KDT_OK(kd_graph_kernel(g, "waits", k.waits, &cfg, args, 2, NULL));
   kd_graph_destroy(g);
+  /* PTX for sm_80 has no wait to give: taken, and launched plainly. */
+  kd_module old_m;
+  kd_function old;
+  KDT_OK(kd_with_raw(s, "load old", load_old, &old_m));
+  KDT_OK(kd_module_function(s, old_m, "step_old", &old));
+  KDT_OK(kd_graph_create(s, &g));
+  float out[N];
+  kd_sink *sink;
+  KDT_OK(kd_graph_kernel(g, "old 1", old, &cfg, args, 2, NULL));
+  KDT_OK(kd_graph_kernel(g, "old 2", old, &cfg, args, 2, NULL));
+  KDT_OK(kd_graph_sink(g, "x out", x, out, sizeof out, &sink));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  cr_assert_eq(session_edges(s), 0, "a kernel whose PTX cannot wait never starts programmatically");
+  cr_assert_eq(out[0], 3.0f, "two steps from 0: %g", out[0]);
+  kd_graph_destroy(g);
+  KDT_OK(kd_module_release(s, old_m));
   KDT_OK(kd_tensor_release(s, x));
   KDT_OK(kd_module_release(s, k.m));
   kd_session_destroy(s);

@@ -107,8 +107,10 @@ enum {
   /// write-after-write edges become programmatic too. Triggering dependents
   /// early (griddepcontrol.launch_dependents) is optional and only a
   /// scheduling hint. kdag refuses the flag for a kernel loaded from PTX
-  /// that has no griddepcontrol.wait (KD_ERR_LAUNCH_CONFIG); a CUBIN's
-  /// kernel is taken at its word. Without PDL (a device before sm_90, a
+  /// for sm_90 or later that has no griddepcontrol.wait
+  /// (KD_ERR_LAUNCH_CONFIG); PTX for an older target (where CUDA C++'s wait
+  /// compiles to nothing) launches plainly; a CUBIN's kernel is taken at
+  /// its word. Without PDL (a device before sm_90, a
   /// driver without cuLaunchKernelEx, KD_SESSION_NO_PDL, the raw scope),
   /// the launch is an ordinary one. See docs/pdl.md.
   KD_LAUNCH_PDL = 1u << 0

@@ -116,6 +116,12 @@ static int driver_params(kd_device *d, kd_cu_function *f) {
   return 0;
 }
 
+/* The SM number of PTX's .target ("sm_90a" is 90), 0 when not sm_NN. */
+static int ptx_target_sm(const kd_ptx_info *ptx) {
+  if (strncmp(ptx->target, "sm_", 3) != 0) return 0;
+  return atoi(ptx->target + 3);
+}
+
 kd_status kd_cu_module_function(kd_device *d, const char *op, kd_cu_module *m,
                                 const char *name, uint32_t *index) {
   if (!name || !*name) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument name is NULL or empty", op);
@@ -157,7 +163,10 @@ kd_status kd_cu_module_function(kd_device *d, const char *op, kd_cu_module *m,
     f.param_count = e->param_count;
     f.params_known = 1;
   }
-  f.grid_wait = e ? (e->grid_wait || m->ptx.func_grid_wait) : m->grid_wait ? 1 : -1;
+  f.grid_wait = !e                                      ? (m->grid_wait ? KD_GRID_WAIT_YES : KD_GRID_WAIT_UNKNOWN)
+                : e->grid_wait || m->ptx.func_grid_wait ? KD_GRID_WAIT_YES
+                : ptx_target_sm(&m->ptx) < 90           ? KD_GRID_WAIT_PRE_SM90
+                                                        : KD_GRID_WAIT_NONE;
   f.name = strdup(name);
   if (!f.name) {
     free(f.param_sizes);
@@ -209,7 +218,7 @@ kd_status kd_cu_check_config(kd_device *d, const char *op, kd_cu_function *f,
                              const kd_launch_config *c) {
   kd_status st = kd_launch_config_check_dims(op, c);
   if (st) return st;
-  if ((c->flags & KD_LAUNCH_PDL) && f->grid_wait == 0)
+  if ((c->flags & KD_LAUNCH_PDL) && f->grid_wait == KD_GRID_WAIT_NONE)
     return kd_fail(KD_ERR_LAUNCH_CONFIG,
                    "%s: config flags has KD_LAUNCH_PDL, but kernel %s's PTX has no griddepcontrol.wait: it "
                    "must wait for the grid dependency (cudaGridDependencySynchronize()) before it touches "

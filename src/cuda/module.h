@@ -7,6 +7,14 @@
 #include "compile/ptx.h"
 #include "kdag/raw.h"
 
+/* What kdag knows of a kernel's grid-dependency wait (KD_LAUNCH_PDL). */
+typedef enum kd_grid_wait {
+  KD_GRID_WAIT_UNKNOWN = -1, /* loaded from an image: the flag is taken at its word */
+  KD_GRID_WAIT_NONE = 0,     /* PTX for sm_90 or later without griddepcontrol.wait: the flag is refused */
+  KD_GRID_WAIT_YES = 1,      /* its PTX has the wait (or a .func of its module has) */
+  KD_GRID_WAIT_PRE_SM90 = 2  /* PTX for a target before sm_90, which has no wait: launched plainly */
+} kd_grid_wait;
+
 typedef struct kd_cu_function {
   char *name;
   CUfunction fn;
@@ -16,9 +24,7 @@ typedef struct kd_cu_function {
   int max_threads;         /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK */
   int static_smem;         /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
   int dyn_smem_limit;      /* current CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
-  /* KD_LAUNCH_PDL's grid-dependency wait: 1 its PTX has one (or a .func
-   * of the module does), 0 its PTX has none, -1 unknown (an image). */
-  int grid_wait;
+  kd_grid_wait grid_wait;  /* KD_LAUNCH_PDL's wait, as far as kdag can tell */
 } kd_cu_function;
 
 typedef struct kd_cu_module {
@@ -27,7 +33,7 @@ typedef struct kd_cu_module {
   int has_ptx;
   kd_ptx_info ptx;         /* when loaded from PTX: the .entry signatures */
   int grid_wait;           /* an image whose every kernel waits (kdag's built-ins for sm_90+): the
-                              functions' grid_wait is 1 rather than unknown */
+                              functions' grid_wait is KD_GRID_WAIT_YES rather than unknown */
   kd_cu_function *fns;
   size_t fn_count, fn_cap;
 } kd_cu_module;

@@ -158,7 +158,7 @@ typedef struct kd_cuda_plan {
  * those from a kernel launch, not declared with kd_graph_edge
  * (exec/cuda_eager.c, exec/cuda_graph.c). */
 static inline int kd_pdl_wanted(const kd_graph *g, const kd_node_launch *L) {
-  return g->session->dev.pdl && (L->cfg.flags & KD_LAUNCH_PDL);
+  return g->session->dev.pdl && (L->cfg.flags & KD_LAUNCH_PDL) && L->fn->grid_wait != KD_GRID_WAIT_PRE_SM90;
 }
 /* g's (valid) plan's CUDA state, made on first use (the check inline:
  * every submission asks). */

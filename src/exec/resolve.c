@@ -90,7 +90,7 @@ static kd_status resolve_builtin(kd_graph *g, const char *op, kd_gnode *node, kd
   } else {
     L->cfg.block[0] = KD_KSUM_THREADS;
   }
-  if (L->fn->grid_wait == 1) L->cfg.flags = KD_LAUNCH_PDL; /* built for sm_90+: they wait (kernels/builtins.cu) */
+  if (L->fn->grid_wait == KD_GRID_WAIT_YES) L->cfg.flags = KD_LAUNCH_PDL; /* built for sm_90+: they wait (kernels/builtins.cu) */
   return KD_OK;
 }
 
