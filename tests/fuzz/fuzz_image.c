@@ -2,14 +2,17 @@
 /* Fuzz target: CUBIN and fatbin images. kdag reads an image's ELF or
  * fatbin headers on the CPU to name its architectures (compile/image.c) and
  * reads initialised globals out of a CUBIN's symbol table
- * (kd_binary_read_global); the driver is handed an image without its
- * length, so no read may leave the bytes given. Properties: no read out of
+ * (kd_binary_read_global), and `kdag inspect` lists a CUBIN's kernels and a
+ * fatbin's entries (compile/image_kernels.c); the driver is handed an image
+ * without its length, so no read may leave the bytes given. Properties: no read out of
  * bounds (ASan), counts within their arrays, a description that fits its
  * buffer, and every refusal a documented code with a message naming the
  * call. */
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "compile/image_kernels.h"
 #include "compile/ptx.h"
 #include "kdag/compile.h"
 #include "tests/fuzz/fuzz.h"
@@ -58,6 +61,41 @@ static void read_globals(const uint8_t *data, size_t size, const kd_binary *cubi
   }
 }
 
+/* What kdag inspect reads: each kernel and entry inside the image and its
+ * arrays, every refusal KD_ERR_INVALID_ARGUMENT (or out of memory) naming
+ * the call. */
+static void inspect(const uint8_t *data, size_t size) {
+  kd_image_kernel *k = NULL;
+  size_t n = 0;
+  kd_status st = kd_image_kernels("kdf_inspect", data, size, &k, &n);
+  if (st == KD_OK) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!k[i].name) kdf_violation(target, "kd_image_kernels: kernel %zu has no name", i);
+      if (k[i].param_count < -1 || k[i].param_count > KD_IMAGE_MAX_PARAMS || k[i].registers < -1 ||
+          k[i].shared_section_bytes < 0 || k[i].param_bytes < -1)
+        kdf_violation(target, "kd_image_kernels: kernel %zu: %d params, %d registers, %lld shared, %lld param bytes",
+                      i, k[i].param_count, k[i].registers, (long long)k[i].shared_section_bytes,
+                      (long long)k[i].param_bytes);
+    }
+    kd_image_kernels_free(k, n);
+  } else if ((st != KD_ERR_INVALID_ARGUMENT && st != KD_ERR_OUT_OF_MEMORY) ||
+             strncmp(kd_last_error(), "kdf_inspect: ", 13) != 0) {
+    kdf_violation(target, "kd_image_kernels: %s: %s", kd_status_name(st), kd_last_error());
+  }
+  kd_fatbin_entry *e = NULL;
+  st = kd_fatbin_entries("kdf_inspect", data, size, &e, &n);
+  if (st == KD_OK) {
+    for (size_t i = 0; i < n; ++i)
+      if (e[i].offset > size || e[i].size > size - e[i].offset)
+        kdf_violation(target, "kd_fatbin_entries: entry %zu at %llu, %llu bytes, past the %zu-byte image", i,
+                      (unsigned long long)e[i].offset, (unsigned long long)e[i].size, size);
+    free(e);
+  } else if ((st != KD_ERR_INVALID_ARGUMENT && st != KD_ERR_OUT_OF_MEMORY) ||
+             strncmp(kd_last_error(), "kdf_inspect: ", 13) != 0) {
+    kdf_violation(target, "kd_fatbin_entries: %s: %s", kd_status_name(st), kd_last_error());
+  }
+}
+
 int kdf_image(const uint8_t *data, size_t size) {
   kd_image_info info = kd_image_inspect(data, size);
   if ((unsigned)info.kind > KD_IMAGE_TRUNCATED) kdf_violation(target, "kind %d", (int)info.kind);
@@ -67,6 +105,7 @@ int kdf_image(const uint8_t *data, size_t size) {
   int known = info.kind == KD_IMAGE_CUBIN || info.kind == KD_IMAGE_FATBIN;
   if ((runs < 0) == known) kdf_violation(target, "kd_image_runs_on %d for kind %d", runs, (int)info.kind);
   check_describe(&info);
+  inspect(data, size);
   if (!size) return 0;
   static const kd_binary_kind kinds[] = {KD_BINARY_PTX, KD_BINARY_CUBIN, KD_BINARY_FATBIN, KD_BINARY_LTOIR,
                                          KD_BINARY_LIBRARY};
