@@ -1,0 +1,745 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kdag: pipelines of custom CUDA kernels as an asynchronous task graph.
+
+Python over the C library (libkdag, through ctypes): sessions, tensors
+shared with NumPy, CuPy and PyTorch through DLPack, modules, and graphs of
+kernel, built-in, transfer and host-function nodes. docs/python.md has the
+guide; the C headers have each call's contract.
+
+Shapes are given and reported in NumPy's (row-major) order; kdag itself is
+column-major, so a C-contiguous array of shape (a, b) is a compact kdag
+tensor of dimensions (b, a), as DLPack import does.
+"""
+import ctypes
+
+import numpy as _np
+
+from . import _capi as _c
+from ._capi import lib as _lib
+
+__all__ = ["KdagError", "Session", "Tensor", "Graph", "Module", "Function", "Sink", "Ticket", "In", "Out",
+           "InOut", "i32", "i64", "u32", "u64", "f32", "f64", "version"]
+
+
+def version():
+    """The loaded libkdag's version, "0.2.0"."""
+    return _c.kd_version_string().decode()
+
+
+class KdagError(RuntimeError):
+    """A kdag call failed. status is the kd_status code (an int), name its
+    name ("KD_ERR_INVALID_ARGUMENT"), and the message kdag's, naming the
+    call, the argument and the node."""
+
+    def __init__(self, status, message):
+        self.status = int(status)
+        self.name = _c.kd_status_name(self.status).decode()
+        super().__init__(f"{self.name}: {message}")
+
+
+_RELEASED = 12  # KD_ERR_RELEASED
+
+
+def _check(status):
+    if status:
+        raise KdagError(status, (_c.kd_last_error() or b"").decode(errors="replace"))
+
+
+# kd_dtype by NumPy dtype. bfloat16 has no NumPy dtype: it comes through
+# DLPack only.
+_DTYPES = {_np.dtype(_np.float32): 0, _np.dtype(_np.float64): 1, _np.dtype(_np.int32): 2, _np.dtype(_np.int64): 3,
+           _np.dtype(_np.uint8): 4, _np.dtype(_np.uint32): 5, _np.dtype(_np.uint64): 6,
+           _np.dtype(_np.complex64): 7, _np.dtype(_np.complex128): 8, _np.dtype(_np.float16): 9,
+           _np.dtype(_np.int8): 11}
+_NP_OF = {v: k for k, v in _DTYPES.items()}
+_BACKENDS = {"auto": 0, "cuda": 1, "host": 2}
+_MODES = {"auto": 0, "eager": 1, "graph": 2}
+_FLAGS = {"poison": 1, "verbose": 2, "host_jitter": 4, "debug_nodes": 8, "no_pdl": 16}
+
+
+def _kd_dtype(dtype):
+    try:
+        return _DTYPES[_np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise TypeError(f"kdag has no dtype for {dtype!r}") from None
+
+
+class Session:
+    """A kdag session: one device (or the host), its stream and memory.
+
+    backend: "auto" (CUDA when a device is usable, else HOST), "cuda" or
+    "host". exec_mode: "auto", "eager" or "graph". flags: names of
+    KD_SESSION_* bits ("poison", "verbose", "debug_nodes", "no_pdl").
+    Use it as a context manager; close() waits for its work and frees it,
+    and every object of it raises KdagError (KD_ERR_RELEASED) after.
+    """
+
+    def __init__(self, backend="auto", exec_mode="auto", device=0, flags=(), trace_path=None):
+        self._h = None
+        o = _c.SessionOptions()
+        _c.kd_session_options_init(ctypes.byref(o))
+        try:
+            o.backend = _BACKENDS[backend]
+            o.exec_mode = _MODES[exec_mode]
+            for f in flags:
+                o.flags |= _FLAGS[f]
+        except KeyError as e:
+            raise ValueError(f"kdag.Session: unknown option {e.args[0]!r}") from None
+        o.device_ordinal = device
+        if trace_path is not None:
+            self._trace = trace_path.encode()
+            o.trace_path = self._trace
+        h = ctypes.c_void_p()
+        _check(_c.kd_session_create(ctypes.byref(o), ctypes.byref(h)))
+        self._h = h
+
+    def _handle(self):
+        if self._h is None:
+            raise KdagError(_RELEASED, "the session is closed")
+        return self._h
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def close(self):
+        """Waits for the session's work, then frees it. Idempotent."""
+        if self._h is not None:
+            h, self._h = self._h, None
+            _c.kd_session_destroy(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    @property
+    def backend(self):
+        """"cuda" or "host"."""
+        return "host" if _c.kd_session_backend(self._handle()) == 2 else "cuda"
+
+    @property
+    def backend_reason(self):
+        """Why AUTO chose HOST ("" otherwise)."""
+        r = _c.kd_session_backend_reason(self._handle())
+        return r.decode() if r else ""
+
+    def device_info(self):
+        """The device's description, a dict (CUDA sessions)."""
+        d = _c.DeviceInfo()
+        _check(_c.kd_session_device_info(self._handle(), ctypes.byref(d)))
+        return {f: (getattr(d, f).decode() if isinstance(getattr(d, f), bytes) else getattr(d, f))
+                for f, _ in d._fields_}
+
+    def stats(self):
+        """kd_session_stats as a dict."""
+        s = _c.SessionStats()
+        _check(_c.kd_session_stats_get(self._handle(), ctypes.byref(s)))
+        return {f: getattr(s, f) for f in _c.STATS_FIELDS}
+
+    # ---- tensors --------------------------------------------------------
+
+    def empty(self, shape, dtype=_np.float32):
+        """An uninitialised tensor of shape (NumPy order) and dtype."""
+        return Tensor._create(self, tuple(shape), _np.dtype(dtype), None)
+
+    def asarray(self, array):
+        """A tensor holding a copy of array (any NumPy array-like)."""
+        a = _np.ascontiguousarray(array)
+        return Tensor._create(self, a.shape, a.dtype, a)
+
+    def from_dlpack(self, x, stream=None):
+        """A tensor sharing x's memory (zero-copy), from any object with
+        __dlpack__ (NumPy on HOST sessions; CuPy, PyTorch, JAX on CUDA
+        sessions). A strided x becomes a view. stream: the consumer stream
+        kdag passes to x.__dlpack__ (None: the producer synchronises,
+        as the array API allows)."""
+        return Tensor._from_dlpack(self, x, stream)
+
+    # ---- modules and graphs ---------------------------------------------
+
+    def module(self, ptx=None, image=None, source=None, options=None, arch=None):
+        """A module from PTX text, a CUBIN or fatbin image (bytes), or CUDA C
+        source compiled with NVRTC (options: a list of NVRTC flags; arch,
+        e.g. "sm_90", default the device's)."""
+        return Module(self, ptx=ptx, image=image, source=source, options=options, arch=arch)
+
+    def graph(self, name=None, exec_mode=None):
+        """A new graph of this session."""
+        return Graph(self, name, exec_mode)
+
+    def reap(self):
+        """Retires completed submissions; returns how many are still in flight."""
+        n = ctypes.c_uint32()
+        _check(_c.kd_session_reap(self._handle(), ctypes.byref(n)))
+        return n.value
+
+    def trim(self):
+        """Releases deferred modules and idle staging (waits for the device)."""
+        _check(_c.kd_session_trim(self._handle()))
+
+
+# ---- DLPack capsules ---------------------------------------------------------
+
+_capsule = ctypes.pythonapi
+_capsule.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_capsule.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule.PyCapsule_IsValid.restype = ctypes.c_int
+_capsule.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule.PyCapsule_SetName.restype = ctypes.c_int
+_capsule.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule.PyCapsule_New.restype = ctypes.py_object
+_capsule.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+# The destructor gets the capsule as a raw pointer: these take it so.
+_capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)(("PyCapsule_GetName", ctypes.pythonapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_DLPACK_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# A capsule keeps the pointer to its name, never a copy: the names must
+# outlive every capsule, so they are these module constants.
+_NAMES = {b"dltensor": ctypes.c_char_p(b"dltensor"), b"dltensor_versioned": ctypes.c_char_p(b"dltensor_versioned")}
+_USED = {b"dltensor": ctypes.c_char_p(b"used_dltensor"),
+         b"dltensor_versioned": ctypes.c_char_p(b"used_dltensor_versioned")}
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_destructor(capsule):
+    """A capsule nobody consumed still owns its tensor (DLPack's rule): its
+    deleter runs here. A consumed one was renamed "used_..."."""
+    name = _capsule_name(capsule)
+    if name not in (b"dltensor", b"dltensor_versioned"):
+        return
+    managed = _capsule_pointer(capsule, name)
+    if not managed:
+        return
+    # DLManagedTensorVersioned: {DLPackVersion version (8 bytes); void *manager_ctx; deleter; ...};
+    # DLManagedTensor: {DLTensor dl_tensor (48 bytes); void *manager_ctx; deleter}.
+    offset = 16 if name == b"dltensor_versioned" else 56
+    fn = ctypes.c_void_p.from_address(managed + offset).value
+    if fn:
+        _DLPACK_DELETER(fn)(managed)
+
+
+def _dims(shape):
+    """NumPy-order shape -> kdag's column-major dimensions."""
+    return tuple(reversed(shape))
+
+
+class Tensor:
+    """A kdag tensor (or a view of one), owned by this object: released when
+    it is garbage collected or release() is called, once kdag's work on it
+    has completed. shape and dtype are NumPy's."""
+
+    def __init__(self):
+        raise TypeError("tensors come from Session.empty, Session.asarray or Session.from_dlpack")
+
+    @classmethod
+    def _wrap(cls, session, handle, shape, dtype, view=None, keep=None):
+        t = object.__new__(cls)
+        t._session, t._t, t.shape, t.dtype, t._view, t._keep = session, handle, tuple(shape), dtype, view, keep
+        return t
+
+    @classmethod
+    def _create(cls, session, shape, dtype, array):
+        kd = _kd_dtype(dtype)
+        d = _c.TensorDesc()
+        d.dtype = kd
+        d.rank = len(shape)
+        if d.rank > _c.MAX_RANK:
+            raise ValueError(f"kdag tensors have at most {_c.MAX_RANK} dimensions, not {d.rank}")
+        for i, n in enumerate(_dims(shape)):
+            d.shape[i] = n
+        t = _c.Tensor()
+        h = session._handle()
+        if array is None:
+            _check(_c.kd_tensor_create(h, ctypes.byref(d), ctypes.byref(t)))
+        else:
+            _check(_c.kd_tensor_from_host(h, ctypes.byref(d), array.ctypes.data, array.nbytes, ctypes.byref(t)))
+        return cls._wrap(session, t, shape, _np.dtype(dtype) if kd in _NP_OF else None)
+
+    @classmethod
+    def _from_dlpack(cls, session, x, stream):
+        h = session._handle()
+        kwargs = {"stream": stream} if stream is not None else {}
+        try:
+            capsule = x.__dlpack__(max_version=(1, 0), **kwargs)
+        except TypeError:  # a producer before the array API's max_version
+            capsule = x.__dlpack__(**kwargs)
+        versioned = bool(_capsule.PyCapsule_IsValid(capsule, b"dltensor_versioned"))
+        name = b"dltensor_versioned" if versioned else b"dltensor"
+        managed = _capsule.PyCapsule_GetPointer(capsule, name)
+        t, v = _c.Tensor(), _c.View()
+        _check(_c.kd_tensor_from_dlpack(h, managed, 0 if versioned else 1, None, ctypes.byref(t), ctypes.byref(v)))
+        _capsule.PyCapsule_SetName(capsule, _USED[name])  # consumed: kdag calls the deleter
+        desc = _c.TensorDesc()
+        _check(_c.kd_tensor_info(h, t, ctypes.byref(desc)))
+        shape = tuple(getattr(x, "shape", ()))
+        dtype = _NP_OF.get(desc.dtype)
+        whole = _c.View()
+        _check(_c.kd_view_whole(h, t, ctypes.byref(whole)))
+        strided = v.rank != whole.rank or v.offset != 0 or any(
+            v.shape[i] != whole.shape[i] or v.strides[i] != whole.strides[i] for i in range(v.rank))
+        return cls._wrap(session, t, shape, dtype, v if strided else None)
+
+    def _handle(self):
+        self._session._handle()
+        if self._t is None:
+            raise KdagError(_RELEASED, "the tensor was released")
+        return self._t
+
+    def _kview(self):
+        """This tensor as a kd_view: the whole tensor, or the DLPack view."""
+        if self._view is not None:
+            self._handle()
+            return self._view
+        v = _c.View()
+        v.tensor = self._handle()
+        v.rank = -1
+        return v
+
+    def release(self):
+        """Drops this handle now (kdag keeps the memory until its work on it completes)."""
+        if self._t is not None and not self._session.closed:
+            _c.kd_tensor_release(self._session._handle(), self._t)
+        self._t = None
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+    def numpy(self):
+        """A copy of the tensor's contents (a host wait)."""
+        if self._view is not None:
+            raise KdagError(9, "Tensor.numpy: a strided view; copy it into a compact tensor first (Graph.copy)")
+        if self.dtype is None:
+            raise TypeError("Tensor.numpy: NumPy has no type for this tensor's dtype")
+        out = _np.empty(self.shape, self.dtype)
+        _check(_c.kd_tensor_download(self._session._handle(), self._handle(), out.ctypes.data, out.nbytes))
+        return out
+
+    def upload(self, array):
+        """Copies array (same shape and dtype) into the tensor, in order with submitted work."""
+        a = _np.ascontiguousarray(array, dtype=self.dtype)
+        if a.shape != self.shape:
+            raise ValueError(f"Tensor.upload: shape {a.shape}, the tensor's is {self.shape}")
+        _check(_c.kd_tensor_upload(self._session._handle(), self._handle(), a.ctypes.data, a.nbytes))
+
+    def __dlpack_device__(self):
+        if self._session.backend == "host":
+            return (1, 0)  # kDLCPU
+        return (2, self._session.device_info()["ordinal"])  # kDLCUDA
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        """Exports the tensor without a copy (array API standard). On a CUDA
+        session the consumer's stream (None: the legacy default stream)
+        waits on the device for the work kdag has enqueued so far; a HOST
+        session's export waits for its submissions."""
+        if copy:
+            raise BufferError("kdag exports without a copy; copy=True is not supported")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"kdag cannot export to device {tuple(dl_device)}")
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        h = self._session._handle()
+        managed = ctypes.c_void_p()
+        if self._session.backend == "host":
+            _check(_c.kd_tensor_to_dlpack(h, self._handle(), 0 if versioned else 1, None, ctypes.byref(managed)))
+        else:
+            event = ctypes.c_void_p()
+            _check(_c.kd_tensor_to_dlpack(h, self._handle(), 0 if versioned else 1, ctypes.byref(event),
+                                          ctypes.byref(managed)))
+            _order_consumer(event.value, stream)
+        name = b"dltensor_versioned" if versioned else b"dltensor"
+        return _capsule.PyCapsule_New(managed.value, _NAMES[name], ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+
+    def __repr__(self):
+        return f"kdag.Tensor(shape={self.shape}, dtype={self.dtype})"
+
+
+def _order_consumer(event, stream):
+    """Orders a DLPack consumer's stream after kdag's work (event, recorded
+    after it), then destroys the event. stream as the array API has it for
+    CUDA: None or 1 the legacy default stream, 2 the per-thread one, another
+    int a CUstream; -1: no ordering (the consumer's own affair)."""
+    from . import _cuda
+    cu = _cuda.driver()
+    try:
+        if stream != -1:
+            handle = 1 if stream is None else stream  # CU_STREAM_LEGACY is 0x1, CU_STREAM_PER_THREAD 0x2
+            _cuda.check(cu.cuStreamWaitEvent(handle, event, 0), "cuStreamWaitEvent")
+    finally:
+        cu.cuEventDestroy(event)
+
+
+# ---- kernel arguments ------------------------------------------------------------
+
+class _Access:
+    access = 0
+
+    def __init__(self, tensor):
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"{type(self).__name__} takes a kdag.Tensor, not {type(tensor).__name__}")
+        self.tensor = tensor
+
+
+class In(_Access):
+    """A kernel argument the kernel reads (its device pointer)."""
+    access = 1
+
+
+class Out(_Access):
+    """A kernel argument the kernel writes whole (reads none of)."""
+    access = 2
+
+
+class InOut(_Access):
+    """A kernel argument the kernel reads and writes."""
+    access = 3
+
+
+class _Scalar:
+    def __init__(self, value):
+        self.value = value
+
+
+class i32(_Scalar):
+    kind, field = 2, "i32"
+
+
+class i64(_Scalar):
+    kind, field = 3, "i64"
+
+
+class u32(_Scalar):
+    kind, field = 4, "u32"
+
+
+class u64(_Scalar):
+    kind, field = 5, "u64"
+
+
+class f32(_Scalar):
+    kind, field = 6, "f32"
+
+
+class f64(_Scalar):
+    kind, field = 7, "f64"
+
+
+_NP_SCALARS = {_np.dtype(_np.int32): i32, _np.dtype(_np.int64): i64, _np.dtype(_np.uint32): u32,
+               _np.dtype(_np.uint64): u64, _np.dtype(_np.float32): f32, _np.dtype(_np.float64): f64}
+
+
+def _garg(a, position):
+    g = _c.GArg()
+    if isinstance(a, Tensor):
+        raise TypeError(f"argument {position}: a tensor must say how the kernel uses it: kdag.In, kdag.Out or "
+                        "kdag.InOut")
+    if isinstance(a, _Access):
+        g.is_tensor = 1
+        g.access = a.access
+        g.view = a.tensor._kview()
+        return g
+    if isinstance(a, _np.generic) and a.dtype in _NP_SCALARS:
+        a = _NP_SCALARS[a.dtype](a.item())
+    if not isinstance(a, _Scalar):
+        raise TypeError(f"argument {position}: {a!r} has no C type; pass kdag.i32(...), kdag.f32(...), ... "
+                        "or a NumPy scalar (numpy.float32(...))")
+    g.access = 1
+    g.view.rank = -1
+    g.value.kind = a.kind
+    setattr(g.value.v, a.field, a.value)
+    return g
+
+
+# ---- modules ------------------------------------------------------------------------
+
+class Function:
+    """A kernel of a Module (Module.function)."""
+
+    def __init__(self, module, name, fn):
+        self.module, self.name, self._fn = module, name, fn
+
+    def __repr__(self):
+        return f"kdag.Function({self.name!r})"
+
+
+class Module:
+    """A loaded module (PTX, CUBIN, fatbin, or CUDA C compiled with NVRTC)."""
+
+    def __init__(self, session, ptx=None, image=None, source=None, options=None, arch=None):
+        if sum(x is not None for x in (ptx, image, source)) != 1:
+            raise ValueError("kdag.Module: give exactly one of ptx, image, source")
+        self._session = session
+        out = _c.Module()
+        err = []
+
+        def body(raw, user):
+            try:
+                if ptx is not None:
+                    text = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+                    text = text if text.endswith(b"\0") else text + b"\0"
+                    return _c.kd_raw_load_ptx(raw, text, len(text), ctypes.byref(out))
+                if image is not None:
+                    data = bytes(image)
+                    return _c.kd_raw_load_image(raw, data, len(data), ctypes.byref(out))
+                o = _c.NvrtcOptions()
+                _c.kd_nvrtc_options_init(ctypes.byref(o))
+                keep = [f.encode() for f in (options or [])]
+                flags = (ctypes.c_char_p * max(1, len(keep)))(*keep)
+                o.extra_flags = flags
+                o.extra_flag_count = len(keep)
+                if arch:
+                    o.arch = arch.encode()
+                src = source.encode() if isinstance(source, str) else bytes(source)
+                return _c.kd_raw_compile_nvrtc(raw, src, ctypes.byref(o), ctypes.byref(out))
+            except Exception as e:  # never across the C frame
+                err.append(e)
+                return 1
+
+        cb = _c.RAW_FN(body)
+        st = _c.kd_with_raw(session._handle(), b"kdag.Module", cb, None)
+        if err:
+            raise err[0]
+        _check(st)
+        self._m = out
+
+    def function(self, name):
+        """The kernel called name (extern "C")."""
+        f = _c.Function()
+        _check(_c.kd_module_function(self._session._handle(), self._m, name.encode(), ctypes.byref(f)))
+        return Function(self, name, f)
+
+    def release(self):
+        if self._m is not None and not self._session.closed:
+            _c.kd_module_release(self._session._handle(), self._m)
+        self._m = None
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
+# ---- graphs -------------------------------------------------------------------------
+
+class Ticket:
+    """A submission (Graph.submit)."""
+
+    def __init__(self, session, t):
+        self._session, self._t = session, t
+
+    def done(self):
+        """Whether the submission has completed (never waits)."""
+        d = ctypes.c_int()
+        _check(_c.kd_ticket_done(self._session._handle(), self._t, ctypes.byref(d)))
+        return bool(d.value)
+
+
+class Sink:
+    """A host sink: each submission copies a tensor into array; wait() waits
+    for the latest submission's copy and returns array."""
+
+    def __init__(self, graph, handle, array):
+        self._graph, self._h, self.array = graph, handle, array
+
+    def wait(self):
+        self._graph._handle()
+        _check(_c.kd_sink_wait(self._h))
+        return self.array
+
+
+class Graph:
+    """A graph of nodes; the order comes from the accesses they declare."""
+
+    def __init__(self, session, name=None, exec_mode=None):
+        self._session = session
+        h = ctypes.c_void_p()
+        _check(_c.kd_graph_create(session._handle(), ctypes.byref(h)))
+        self._h = h
+        self._keep = []  # what the nodes point at: host buffers, callbacks
+        if name:
+            _check(_c.kd_graph_set_name(h, name.encode()))
+        if exec_mode:
+            _check(_c.kd_graph_set_exec_mode(h, _MODES[exec_mode]))
+
+    def _handle(self):
+        self._session._handle()
+        if self._h is None:
+            raise KdagError(_RELEASED, "the graph was destroyed")
+        return self._h
+
+    def close(self):
+        if self._h is not None and not self._session.closed:
+            _c.kd_graph_destroy(self._h)
+        self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @staticmethod
+    def _node(name, default):
+        return (name or default).encode()
+
+    def kernel(self, fn, grid, block, args, shared=0, pdl=False, name=None):
+        """A kernel node: fn (a Function) over grid and block (ints or
+        tuples of up to 3), args in the kernel's order (In/Out/InOut
+        tensors, kdag.i32(...) and friends, or NumPy scalars). pdl: the
+        kernel waits for its grid dependency (docs/pdl.md). Returns the
+        node's index."""
+        cfg = _c.LaunchConfig()
+        for field, dims in (("grid", grid), ("block", block)):
+            dims = (dims,) if isinstance(dims, int) else tuple(dims)
+            arr = getattr(cfg, field)
+            for i in range(3):
+                arr[i] = dims[i] if i < len(dims) else 1
+        cfg.shared_bytes = shared
+        cfg.flags = 1 if pdl else 0
+        gargs = (_c.GArg * max(1, len(args)))(*[_garg(a, i) for i, a in enumerate(args)])
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_kernel(self._handle(), self._node(name, fn.name), fn._fn, ctypes.byref(cfg), gargs,
+                                  len(args), ctypes.byref(node)))
+        return node.value
+
+    def fill(self, dst, value, name=None):
+        if dst.dtype is None:
+            raise TypeError("Graph.fill: NumPy has no type for this tensor's dtype")
+        v = _np.array(value, dtype=dst.dtype)
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_op_fill(self._handle(), self._node(name, "fill"), dst._kview(), v.ctypes.data,
+                                   ctypes.byref(node)))
+        return node.value
+
+    def copy(self, dst, src, name=None):
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_op_copy(self._handle(), self._node(name, "copy"), dst._kview(), src._kview(),
+                                   ctypes.byref(node)))
+        return node.value
+
+    def transpose(self, dst, src, name=None):
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_op_transpose(self._handle(), self._node(name, "transpose"), dst._kview(), src._kview(),
+                                        ctypes.byref(node)))
+        return node.value
+
+    def add(self, dst, a, b, name=None):
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_op_add(self._handle(), self._node(name, "add"), dst._kview(), a._kview(), b._kview(),
+                                  ctypes.byref(node)))
+        return node.value
+
+    def axpy(self, y, x, alpha, name=None):
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_op_axpy(self._handle(), self._node(name, "axpy"), y._kview(), x._kview(), float(alpha),
+                                   ctypes.byref(node)))
+        return node.value
+
+    def scale(self, y, alpha, name=None):
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_op_scale(self._handle(), self._node(name, "scale"), y._kview(), float(alpha),
+                                    ctypes.byref(node)))
+        return node.value
+
+    def sum(self, dst, x, name=None):
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_op_sum(self._handle(), self._node(name, "sum"), dst._kview(), x._kview(),
+                                  ctypes.byref(node)))
+        return node.value
+
+    def upload(self, dst, array, name=None):
+        """Copies array into dst at every submission; array is read at each
+        submit (it may change between them) and kept alive by the graph."""
+        a = _np.ascontiguousarray(array, dtype=dst.dtype)
+        if a is not array:
+            raise ValueError("Graph.upload: array must be a C-contiguous NumPy array of the tensor's dtype (it "
+                             "is read at every submission)")
+        self._keep.append(a)
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_upload(self._handle(), self._node(name, "upload"), dst._handle(), a.ctypes.data, a.nbytes,
+                                  ctypes.byref(node)))
+        return node.value
+
+    def sink(self, src, name=None):
+        """A host sink of src: returns a Sink whose array each submission fills."""
+        out = _np.empty(src.shape, src.dtype)
+        self._keep.append(out)
+        h = ctypes.c_void_p()
+        _check(_c.kd_graph_sink(self._handle(), self._node(name, "sink"), src._handle(), out.ctypes.data, out.nbytes,
+                                ctypes.byref(h)))
+        return Sink(self, h, out)
+
+    def host(self, fn, reads=(), writes=(), name=None):
+        """A host-function node: fn() runs in order with the graph's work (on
+        a HOST worker thread, or the CUDA driver's callback thread), holding
+        the GIL. It must not call kdag or CUDA; an exception it raises is
+        printed and dropped. reads and writes are the tensors it uses."""
+
+        def call(user):
+            try:
+                fn()
+            except Exception:  # nothing to return it to
+                import traceback
+                traceback.print_exc()
+
+        cb = _c.HOST_FN(call)
+        self._keep.append(cb)
+        accesses = [_garg(In(t), i) for i, t in enumerate(reads)] + [_garg(InOut(t), i) for i, t in enumerate(writes)]
+        arr = (_c.GArg * max(1, len(accesses)))(*accesses)
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_host(self._handle(), self._node(name, "host"), cb, None, arr, len(accesses),
+                                ctypes.byref(node)))
+        return node.value
+
+    def edge(self, before, after):
+        """after runs after before (node indices), beyond what the accesses say."""
+        _check(_c.kd_graph_edge(self._handle(), before, after))
+
+    def submit(self):
+        """Enqueues the graph; returns a Ticket. Never waits for the device
+        (a sink's wait does)."""
+        t = _c.Ticket()
+        _check(_c.kd_graph_submit(self._handle(), ctypes.byref(t)))
+        return Ticket(self._session, t)
+
+    def stats(self):
+        s = _c.GraphStats()
+        _check(_c.kd_graph_stats_get(self._handle(), ctypes.byref(s)))
+        return {f: getattr(s, f) for f, _ in s._fields_}
+
+    def dot(self):
+        """The graph in Graphviz DOT."""
+        import os
+        import tempfile
+        libc = ctypes.CDLL(None)
+        libc.fopen.restype = ctypes.c_void_p
+        libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        libc.fclose.argtypes = [ctypes.c_void_p]
+        write = _lib.kd_graph_write_dot
+        write.restype = ctypes.c_int
+        write.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        fd, path = tempfile.mkstemp(suffix=".dot")
+        os.close(fd)
+        try:
+            f = libc.fopen(path.encode(), b"w")
+            st = write(self._handle(), f)
+            libc.fclose(f)
+            _check(st)
+            with open(path) as r:
+                return r.read()
+        finally:
+            os.unlink(path)

@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The package on a HOST session: tensors from and to NumPy (copies and
+DLPack without a copy), graphs of built-ins, sinks, host-function nodes,
+errors, DOT, and objects used after their session has closed."""
+import re
+import os
+
+import numpy as np
+import pytest
+
+import kdag
+
+
+@pytest.fixture
+def s():
+    with kdag.Session(backend="host") as session:
+        yield session
+
+
+def test_version_matches_the_package():
+    here = os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")
+    with open(here) as f:
+        want = re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1)
+    assert kdag.version() == want
+
+
+def test_session_is_host_and_a_context_manager():
+    with kdag.Session(backend="host", exec_mode="eager") as s:
+        assert s.backend == "host"
+        assert not s.closed
+    assert s.closed
+    with pytest.raises(ValueError, match="unknown option 'gpu'"):
+        kdag.Session(backend="gpu")
+
+
+def test_arrays_round_trip_in_numpy_order(s):
+    for dtype in (np.float32, np.float64, np.int32, np.int64, np.uint8, np.uint32, np.uint64, np.float16, np.int8,
+                  np.complex64):
+        a = (np.arange(24).reshape(2, 3, 4) % 7).astype(dtype)
+        t = s.asarray(a)
+        assert t.shape == (2, 3, 4) and t.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(t.numpy(), a)
+    with pytest.raises(TypeError, match="no dtype"):
+        s.asarray(np.zeros(3, dtype=np.float128 if hasattr(np, "float128") else object))
+
+
+def test_a_graph_of_built_ins_matches_numpy(s):
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    tx, ty, tz, tsum = s.asarray(x), s.empty((1000,)), s.empty((1000,)), s.empty((1,))
+    g = s.graph("built-ins")
+    g.fill(ty, 0.5)
+    g.axpy(ty, tx, 2.0)          # y = 2x + 0.5
+    g.add(tz, ty, tx)            # z = y + x
+    g.scale(tz, 0.25)
+    g.sum(tsum, tz)
+    z, total = g.sink(tz), g.sink(tsum)
+    for _ in range(3):
+        g.submit()
+        got = z.wait()
+    want = ((np.float32(2) * x + np.float32(0.5)) + x) * np.float32(0.25)
+    np.testing.assert_array_equal(got, want)
+    assert abs(total.wait()[0] - want.sum(dtype=np.float64)) < 1e-2
+    st = g.stats()
+    assert st["nodes"] == 7 and st["edges"] >= 5
+    assert s.stats()["submissions"] == 3
+
+
+def test_dlpack_import_shares_numpy_memory(s):
+    a = np.zeros((4, 5), dtype=np.float64)
+    t = s.from_dlpack(a)
+    assert t.shape == (4, 5)
+    g = s.graph()
+    g.fill(t, 3.0)
+    sink = g.sink(t)
+    g.submit()
+    sink.wait()
+    assert (a == 3.0).all(), "kdag wrote the NumPy array's own memory"
+
+
+def test_dlpack_import_of_a_strided_array_is_a_view(s):
+    a = np.arange(20, dtype=np.float32).reshape(4, 5)
+    col = a[:, 1]                 # stride 5 elements
+    t = s.from_dlpack(col)
+    out = s.empty((4,))
+    g = s.graph()
+    g.copy(out, t)                # canonicalize
+    sink = g.sink(out)
+    g.submit()
+    np.testing.assert_array_equal(sink.wait(), col)
+    with pytest.raises(kdag.KdagError, match="strided"):
+        t.numpy()
+
+
+def test_numpy_reads_a_kdag_tensor_without_a_copy(s):
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    t = s.asarray(a)
+    b = np.from_dlpack(t)
+    np.testing.assert_array_equal(b, a)
+    g = s.graph()
+    g.fill(t, 7)
+    g.sink(t)
+    g.submit()
+    s.reap()
+    t.numpy()  # a host wait: the fill is done
+    assert (b == 7).all(), "the export is the tensor's memory"
+    del b
+
+
+def test_host_function_nodes_run_in_order(s):
+    seen = []
+    t = s.asarray(np.zeros(8, dtype=np.float32))
+    g = s.graph()
+    g.fill(t, 1.0)
+    g.host(lambda: seen.append("after fill"), reads=[t])
+    g.scale(t, 2.0)   # WAR after the host node's read
+    sink = g.sink(t)
+    g.submit()
+    np.testing.assert_array_equal(sink.wait(), np.full(8, 2.0, np.float32))
+    assert seen == ["after fill"]
+
+
+def test_errors_carry_the_status_and_kdags_message(s):
+    a, b = s.empty((3,)), s.empty((4,))
+    g = s.graph()
+    g.fill(a, 1.0)
+    g.fill(b, 1.0)
+    with pytest.raises(kdag.KdagError) as e:
+        g.add(a, a, b, name="mismatched add")
+    assert e.value.name.startswith("KD_ERR_")
+    assert "mismatched add" in str(e.value)
+    with pytest.raises(kdag.KdagError) as e:
+        s.module(ptx=".version 8.0\n.target sm_90\n")
+    assert e.value.name == "KD_ERR_WRONG_BACKEND"
+    with pytest.raises(TypeError, match="must say how the kernel uses it"):
+        kdag._garg(a, 0)
+    with pytest.raises(TypeError, match="no C type"):
+        kdag._garg(3, 1)
+
+
+def test_objects_used_after_their_session_closed_raise():
+    s = kdag.Session(backend="host")
+    t = s.asarray(np.ones(4, dtype=np.float32))
+    g = s.graph()
+    g.scale(t, 2.0)
+    s.close()
+    for call in (t.numpy, g.submit, lambda: g.fill(t, 0.0), s.stats, lambda: s.empty((2,))):
+        with pytest.raises(kdag.KdagError) as e:
+            call()
+        assert e.value.name == "KD_ERR_RELEASED"
+    del t, g  # no crash collecting them
+
+
+def test_dot_names_the_nodes(s):
+    t = s.empty((4,))
+    g = s.graph()
+    g.fill(t, 1.0, name="first")
+    g.scale(t, 3.0, name="second")
+    dot = g.dot()
+    assert "digraph" in dot and "first" in dot and "second" in dot
