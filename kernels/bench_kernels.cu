@@ -28,14 +28,17 @@ extern "C" __global__ void bench_inc_kernel(float *x, int n) {
 }
 
 // One step of a dependent chain (suite pdl): after the grid-dependency wait,
-// x[t] = 0.5 * x[t] + 1 for the threads of one block (128 floats). Keeps
-// KD_LAUNCH_PDL's contract; without a programmatic launch the wait is a
-// no-op. ABI: (float *x).
+// x[t] = 0.5 * x[t] + 1 for the threads of one block (128 floats), then
+// lets its dependents launch (a hint: it is done). Keeps KD_LAUNCH_PDL's
+// contract; without a programmatic launch both are no-ops. ABI: (float *x).
 extern "C" __global__ void bench_pdl_step(float *x) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
   x[threadIdx.x] = 0.5f * x[threadIdx.x] + 1.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 // Holds the stream for `ns` nanoseconds of the global timer, so that the

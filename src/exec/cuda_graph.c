@@ -76,8 +76,8 @@ typedef struct kd_gexec_node {
   CUdeviceptr xfer_dptr;
   CUevent xfer_event;
   /* A traced session's graph (session/trace.h): event record nodes before
-   * the node (on its dependencies) and after it, pointed at each launch's
-   * trace events. */
+   * the node (after its predecessors' end records) and after it, pointed
+   * at each launch's trace events. */
   CUgraphNode trace_begin, trace_end;
 } kd_gexec_node;
 
@@ -501,13 +501,16 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_trace_
     for (int last = 0; last < 2; ++last)
       for (uint32_t k = pred_start[v]; k < pred_start[v + 1]; ++k) {
         const kd_gedge *e = &g->edges[pred[k]];
-        int may = s->dev.pdl && e->hazard != KD_HAZ_EXPLICIT && x->nodes[e->from].kernel;
+        int may = !tb && s->dev.pdl && e->hazard != KD_HAZ_EXPLICIT && x->nodes[e->from].kernel;
         if (may != last) continue;
-        deps[nd++] = x->nodes[e->from].cu;
+        /* Traced, after the predecessors' end events: a node's span never
+         * starts before the spans it depends on have ended (their events
+         * would otherwise be recorded in either order). */
+        deps[nd++] = tb ? x->nodes[e->from].trace_end : x->nodes[e->from].cu;
         nprog += (size_t)may;
       }
     CUevent begin = NULL, end = NULL;
-    if (tb) { /* begin on the node's dependencies, the node on begin, end on the node */
+    if (tb) { /* begin on the predecessors' ends, the node on begin, end on the node */
       kd_trace_batch_span(tb, i, g->nodes[v].name, "node", &begin, &end);
       r = cu->cuGraphAddEventRecordNode(&xn->trace_begin, x->graph, deps, nd, begin);
       if (r != CUDA_SUCCESS) {
@@ -516,7 +519,6 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_trace_
       }
       deps[0] = xn->trace_begin;
       nd = 1;
-      nprog = 0;
     }
     st = add_node(g, x, v, deps, nd, nprog, xf_of[v] ? &xf[xf_of[v] - 1] : NULL, op);
     if (!st && tb && (r = cu->cuGraphAddEventRecordNode(&xn->trace_end, x->graph, &xn->cu, 1, end)) != CUDA_SUCCESS)

@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The package on a GPU (the GPU lane): PyTorch and CuPy tensors into kdag
+and back without a copy, ordered on their streams, and a kernel compiled
+with NVRTC from Python. Skipped without a GPU or the framework."""
+import os
+
+import numpy as np
+import pytest
+
+import kdag
+
+
+def _gpu_session():
+    if os.environ.get("KDAG_CUDA_DRIVER_PATH"):
+        pytest.skip("the null driver is loaded, not a GPU")
+    try:
+        s = kdag.Session(backend="cuda")
+    except kdag.KdagError as e:
+        if os.environ.get("KDAG_REQUIRE_GPU") == "1":
+            raise
+        pytest.skip(f"no usable CUDA device: {e}")
+    return s
+
+
+SOURCE = r'''
+extern "C" __global__ void axpb(float *y, const float *x, float a, float b, unsigned n) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + b;
+}
+'''
+
+
+def test_pytorch_tensors_round_trip_without_a_copy():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no GPU")
+    with _gpu_session() as s:
+        x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+        t = s.from_dlpack(x)            # torch's stream -> kdag's stream, on the device
+        g = s.graph("torch")
+        g.scale(t, 2.0)
+        g.submit()
+        y = torch.from_dlpack(t)        # kdag's work -> torch's current stream
+        assert y.data_ptr() == x.data_ptr(), "zero-copy both ways"
+        torch.testing.assert_close(y, torch.arange(1 << 20, dtype=torch.float32, device="cuda") * 2)
+
+
+def test_cupy_and_an_nvrtc_kernel_from_python():
+    cp = pytest.importorskip("cupy")
+    with _gpu_session() as s:
+        fn = s.module(source=SOURCE).function("axpb")
+        n = 4096
+        x = cp.arange(n, dtype=cp.float32)
+        y = cp.zeros(n, dtype=cp.float32)
+        tx, ty = s.from_dlpack(x), s.from_dlpack(y)
+        g = s.graph("cupy", exec_mode="graph")
+        g.kernel(fn, (n + 255) // 256, 256, [kdag.Out(ty), kdag.In(tx), np.float32(3), np.float32(1), kdag.u32(n)],
+                 pdl=True)
+        g.scale(ty, 0.5)
+        for _ in range(3):
+            g.submit()
+        out = cp.from_dlpack(ty)
+        cp.testing.assert_array_equal(out, (3 * cp.arange(n, dtype=cp.float32) + 1) * 0.5)
+        assert s.stats()["programmatic_edges"] >= 1
