@@ -65,27 +65,42 @@ kb_status kb_kdag_function(kb_run *run, kb_kdag *k, const void *cubin, size_t cu
   return KB_OK;
 }
 
-typedef struct stream_event {
-  const kd_cu_table *cu;
-  CUevent event;
+typedef struct stream_call {
+  kb_stream_fn *fn;
+  void *user;
   CUresult result;
-} stream_event;
+} stream_call;
 
-static kd_status record_on_session(kd_raw *raw, void *user) {
-  stream_event *e = user;
+static kd_status call_on_session(kd_raw *raw, void *user) {
+  stream_call *c = user;
   void *stream = NULL;
   kd_status st = kd_raw_stream(raw, &stream);
   if (st) return st;
-  e->result = e->cu->cuEventRecord(e->event, (CUstream)stream);
+  c->result = c->fn((CUstream)stream, c->user);
   return KD_OK;
+}
+
+kb_status kb_kdag_on_stream(kb_run *run, kb_kdag *k, kb_stream_fn *fn, void *user, const char *call) {
+  stream_call c = {fn, user, CUDA_SUCCESS};
+  if (kd_with_raw(k->session, "bench.stream", call_on_session, &c))
+    return kb_run_fail(run, "%s in a raw scope: %s", call, kd_last_error());
+  return kb_gpu_check(run, c.result, call);
+}
+
+typedef struct stream_event {
+  const kd_cu_table *cu;
+  CUevent event;
+} stream_event;
+
+static CUresult record_on(CUstream stream, void *user) {
+  stream_event *e = user;
+  return e->cu->cuEventRecord(e->event, stream);
 }
 
 /* call: "cuEventRecord(start)" or "(stop)", for the messages. */
 static kb_status record(kb_run *run, kb_kdag *k, CUevent event, const char *call) {
-  stream_event ev = {k->cu, event, CUDA_SUCCESS};
-  if (kd_with_raw(k->session, "bench.event", record_on_session, &ev))
-    return kb_run_fail(run, "%s in a raw scope: %s", call, kd_last_error());
-  return kb_gpu_check(run, ev.result, call);
+  stream_event ev = {k->cu, event};
+  return kb_kdag_on_stream(run, k, record_on, &ev, call);
 }
 
 kb_status kb_kdag_begin(kb_run *run, kb_kdag *k, uint64_t *t0_ns) {

@@ -46,6 +46,11 @@ void kb_kdag_close(kb_kdag *k);
 kb_status kb_kdag_function(kb_run *run, kb_kdag *k, const void *cubin, size_t cubin_size,
                            const void *ptx, size_t ptx_size, const char *name, kd_function *out);
 
+/* Calls fn with the session's stream, inside a raw scope; its CUresult
+ * becomes the case's failure, named call. */
+typedef CUresult kb_stream_fn(CUstream stream, void *user);
+kb_status kb_kdag_on_stream(kb_run *run, kb_kdag *k, kb_stream_fn *fn, void *user, const char *call);
+
 kb_status kb_kdag_begin(kb_run *run, kb_kdag *k, uint64_t *t0_ns);
 kb_status kb_kdag_end(kb_run *run, kb_kdag *k, uint64_t t0_ns, kb_timing *out);
 

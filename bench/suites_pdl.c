@@ -162,17 +162,12 @@ typedef struct spin_call {
   const kd_cu_table *cu;
   CUfunction spin;
   unsigned long long ns;
-  CUresult r;
 } spin_call;
 
-static kd_status spin_on_session(kd_raw *raw, void *user) {
+static CUresult spin_on(CUstream stream, void *user) {
   spin_call *q = user;
-  void *stream = NULL;
-  kd_status st = kd_raw_stream(raw, &stream);
-  if (st) return st;
   void *params[] = {&q->ns};
-  q->r = q->cu->cuLaunchKernel(q->spin, 1, 1, 1, 1, 1, 1, 0, (CUstream)stream, params, NULL);
-  return KD_OK;
+  return q->cu->cuLaunchKernel(q->spin, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
 }
 
 static kb_status pdl_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
@@ -180,27 +175,19 @@ static kb_status pdl_batch(kb_run *run, void *state, uint64_t iterations, kb_tim
   kb_kernel_suite *s = kb_run_suite_state(run);
   const kd_cu_table *cu = s->g->cu;
   int64_t n = chain_length(run);
-  spin_call spin = {cu, c->spin, BLOCK_NS_BASE + BLOCK_NS_PER_LAUNCH * iterations * (uint64_t)n, CUDA_SUCCESS};
+  spin_call spin = {cu, c->spin, BLOCK_NS_BASE + BLOCK_NS_PER_LAUNCH * iterations * (uint64_t)n};
   kb_status st;
   uint64_t t0 = 0;
   if (c->v.kdag) {
-    if (!c->v.graph) {
-      if (kd_with_raw(c->k.session, "bench.spin", spin_on_session, &spin))
-        return kb_run_fail(run, "the blocking kernel: %s", kd_last_error());
-      if ((st = kb_gpu_check(run, spin.r, "cuLaunchKernel(bench_spin)"))) return st;
-    }
+    if (!c->v.graph && (st = kb_kdag_on_stream(run, &c->k, spin_on, &spin, "cuLaunchKernel(bench_spin)")))
+      return st;
     if ((st = kb_kdag_begin(run, &c->k, &t0))) return st;
     for (uint64_t it = 0; it < iterations; ++it)
       if (kd_graph_submit(c->kg, NULL)) return kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
     return kb_kdag_end(run, &c->k, t0, out);
   }
   CUstream stream = s->g->stream;
-  if (!c->v.graph) {
-    void *params[] = {&spin.ns};
-    if ((st = kb_gpu_check(run, cu->cuLaunchKernel(c->spin, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL),
-                           "cuLaunchKernel(bench_spin)")))
-      return st;
-  }
+  if (!c->v.graph && (st = kb_gpu_check(run, spin_on(stream, &spin), "cuLaunchKernel(bench_spin)"))) return st;
   if ((st = kb_gpu_batch_begin(s->g, run, &t0))) return st;
   void *params[] = {&c->x};
   CUlaunchAttribute attr = {0};
