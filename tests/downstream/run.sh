@@ -11,7 +11,10 @@
 # 3. pkg-config: the first program linked shared, and statically with
 #    --static's flags;
 # 4. add_subdirectory and FetchContent: kdag built inside the project,
-#    which must not need Criterion or jansson.
+#    which must not need Criterion or jansson;
+# 5. pip install SOURCE_DIR/python into a fresh virtual environment (the
+#    build backend comes from PyPI), then the package's HOST tests against
+#    the installed package, from outside the checkout.
 set -euo pipefail
 src=$(cd "${1:?usage: $0 SOURCE_DIR BUILD_DIR WORK_DIR}" && pwd)
 build=$(cd "${2:?usage}" && pwd)
@@ -93,4 +96,10 @@ for from in subdirectory fetchcontent; do
   run_first "$work/$from/first_static"
   "$work/$from/cxx17"
 done
+step "pip install python/"
+python3 -m venv "$work/venv" > "$work/venv.log" 2>&1 || fail "python3 -m venv failed: $(tail -3 "$work/venv.log")"
+"$work/venv/bin/pip" install --quiet --disable-pip-version-check "$src/python" numpy pytest > "$work/pip.log" 2>&1 ||
+  fail "pip install python/ failed: $(tail -20 "$work/pip.log")"
+(cd "$work" && "$work/venv/bin/python" -m pytest -q --noconftest -p no:cacheprovider "$src/python/tests/test_host.py") ||
+  fail "the installed package's tests failed"
 step "downstream: passed"
