@@ -83,3 +83,15 @@ extern "C" __global__ void pdl_double(const float *x, float *y) {
   grid_dependency_wait();
   if (threadIdx.x == 0 && blockIdx.x == 0) y[0] = 2.0f * x[0];
 }
+
+// Keeps KD_LAUNCH_PDL's contract and lets its dependents start at once:
+// waits, triggers, spins `ns`, then fills x[0..n) with value. The slow
+// upstream of gpu_executors_test's random graphs. ABI: (unsigned long long
+// ns, int *x, int value, int n).
+extern "C" __global__ void pdl_slow_fill_i32(unsigned long long ns, int *x, int value, int n) {
+  grid_dependency_wait();
+  launch_dependents();
+  spin_for(ns);
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    x[i] = value;
+}

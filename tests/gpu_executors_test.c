@@ -12,6 +12,7 @@
  * what it then checks is kdag's own part (plans, executable graphs and
  * their patches, transfers, lifetimes, AUTO), not the GPU's arithmetic. */
 #include "dtype_graph.h"
+#include "kernels/embedded.h"
 #include "kdag_test.h"
 #include "null_driver.h"
 #include "random_graph.h"
@@ -68,6 +69,16 @@ FLOAT(f64, KD_K_F64)
 FLOAT(f16, KD_K_F16)
 FLOAT(bf16, KD_K_BF16)
 
+/* pdl_slow_fill_i32's work (kernels/test_kernels.cu), without the spin. */
+static void slow_fill_i32(void *const *p) {
+  int *x;
+  int32_t value, n;
+  memcpy(&x, p[1], sizeof x);
+  memcpy(&value, p[2], sizeof value);
+  memcpy(&n, p[3], sizeof n);
+  for (int32_t i = 0; i < n; ++i) x[i] = value;
+}
+
 static void register_builtins(void) {
   enum { V = sizeof(kd_kview), P = sizeof(kd_kpattern), D = sizeof(double) };
   static const struct {
@@ -94,6 +105,8 @@ static void register_builtins(void) {
   };
   for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i)
     cr_assert(nd.emulate(k[i].name, k[i].count, k[i].sizes, k[i].fn), "%s: the null driver refused it", k[i].name);
+  static const uint32_t slow_sizes[] = {8, 8, 4, 4};
+  cr_assert(nd.emulate("pdl_slow_fill_i32", 4, slow_sizes, slow_fill_i32));
 }
 
 /* A CUDA session in mode: on the null driver when KDAG_TEST_NULL_DRIVER
@@ -153,12 +166,32 @@ Test(executors, builtins_of_every_dtype_match_host_bit_exact) {
   kd_session_destroy(host);
 }
 
+typedef struct slow_fill {
+  kd_module m;
+  kd_function fn;
+} slow_fill;
+
+static kd_status load_slow_fill(kd_raw *raw, void *user) {
+  slow_fill *f = user;
+  kd_status st = kd_raw_load_image(raw, kd_kernel_test_cubin, kd_kernel_test_cubin_size, &f->m);
+  return st ? st : kd_module_function(kd_raw_session(raw), f->m, "pdl_slow_fill_i32", &f->fn);
+}
+
 /* Random i32 graphs over pools of strided views (tests/random_graph.h),
  * each submitted twice (in GRAPH mode, a relaunch of the same executable
- * graph), its tensors released while in flight, bit for bit against HOST. */
+ * graph), its tensors released while in flight, bit for bit against HOST.
+ * Each graph starts with a fill of the first tensor: on the CUDA sessions
+ * a kernel that opts in to programmatic dependent launch, lets the nodes
+ * after it start at once and spins 20 us before it writes (a node that
+ * read or wrote before its wait would see or leave the old values); on
+ * HOST, the fill built-in. */
 Test(executors, random_graphs_match_host_bit_exact) {
   kd_session *all[MODES + 1];
-  for (size_t m = 0; m < MODES; ++m) all[m] = cuda_session(modes[m]);
+  slow_fill slow[MODES];
+  for (size_t m = 0; m < MODES; ++m) {
+    all[m] = cuda_session(modes[m]);
+    KDT_OK(kd_with_raw(all[m], "load", load_slow_fill, &slow[m]));
+  }
   all[MODES] = kdt_host_session();
   static int32_t init[RG_POOL][RG_LEN], out[MODES + 1][RG_POOL][RG_LEN];
   rg_rng seeds = {0x9E3779B97F4A7C15ull};
@@ -175,6 +208,15 @@ Test(executors, random_graphs_match_host_bit_exact) {
       for (int i = 0; i < RG_POOL; ++i) KDT_OK(kd_tensor_from_host(s, &d, init[i], sizeof init[i], &t[i]));
       kd_graph *g;
       KDT_OK(kd_graph_create(s, &g));
+      int32_t first = (int32_t)gi - 150;
+      if (w < MODES) {
+        kd_launch_config four = {{4, 1, 1}, {256, 1, 1}, 0, KD_LAUNCH_PDL};
+        kd_garg a[] = {kd_g_value(kd_arg_u64(20000)), kd_g_out(kd_whole(t[0])), kd_g_value(kd_arg_i32(first)),
+                       kd_g_value(kd_arg_i32(RG_LEN))};
+        KDT_OK(kd_graph_kernel(g, "slow fill", slow[w].fn, &four, a, 4, NULL));
+      } else {
+        KDT_OK(kd_graph_op_fill(g, "fill", kd_whole(t[0]), &first, NULL));
+      }
       rg_rng copy = r;
       rg_build(g, t, &copy, NULL);
       kd_graph_stats gs;
@@ -196,6 +238,7 @@ Test(executors, random_graphs_match_host_bit_exact) {
                (unsigned long long)nodes, graphs);
   for (size_t m = 0; m < MODES; ++m) {
     check_mode(all[m], m, graphs, 2);
+    KDT_OK(kd_module_release(all[m], slow[m].m));
     kd_session_destroy(all[m]);
   }
   kd_session_destroy(all[MODES]);

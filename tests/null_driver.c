@@ -83,7 +83,7 @@ struct CUmod_st {
   uint64_t busy_until; /* complete once the timeline has finished this serial */
 };
 /* A kernel's host stand-in (kdag_null_emulate). */
-#define ND_EMUL_MAX 32
+#define ND_EMUL_MAX 64
 #define ND_EMUL_PARAMS 8
 #define ND_EMUL_BYTES 512 /* three built-in views of 144 bytes fit */
 typedef struct nd_emul {

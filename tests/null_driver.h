@@ -80,7 +80,7 @@ void kdag_null_foreign_free(unsigned long long p);
  * bytes the node was last given (taken at cuGraphAddKernelNode and at
  * cuGraphExecKernelNodeSetParams, as the driver takes them). sizes: the
  * bytes of each of the count parameters (at most 8, 512 bytes in all). fn
- * does the whole launch; grid and block are not passed. At most 32 names;
+ * does the whole launch; grid and block are not passed. At most 64 names;
  * a name registered again is replaced. 1, or 0 for arguments out of range. */
 typedef void kdag_null_kernel_fn(void *const *params);
 int kdag_null_emulate(const char *name, uint32_t count, const uint32_t *sizes, kdag_null_kernel_fn *fn);
