@@ -238,9 +238,10 @@ class Tensor:
         raise TypeError("tensors come from Session.empty, Session.asarray or Session.from_dlpack")
 
     @classmethod
-    def _wrap(cls, session, handle, shape, dtype, view=None, keep=None):
+    def _wrap(cls, session, handle, shape, dtype, view=None, parent=None):
         t = object.__new__(cls)
-        t._session, t._t, t.shape, t.dtype, t._view, t._keep = session, handle, tuple(shape), dtype, view, keep
+        t._session, t._t, t.shape, t.dtype, t._view = session, handle, tuple(shape), dtype, view
+        t._parent = parent  # a view (t[...]) holds its tensor's object, and owns no handle
         return t
 
     @classmethod
@@ -283,13 +284,19 @@ class Tensor:
         _check(_c.kd_view_whole(h, t, ctypes.byref(whole)))
         strided = v.rank != whole.rank or v.offset != 0 or any(
             v.shape[i] != whole.shape[i] or v.strides[i] != whole.strides[i] for i in range(v.rank))
-        return cls._wrap(session, t, shape, dtype, v if strided else None)
+        return cls._wrap(session, t, shape, dtype, v if strided else None)  # owns t
 
     def _handle(self):
         self._session._handle()
         if self._t is None:
             raise KdagError(_RELEASED, "the tensor was released")
         return self._t
+
+    def _whole(self, op):
+        """The handle of a tensor that is not a view, for calls that take a whole tensor."""
+        if self._parent is not None or self._view is not None:
+            raise KdagError(9, f"{op}: a view; this call takes a whole compact tensor")
+        return self._handle()
 
     def _kview(self):
         """This tensor as a kd_view: the whole tensor, or the DLPack view."""
@@ -302,10 +309,59 @@ class Tensor:
         return v
 
     def release(self):
-        """Drops this handle now (kdag keeps the memory until its work on it completes)."""
-        if self._t is not None and not self._session.closed:
+        """Drops this handle now (kdag keeps the memory until its work on it
+        completes). On a view (t[...]) it drops the view alone."""
+        if self._t is not None and self._parent is None and not self._session.closed:
             _c.kd_tensor_release(self._session._handle(), self._t)
         self._t = None
+
+    def _layout(self):
+        """(offset, shape, strides) in elements, NumPy order."""
+        if self._view is None:
+            strides, acc = [], 1
+            for n in reversed(self.shape):
+                strides.append(acc)
+                acc *= n
+            return 0, list(self.shape), strides[::-1]
+        v, r = self._view, self._view.rank
+        return v.offset, [v.shape[r - 1 - i] for i in range(r)], [v.strides[r - 1 - i] for i in range(r)]
+
+    def __getitem__(self, key):
+        """A view: basic indexing in NumPy order (integers, and slices with
+        positive steps), no copy. It shares this tensor's memory and keeps
+        this object alive; nodes take it wherever they take a tensor."""
+        self._handle()
+        key = key if isinstance(key, tuple) else (key,)
+        off, shape, strides = self._layout()
+        if len(key) > len(shape):
+            raise IndexError(f"{len(key)} indices for a tensor of {len(shape)} dimensions")
+        new_shape, new_strides = [], []
+        for axis, (n, st) in enumerate(zip(shape, strides)):
+            k = key[axis] if axis < len(key) else slice(None)
+            if isinstance(k, (int, _np.integer)):
+                k = int(k) + (n if k < 0 else 0)
+                if not 0 <= k < n:
+                    raise IndexError(f"index {key[axis]} is out of bounds for axis {axis} with size {n}")
+                off += k * st
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                if step <= 0:
+                    raise ValueError("kdag views take positive steps only")
+                off += start * st
+                new_shape.append(len(range(start, stop, step)))
+                new_strides.append(st * step)
+            else:
+                raise TypeError(f"kdag views take integers and slices, not {type(k).__name__}")
+        if len(new_shape) > _c.MAX_RANK:
+            raise ValueError(f"kdag views have at most {_c.MAX_RANK} dimensions")
+        v = _c.View()
+        v.tensor = self._t
+        v.rank = len(new_shape)
+        v.offset = off
+        for i in range(v.rank):
+            v.shape[i] = new_shape[v.rank - 1 - i]
+            v.strides[i] = new_strides[v.rank - 1 - i]
+        return Tensor._wrap(self._session, self._t, tuple(new_shape), self.dtype, v, self._parent or self)
 
     def __del__(self):
         try:
@@ -315,12 +371,13 @@ class Tensor:
 
     def numpy(self):
         """A copy of the tensor's contents (a host wait)."""
-        if self._view is not None:
+        if self._view is not None or self._parent is not None:
             raise KdagError(9, "Tensor.numpy: a strided view; copy it into a compact tensor first (Graph.copy)")
         if self.dtype is None:
             raise TypeError("Tensor.numpy: NumPy has no type for this tensor's dtype")
         out = _np.empty(self.shape, self.dtype)
-        _check(_c.kd_tensor_download(self._session._handle(), self._handle(), out.ctypes.data, out.nbytes))
+        _check(_c.kd_tensor_download(self._session._handle(), self._whole("Tensor.numpy"), out.ctypes.data,
+                                     out.nbytes))
         return out
 
     def upload(self, array):
@@ -328,7 +385,7 @@ class Tensor:
         a = _np.ascontiguousarray(array, dtype=self.dtype)
         if a.shape != self.shape:
             raise ValueError(f"Tensor.upload: shape {a.shape}, the tensor's is {self.shape}")
-        _check(_c.kd_tensor_upload(self._session._handle(), self._handle(), a.ctypes.data, a.nbytes))
+        _check(_c.kd_tensor_upload(self._session._handle(), self._whole("Tensor.upload"), a.ctypes.data, a.nbytes))
 
     def __dlpack_device__(self):
         if self._session.backend == "host":
@@ -346,13 +403,13 @@ class Tensor:
             raise BufferError(f"kdag cannot export to device {tuple(dl_device)}")
         versioned = max_version is not None and tuple(max_version) >= (1, 0)
         h = self._session._handle()
+        t = self._whole("Tensor.__dlpack__")
         managed = ctypes.c_void_p()
         if self._session.backend == "host":
-            _check(_c.kd_tensor_to_dlpack(h, self._handle(), 0 if versioned else 1, None, ctypes.byref(managed)))
+            _check(_c.kd_tensor_to_dlpack(h, t, 0 if versioned else 1, None, ctypes.byref(managed)))
         else:
             event = ctypes.c_void_p()
-            _check(_c.kd_tensor_to_dlpack(h, self._handle(), 0 if versioned else 1, ctypes.byref(event),
-                                          ctypes.byref(managed)))
+            _check(_c.kd_tensor_to_dlpack(h, t, 0 if versioned else 1, ctypes.byref(event), ctypes.byref(managed)))
             _order_consumer(event.value, stream)
         name = b"dltensor_versioned" if versioned else b"dltensor"
         return _capsule.PyCapsule_New(managed.value, _NAMES[name], ctypes.cast(_capsule_destructor, ctypes.c_void_p))
@@ -555,6 +612,13 @@ class Sink:
         return self.array
 
 
+class _ForeignCall:
+    """What a foreign node's callback gets (Graph.foreign)."""
+
+    def __init__(self, stream, spans, workspace):
+        self.stream, self.spans, self.workspace = stream, spans, workspace
+
+
 class Graph:
     """A graph of nodes; the order comes from the accesses they declare."""
 
@@ -564,6 +628,7 @@ class Graph:
         _check(_c.kd_graph_create(session._handle(), ctypes.byref(h)))
         self._h = h
         self._keep = []  # what the nodes point at: host buffers, callbacks
+        self._foreign_error = None
         if name:
             _check(_c.kd_graph_set_name(h, name.encode()))
         if exec_mode:
@@ -670,7 +735,8 @@ class Graph:
                              "is read at every submission)")
         self._keep.append(a)
         node = ctypes.c_uint32()
-        _check(_c.kd_graph_upload(self._handle(), self._node(name, "upload"), dst._handle(), a.ctypes.data, a.nbytes,
+        _check(_c.kd_graph_upload(self._handle(), self._node(name, "upload"), dst._whole("Graph.upload"), a.ctypes.data,
+                                  a.nbytes,
                                   ctypes.byref(node)))
         return node.value
 
@@ -679,7 +745,8 @@ class Graph:
         out = _np.empty(src.shape, src.dtype)
         self._keep.append(out)
         h = ctypes.c_void_p()
-        _check(_c.kd_graph_sink(self._handle(), self._node(name, "sink"), src._handle(), out.ctypes.data, out.nbytes,
+        _check(_c.kd_graph_sink(self._handle(), self._node(name, "sink"), src._whole("Graph.sink"), out.ctypes.data,
+                                out.nbytes,
                                 ctypes.byref(h)))
         return Sink(self, h, out)
 
@@ -705,6 +772,37 @@ class Graph:
                                 ctypes.byref(node)))
         return node.value
 
+    def foreign(self, fn, reads=(), writes=(), workspace=0, name=None):
+        """A foreign-library node (CUDA sessions): fn(call) enqueues work on
+        call.stream (an int, a CUstream: give it to CuPy's ExternalStream or
+        torch.cuda.ExternalStream) over call.spans ((device pointer, bytes)
+        per tensor, reads first, then writes) and call.workspace (pointer,
+        bytes). It runs inside submit (in GRAPH mode while kdag captures the
+        stream into a CUDA graph) and must not call kdag or wait; an
+        exception it raises fails the submit, re-raised from it. In GRAPH
+        mode, allocating memory inside fn (a CuPy pool growing) breaks the
+        capture: allocate before, or pass a workspace."""
+        graph = self
+
+        def call(c, user):
+            try:
+                k = c.contents
+                spans = [(k.spans[i].device_ptr, k.spans[i].bytes) for i in range(k.span_count)]
+                fn(_ForeignCall(k.stream or 0, spans, (k.workspace, k.workspace_bytes)))
+                return 0
+            except BaseException as e:  # never across the C frame; submit re-raises it
+                graph._foreign_error = e
+                return 1  # KD_ERR_INVALID_ARGUMENT: kdag names the node
+
+        cb = _c.FOREIGN_FN(call)
+        self._keep.append(cb)
+        accesses = [_garg(In(t), i) for i, t in enumerate(reads)] + [_garg(InOut(t), i) for i, t in enumerate(writes)]
+        arr = (_c.GArg * max(1, len(accesses)))(*accesses)
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_foreign(self._handle(), self._node(name, "foreign"), cb, None, arr, len(accesses), workspace,
+                                   None, None, ctypes.byref(node)))
+        return node.value
+
     def edge(self, before, after):
         """after runs after before (node indices), beyond what the accesses say."""
         _check(_c.kd_graph_edge(self._handle(), before, after))
@@ -713,7 +811,12 @@ class Graph:
         """Enqueues the graph; returns a Ticket. Never waits for the device
         (a sink's wait does)."""
         t = _c.Ticket()
-        _check(_c.kd_graph_submit(self._handle(), ctypes.byref(t)))
+        self._foreign_error = None
+        st = _c.kd_graph_submit(self._handle(), ctypes.byref(t))
+        if st and self._foreign_error is not None:
+            e, self._foreign_error = self._foreign_error, None
+            raise KdagError(st, (_c.kd_last_error() or b"").decode(errors="replace")) from e
+        _check(st)
         return Ticket(self._session, t)
 
     def stats(self):

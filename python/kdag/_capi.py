@@ -123,7 +123,13 @@ class NvrtcOptions(Structure):
                 ("lto", c_int), ("relocatable", c_int)]
 
 
+class ForeignCall(Structure):
+    _fields_ = [("stream", c_void_p), ("spans", POINTER(Span)), ("span_count", c_size_t), ("workspace", c_uint64),
+                ("workspace_bytes", c_size_t), ("resource", c_void_p)]
+
+
 RAW_FN = CFUNCTYPE(c_int, c_void_p, c_void_p)
+FOREIGN_FN = CFUNCTYPE(c_int, POINTER(ForeignCall), c_void_p)
 HOST_FN = CFUNCTYPE(None, c_void_p)
 
 _P = c_void_p  # kd_session *, kd_graph *, kd_sink *, kd_raw *: opaque
@@ -190,6 +196,8 @@ kd_graph_upload = _proto("kd_graph_upload", c_int, _P, c_char_p, Tensor, c_void_
 kd_graph_sink = _proto("kd_graph_sink", c_int, _P, c_char_p, Tensor, c_void_p, c_size_t, POINTER(_P))
 kd_graph_host = _proto("kd_graph_host", c_int, _P, c_char_p, HOST_FN, c_void_p, POINTER(GArg), c_size_t,
                        POINTER(c_uint32))
+kd_graph_foreign = _proto("kd_graph_foreign", c_int, _P, c_char_p, FOREIGN_FN, c_void_p, POINTER(GArg), c_size_t,
+                          c_size_t, c_void_p, c_void_p, POINTER(c_uint32))
 kd_graph_edge = _proto("kd_graph_edge", c_int, _P, c_uint32, c_uint32)
 kd_graph_stats_get = _proto("kd_graph_stats_get", c_int, _P, POINTER(GraphStats))
 kd_graph_set_exec_mode = _proto("kd_graph_set_exec_mode", c_int, _P, c_int)

@@ -65,3 +65,12 @@ def test_cupy_and_an_nvrtc_kernel_from_python():
         out = cp.from_dlpack(ty)
         cp.testing.assert_array_equal(out, (3 * cp.arange(n, dtype=cp.float32) + 1) * 0.5)
         assert s.stats()["programmatic_edges"] >= 1
+
+
+@pytest.mark.parametrize("example", ["jacobi", "add"])
+def test_examples_on_the_gpu_match_numpy(capsys, example):
+    _gpu_session().close()  # skips without a GPU
+    import runpy
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", f"{example}.py")
+    runpy.run_path(path)["main"](backend="cuda")
+    assert f"{example}: ok (cuda" in capsys.readouterr().out

@@ -157,3 +157,38 @@ def test_dot_names_the_nodes(s):
     g.scale(t, 3.0, name="second")
     dot = g.dot()
     assert "digraph" in dot and "first" in dot and "second" in dot
+
+
+def test_views_are_numpy_basic_indexing(s):
+    a = np.arange(30, dtype=np.float32).reshape(5, 6)
+    t = s.asarray(a)
+    inner = t[1:-1, 1:5:2]
+    assert inner.shape == (3, 2)
+    out = s.empty((3, 2))
+    g = s.graph()
+    g.copy(out, inner)
+    g.scale(t[0], 10.0)             # a row: integer index
+    full = g.sink(t)
+    part = g.sink(out)
+    g.submit()
+    np.testing.assert_array_equal(part.wait(), a[1:-1, 1:5:2])
+    want = a.copy()
+    want[0] *= 10
+    np.testing.assert_array_equal(full.wait(), want)
+    with pytest.raises(ValueError, match="positive steps"):
+        t[::-1]
+    with pytest.raises(IndexError):
+        t[5]
+    with pytest.raises(kdag.KdagError, match="a view"):
+        g.sink(inner)
+    v = t[1:3]
+    v.release()                     # a view's release drops the view alone
+    assert t.numpy().shape == (5, 6)
+
+
+@pytest.mark.parametrize("example", ["jacobi", "add"])
+def test_examples_match_numpy(capsys, example):
+    import runpy
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", f"{example}.py")
+    runpy.run_path(path)["main"](backend="host")
+    assert f"{example}: ok" in capsys.readouterr().out

@@ -75,3 +75,31 @@ def test_nvrtc_source_reaches_the_compiler():
         with pytest.raises(kdag.KdagError) as e:
             s.module(source='extern "C" __global__ void k() { this is not C++ }')
         assert e.value.name in ("KD_ERR_COMPILE_FAILED", "KD_ERR_LIBRARY_MISSING")
+
+
+def test_foreign_nodes_get_the_stream_and_spans_and_raise_through_submit():
+    with kdag.Session(backend="cuda", exec_mode="eager") as s:
+        x, y = s.asarray(np.ones(16, dtype=np.float32)), s.empty((8,), dtype=np.float64)
+        seen = []
+
+        def call(c):
+            seen.append((c.stream, c.spans, c.workspace))
+
+        g = s.graph()
+        g.fill(y, 0.0)
+        g.foreign(call, reads=[x], writes=[y], workspace=256, name="library call")
+        g.submit()
+        assert len(seen) == 1
+        stream, spans, (ws, ws_bytes) = seen[0]
+        assert stream != 0 and ws != 0 and ws_bytes == 256
+        assert [b for _, b in spans] == [64, 64] and all(p for p, _ in spans)
+
+        def fails(c):
+            raise RuntimeError("the library refused")
+
+        g2 = s.graph()
+        g2.foreign(fails, writes=[y], name="refusing call")
+        with pytest.raises(kdag.KdagError) as e:
+            g2.submit()
+        assert "refusing call" in str(e.value)
+        assert isinstance(e.value.__cause__, RuntimeError)
