@@ -192,3 +192,30 @@ def test_examples_match_numpy(capsys, example):
     path = os.path.join(os.path.dirname(__file__), "..", "examples", f"{example}.py")
     runpy.run_path(path)["main"](backend="host")
     assert f"{example}: ok" in capsys.readouterr().out
+
+
+def test_a_sink_wait_releases_the_gil(s):
+    import threading
+    import time
+    t = s.asarray(np.zeros(4, dtype=np.float32))
+    g = s.graph()
+    g.host(lambda: time.sleep(0.3), writes=[t])   # a slow node the sink waits behind
+    sink = g.sink(t)
+    ticks = []
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    ticket = g.submit()
+    th = threading.Thread(target=count)
+    th.start()
+    before = len(ticks)
+    sink.wait()                      # blocks in C for about 0.3 s
+    during = len(ticks) - before
+    stop.set()
+    th.join()
+    assert ticket.done()
+    assert during > 20, f"the other thread ran {during} times while the sink wait blocked"
