@@ -152,13 +152,28 @@ class Session:
         a = _np.ascontiguousarray(array)
         return Tensor._create(self, a.shape, a.dtype, a)
 
-    def from_dlpack(self, x, stream=None):
+    def from_dlpack(self, x):
         """A tensor sharing x's memory (zero-copy), from any object with
         __dlpack__ (NumPy on HOST sessions; CuPy, PyTorch, JAX on CUDA
-        sessions). A strided x becomes a view. stream: the consumer stream
-        kdag passes to x.__dlpack__ (None: the producer synchronises,
-        as the array API allows)."""
-        return Tensor._from_dlpack(self, x, stream)
+        sessions). A strided x becomes a view. On a CUDA session kdag
+        gives the producer its stream, and the producer orders its pending
+        work on x before kdag's (the array API's protocol)."""
+        return Tensor._from_dlpack(self, x, self.stream if self.backend == "cuda" else None)
+
+    @property
+    def stream(self):
+        """The session's CUstream, as an int (CUDA sessions): for
+        torch.cuda.ExternalStream or cupy.cuda.ExternalStream, to order
+        other work with kdag's. Never destroy it."""
+        if getattr(self, "_stream", None) is None:
+            got = ctypes.c_void_p()
+
+            def body(raw, user):
+                return _c.kd_raw_stream(raw, ctypes.byref(got))
+
+            _check(_c.kd_with_raw(self._handle(), b"kdag.Session.stream", _c.RAW_FN(body), None))
+            self._stream = got.value or 0
+        return self._stream
 
     # ---- modules and graphs ---------------------------------------------
 
