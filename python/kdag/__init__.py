@@ -17,7 +17,7 @@ import numpy as _np
 from . import _capi as _c
 from ._capi import lib as _lib
 
-__all__ = ["KdagError", "Session", "Tensor", "Graph", "Module", "Function", "Sink", "Ticket", "In", "Out",
+__all__ = ["KdagError", "build_cubin", "Session", "Tensor", "Graph", "Module", "Function", "Sink", "Ticket", "In", "Out",
            "InOut", "i32", "i64", "u32", "u64", "f32", "f64", "version"]
 
 
@@ -177,10 +177,18 @@ class Session:
 
     # ---- modules and graphs ---------------------------------------------
 
-    def module(self, ptx=None, image=None, source=None, options=None, arch=None):
+    def module(self, ptx=None, image=None, source=None, options=None, arch=None, cache=False):
         """A module from PTX text, a CUBIN or fatbin image (bytes), or CUDA C
         source compiled with NVRTC (options: a list of NVRTC flags; arch,
-        e.g. "sm_90", default the device's)."""
+        e.g. "sm_90", default the device's). cache=True builds the source
+        through kdag's module cache (build_cubin), so a later process
+        loads the CUBIN from disk instead of compiling again."""
+        if cache and source is not None:
+            if arch is None:
+                d = self.device_info()
+                arch = f"sm_{d['cc_major']}{d['cc_minor']}"
+            image, _ = build_cubin(source, arch, options)
+            source = options = None
         return Module(self, ptx=ptx, image=image, source=source, options=options, arch=arch)
 
     def graph(self, name=None, exec_mode=None):
@@ -196,6 +204,38 @@ class Session:
     def trim(self):
         """Releases deferred modules and idle staging (waits for the device)."""
         _check(_c.kd_session_trim(self._handle()))
+
+
+_caches = {}
+
+
+def build_cubin(source, arch, options=None, cache_dir=None):
+    """Compiles CUDA C source for arch ("sm_90") into a CUBIN through kdag's
+    module cache (NVRTC -dlto, then nvJitLink), returning (bytes, origin):
+    origin is "compiled", "memory" or "disk". cache_dir: the cache's
+    folder (None: $KDAG_CACHE_DIR, else the user's cache folder; "": memory
+    only). Needs no GPU."""
+    key = cache_dir
+    if key not in _caches:
+        h = ctypes.c_void_p()
+        _check(_c.kd_cubin_cache_create(None if cache_dir is None else cache_dir.encode(), ctypes.byref(h)))
+        _caches[key] = h
+    r = _c.BuildRecipe()
+    _c.kd_build_recipe_init(ctypes.byref(r))
+    src = source.encode() if isinstance(source, str) else bytes(source)
+    r.source = src
+    r.nvrtc.arch = arch.encode()
+    flags = [f.encode() for f in (options or [])]
+    arr = (ctypes.c_char_p * max(1, len(flags)))(*flags)
+    r.nvrtc.extra_flags = arr
+    r.nvrtc.extra_flag_count = len(flags)
+    binary, report = ctypes.c_void_p(), _c.BuildReport()
+    _check(_c.kd_build_cubin(_caches[key], ctypes.byref(r), ctypes.byref(binary), ctypes.byref(report)))
+    try:
+        data = ctypes.string_at(_c.kd_binary_data(binary), _c.kd_binary_size(binary))
+    finally:
+        _c.kd_binary_destroy(binary)
+    return data, ("compiled", "memory", "disk")[report.origin]
 
 
 # ---- DLPack capsules ---------------------------------------------------------

@@ -128,6 +128,19 @@ class ForeignCall(Structure):
                 ("workspace_bytes", c_size_t), ("resource", c_void_p)]
 
 
+class BuildRecipe(Structure):
+    _fields_ = [("source", c_char_p), ("nvrtc", NvrtcOptions), ("inputs", c_void_p), ("input_count", c_size_t),
+                ("link_flags", POINTER(c_char_p)), ("link_flag_count", c_size_t), ("key_tags", POINTER(c_char_p)),
+                ("key_tag_count", c_size_t), ("host_variables", POINTER(c_char_p)),
+                ("host_variable_count", c_size_t), ("keep_unused_variables", c_int)]
+
+
+class BuildReport(Structure):
+    _fields_ = [("origin", c_int), ("key", ctypes.c_char * 33), ("key_ms", c_double), ("compile_ms", c_double),
+                ("link_ms", c_double), ("total_ms", c_double), ("disk_entry_rejected", c_int),
+                ("disk_write_failed", c_int)]
+
+
 RAW_FN = CFUNCTYPE(c_int, c_void_p, c_void_p)
 FOREIGN_FN = CFUNCTYPE(c_int, POINTER(ForeignCall), c_void_p)
 HOST_FN = CFUNCTYPE(None, c_void_p)
@@ -178,6 +191,13 @@ kd_raw_stream = _proto("kd_raw_stream", c_int, _P, POINTER(c_void_p))
 kd_nvrtc_options_init = _proto("kd_nvrtc_options_init", None, POINTER(NvrtcOptions))
 kd_module_function = _proto("kd_module_function", c_int, _P, Module, c_char_p, POINTER(Function))
 kd_module_release = _proto("kd_module_release", c_int, _P, Module)
+kd_build_recipe_init = _proto("kd_build_recipe_init", None, POINTER(BuildRecipe))
+kd_cubin_cache_create = _proto("kd_cubin_cache_create", c_int, c_char_p, POINTER(_P))
+kd_cubin_cache_dir = _proto("kd_cubin_cache_dir", c_char_p, _P)
+kd_build_cubin = _proto("kd_build_cubin", c_int, _P, POINTER(BuildRecipe), POINTER(_P), POINTER(BuildReport))
+kd_binary_data = _proto("kd_binary_data", c_void_p, _P)
+kd_binary_size = _proto("kd_binary_size", c_size_t, _P)
+kd_binary_destroy = _proto("kd_binary_destroy", None, _P)
 kd_launch_config_flat = _proto("kd_launch_config_flat", c_int, c_uint64, c_uint32, c_uint32, POINTER(LaunchConfig))
 
 kd_graph_create = _proto("kd_graph_create", c_int, _P, POINTER(_P))

@@ -219,3 +219,22 @@ def test_a_sink_wait_releases_the_gil(s):
     th.join()
     assert ticket.done()
     assert during > 20, f"the other thread ran {during} times while the sink wait blocked"
+
+
+def test_build_cubin_goes_through_the_module_cache(tmp_path):
+    src = 'extern "C" __global__ void k(float *x) { x[threadIdx.x] += 1.0f; }'
+    try:
+        cubin, origin = kdag.build_cubin(src, "sm_90", cache_dir=str(tmp_path))
+    except kdag.KdagError as e:
+        if e.name == "KD_ERR_LIBRARY_MISSING":
+            pytest.skip(f"no NVRTC or nvJitLink: {e}")
+        raise
+    assert origin == "compiled" and cubin[:4] == b"\x7fELF"
+    again, origin = kdag.build_cubin(src, "sm_90", cache_dir=str(tmp_path))
+    assert origin == "memory" and again == cubin
+    kdag._caches.pop(str(tmp_path))          # a new cache object, as a new process: the disk entry
+    again, origin = kdag.build_cubin(src, "sm_90", cache_dir=str(tmp_path))
+    assert origin == "disk" and again == cubin
+    with pytest.raises(kdag.KdagError) as e:
+        kdag.build_cubin("this is not C++", "sm_90", cache_dir=str(tmp_path))
+    assert e.value.name == "KD_ERR_COMPILE_FAILED"

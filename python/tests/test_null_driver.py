@@ -103,3 +103,20 @@ def test_foreign_nodes_get_the_stream_and_spans_and_raise_through_submit():
             g2.submit()
         assert "refusing call" in str(e.value)
         assert isinstance(e.value.__cause__, RuntimeError)
+
+
+def test_a_module_from_source_through_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KDAG_CACHE_DIR", str(tmp_path))
+    src = 'extern "C" __global__ void k(float *x, unsigned n) { if (threadIdx.x < n) x[threadIdx.x] = 1.0f; }'
+    with kdag.Session(backend="cuda") as s:
+        try:
+            fn = s.module(source=src, cache=True).function("k")
+        except kdag.KdagError as e:
+            if e.name == "KD_ERR_LIBRARY_MISSING":
+                pytest.skip(f"no NVRTC or nvJitLink: {e}")
+            raise
+        x = s.empty((32,))
+        g = s.graph()
+        g.kernel(fn, 1, 32, [kdag.Out(x), kdag.u32(32)])
+        g.submit()
+    assert any(tmp_path.iterdir()), "the CUBIN was stored in the cache's folder"
