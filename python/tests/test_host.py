@@ -238,3 +238,21 @@ def test_build_cubin_goes_through_the_module_cache(tmp_path):
     with pytest.raises(kdag.KdagError) as e:
         kdag.build_cubin("this is not C++", "sm_90", cache_dir=str(tmp_path))
     assert e.value.name == "KD_ERR_COMPILE_FAILED"
+
+
+def test_a_host_callback_that_calls_kdag_is_refused(s, capsys):
+    t = s.asarray(np.zeros(4, dtype=np.float32))
+    seen = []
+
+    def calls_kdag():
+        try:
+            s.stats()
+        except kdag.KdagError as e:
+            seen.append(e.name)
+
+    g = s.graph()
+    g.host(calls_kdag, writes=[t])
+    sink = g.sink(t)
+    g.submit()
+    sink.wait()
+    assert seen == ["KD_ERR_BUSY"]
