@@ -74,3 +74,29 @@ def test_examples_on_the_gpu_match_numpy(capsys, example):
     path = os.path.join(os.path.dirname(__file__), "..", "examples", f"{example}.py")
     runpy.run_path(path)["main"](backend="cuda")
     assert f"{example}: ok (cuda" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_a_foreign_node_runs_cupy_on_kdags_stream(mode):
+    cp = pytest.importorskip("cupy")
+    double = cp.ElementwiseKernel("float32 x", "float32 y", "y = 2 * x", "kdag_double")
+    double(cp.zeros(1, cp.float32), cp.zeros(1, cp.float32))  # compiled and loaded before any capture
+    with _gpu_session() as s:
+        n = 1024
+        x = s.asarray(np.arange(n, dtype=np.float32))
+        y = s.empty((n,))
+
+        def call(c):
+            (xp, xb), (yp, yb) = c.spans
+            xs = cp.ndarray((n,), cp.float32, cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(xp, xb, None), 0))
+            ys = cp.ndarray((n,), cp.float32, cp.cuda.MemoryPointer(cp.cuda.UnownedMemory(yp, yb, None), 0))
+            with cp.cuda.ExternalStream(c.stream):   # no allocation: a GRAPH-mode capture must not allocate
+                double(xs, ys)
+
+        g = s.graph(exec_mode=mode)
+        g.foreign(call, reads=[x], writes=[y], name="cupy double")
+        g.scale(y, 0.5)
+        out = g.sink(y)
+        for _ in range(3):
+            g.submit()
+            np.testing.assert_array_equal(out.wait(), np.arange(n, dtype=np.float32))
