@@ -667,6 +667,12 @@ class Sink:
         return self.array
 
 
+def _accesses(reads, writes, updates):
+    """A host or foreign node's accesses: reads, then writes, then updates."""
+    kinds = [(In, t) for t in reads] + [(Out, t) for t in writes] + [(InOut, t) for t in updates]
+    return [_garg(kind(t), i) for i, (kind, t) in enumerate(kinds)]
+
+
 class _ForeignCall:
     """What a foreign node's callback gets (Graph.foreign)."""
 
@@ -805,11 +811,12 @@ class Graph:
                                 ctypes.byref(h)))
         return Sink(self, h, out)
 
-    def host(self, fn, reads=(), writes=(), name=None):
+    def host(self, fn, reads=(), writes=(), updates=(), name=None):
         """A host-function node: fn() runs in order with the graph's work (on
         a HOST worker thread, or the CUDA driver's callback thread), holding
         the GIL. It must not call kdag or CUDA; an exception it raises is
-        printed and dropped. reads and writes are the tensors it uses."""
+        printed and dropped. reads, writes and updates are the tensors it
+        uses: read, written whole (read none), read and written."""
 
         def call(user):
             try:
@@ -820,18 +827,18 @@ class Graph:
 
         cb = _c.HOST_FN(call)
         self._keep.append(cb)
-        accesses = [_garg(In(t), i) for i, t in enumerate(reads)] + [_garg(InOut(t), i) for i, t in enumerate(writes)]
+        accesses = _accesses(reads, writes, updates)
         arr = (_c.GArg * max(1, len(accesses)))(*accesses)
         node = ctypes.c_uint32()
         _check(_c.kd_graph_host(self._handle(), self._node(name, "host"), cb, None, arr, len(accesses),
                                 ctypes.byref(node)))
         return node.value
 
-    def foreign(self, fn, reads=(), writes=(), workspace=0, name=None):
+    def foreign(self, fn, reads=(), writes=(), updates=(), workspace=0, name=None):
         """A foreign-library node (CUDA sessions): fn(call) enqueues work on
         call.stream (an int, a CUstream: give it to CuPy's ExternalStream or
         torch.cuda.ExternalStream) over call.spans ((device pointer, bytes)
-        per tensor, reads first, then writes) and call.workspace (pointer,
+        per tensor: reads, then writes, then updates, as for host) and call.workspace (pointer,
         bytes). It runs inside submit (in GRAPH mode while kdag captures the
         stream into a CUDA graph) and must not call kdag or wait; an
         exception it raises fails the submit, re-raised from it. In GRAPH
@@ -851,7 +858,7 @@ class Graph:
 
         cb = _c.FOREIGN_FN(call)
         self._keep.append(cb)
-        accesses = [_garg(In(t), i) for i, t in enumerate(reads)] + [_garg(InOut(t), i) for i, t in enumerate(writes)]
+        accesses = _accesses(reads, writes, updates)
         arr = (_c.GArg * max(1, len(accesses)))(*accesses)
         node = ctypes.c_uint32()
         _check(_c.kd_graph_foreign(self._handle(), self._node(name, "foreign"), cb, None, arr, len(accesses), workspace,

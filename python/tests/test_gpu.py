@@ -77,6 +77,7 @@ def test_examples_on_the_gpu_match_numpy(capsys, example):
 
 
 @pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.filterwarnings("ignore:ExternalStream is deprecated:DeprecationWarning")  # CuPy 14's rename
 def test_a_foreign_node_runs_cupy_on_kdags_stream(mode):
     cp = pytest.importorskip("cupy")
     double = cp.ElementwiseKernel("float32 x", "float32 y", "y = 2 * x", "kdag_double")
