@@ -16,16 +16,44 @@ static unsigned char *elem(const kd_kview *v, size_t esize, long long i) {
   return (unsigned char *)(uintptr_t)(v->base + off);
 }
 
+/* Whether the view's elements are base[0 .. numel), in linear order: then
+ * the element of linear index i is at i, and a loop over plain pointers
+ * (which the compiler vectorizes) does the same operations in the same
+ * order per element as the strided walk. */
+static int compact(const kd_kview *v) {
+  long long expect = 1;
+  for (int d = 0; d < v->rank; ++d) {
+    if (v->shape[d] != 1 && v->strides[d] != expect) return 0;
+    expect *= v->shape[d];
+  }
+  return 1;
+}
+
 void kd_host_fill(size_t esize, kd_kview dst, kd_kpattern value) {
   if (esize == 0 || esize > 16) return;
-  unsigned char bytes[16];
+  unsigned char bytes[16] = {0};
   for (size_t k = 0; k < esize; ++k) bytes[k] = (unsigned char)(value.w[k / 8] >> (8 * (k % 8)));
   long long n = kd_kview_numel(&dst);
+  if (compact(&dst) && (esize == 4 || esize == 8)) { /* the common widths, as typed stores */
+    uint32_t w4;
+    uint64_t w8;
+    memcpy(&w4, bytes, 4);
+    memcpy(&w8, bytes, 8);
+    if (esize == 4)
+      for (long long i = 0; i < n; ++i) ((uint32_t *)(uintptr_t)dst.base)[i] = w4;
+    else
+      for (long long i = 0; i < n; ++i) ((uint64_t *)(uintptr_t)dst.base)[i] = w8;
+    return;
+  }
   for (long long i = 0; i < n; ++i) memcpy(elem(&dst, esize, i), bytes, esize);
 }
 
 void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
   long long n = kd_kview_numel(&dst);
+  if (n > 0 && compact(&dst) && compact(&src)) { /* memmove: dst may be the very same view */
+    memmove(elem(&dst, esize, 0), elem(&src, esize, 0), (size_t)n * esize);
+    return;
+  }
   for (long long i = 0; i < n; ++i) memcpy(elem(&dst, esize, i), elem(&src, esize, i), esize);
 }
 
@@ -41,6 +69,12 @@ void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
   }                                                                                 \
   static void add_##name(const kd_kview *out, const kd_kview *a, const kd_kview *b) { \
     long long n = kd_kview_numel(out);                                              \
+    if (compact(out) && compact(a) && compact(b)) {                                 \
+      T *o = (T *)(uintptr_t)out->base;                                             \
+      const T *x = (const T *)(uintptr_t)a->base, *y = (const T *)(uintptr_t)b->base; \
+      for (long long i = 0; i < n; ++i) o[i] = (T)(x[i] + y[i]);                    \
+      return;                                                                       \
+    }                                                                               \
     for (long long i = 0; i < n; ++i) {                                             \
       T r = (T)(load_##name(a, i) + load_##name(b, i));                             \
       store_##name(out, i, r);                                                      \
@@ -69,6 +103,15 @@ KD_HOST_TYPE(u8, uint8_t)
   static void axpy_##name(const kd_kview *y, const kd_kview *x, double alpha) {     \
     const T a = (T)alpha;                                                           \
     long long n = kd_kview_numel(y);                                                \
+    if (compact(y) && compact(x)) {                                                 \
+      T *py = (T *)(uintptr_t)y->base;                                              \
+      const T *px = (const T *)(uintptr_t)x->base;                                  \
+      for (long long i = 0; i < n; ++i) {                                           \
+        T prod = a * px[i];                                                         \
+        py[i] = prod + py[i];                                                       \
+      }                                                                             \
+      return;                                                                       \
+    }                                                                               \
     for (long long i = 0; i < n; ++i) {                                             \
       T prod = a * load_##name(x, i); /* rounded to T before the add */             \
       store_##name(y, i, prod + load_##name(y, i));                                 \
@@ -77,6 +120,11 @@ KD_HOST_TYPE(u8, uint8_t)
   static void scale_##name(const kd_kview *y, double alpha) {                       \
     const T a = (T)alpha;                                                           \
     long long n = kd_kview_numel(y);                                                \
+    if (compact(y)) {                                                               \
+      T *py = (T *)(uintptr_t)y->base;                                              \
+      for (long long i = 0; i < n; ++i) py[i] = a * py[i];                          \
+      return;                                                                       \
+    }                                                                               \
     for (long long i = 0; i < n; ++i) store_##name(y, i, a * load_##name(y, i));    \
   }
 KD_HOST_FLOAT(f32, float)
