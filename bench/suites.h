@@ -30,6 +30,8 @@ int kb_register_nvrtc_suite(kb_harness *h);
 int kb_register_graph_suite(kb_harness *h);
 /* hostexec (CPU): the HOST executor's cost per node, chains and roots. */
 int kb_register_hostexec_suite(kb_harness *h);
+/* hostops (CPU): the HOST built-ins against single- and two-thread C loops. */
+int kb_register_hostops_suite(kb_harness *h);
 
 /* dx: cuBLASDx GEMM and cuSOLVERDx potrf kernel nodes against cuBLAS and
  * cuSOLVER batched, and the MathDx module's cold and warm start. */
