@@ -29,6 +29,40 @@ static int compact(const kd_kview *v) {
   return 1;
 }
 
+/* Walks up to three views of one shape row by row: a row is the shape[0]
+ * elements of the innermost dimension (strides[0] apart), and the rows
+ * come in column-major order, so the walk meets the elements in linear
+ * order, as the GPU's index does: no division per element. */
+typedef struct kd_rows {
+  const kd_kview *v[3];
+  int count;
+  long long idx[KD_KMAX_RANK];
+  long long off[3]; /* each view's offset, in elements, of the row's first element */
+} kd_rows;
+
+static void rows_init(kd_rows *r, int count, const kd_kview *a, const kd_kview *b, const kd_kview *c) {
+  memset(r, 0, sizeof *r);
+  r->count = count;
+  r->v[0] = a, r->v[1] = b, r->v[2] = c;
+}
+
+/* Moves to the next row; 0 after the last. */
+static int rows_next(kd_rows *r) {
+  const kd_kview *s = r->v[0];
+  for (int d = 1; d < s->rank; ++d) {
+    if (++r->idx[d] < s->shape[d]) {
+      for (int k = 0; k < r->count; ++k) r->off[k] += r->v[k]->strides[d];
+      return 1;
+    }
+    for (int k = 0; k < r->count; ++k) r->off[k] -= r->v[k]->strides[d] * (s->shape[d] - 1);
+    r->idx[d] = 0;
+  }
+  return 0;
+}
+
+static long long row_len(const kd_kview *v) { return v->rank ? v->shape[0] : 1; }
+static long long row_step(const kd_kview *v) { return v->rank ? v->strides[0] : 0; }
+
 void kd_host_fill(size_t esize, kd_kview dst, kd_kpattern value) {
   if (esize == 0 || esize > 16) return;
   unsigned char bytes[16] = {0};
@@ -75,10 +109,16 @@ void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
       for (long long i = 0; i < n; ++i) o[i] = (T)(x[i] + y[i]);                    \
       return;                                                                       \
     }                                                                               \
-    for (long long i = 0; i < n; ++i) {                                             \
-      T r = (T)(load_##name(a, i) + load_##name(b, i));                             \
-      store_##name(out, i, r);                                                      \
-    }                                                                               \
+    if (n == 0) return;                                                             \
+    kd_rows r;                                                                      \
+    rows_init(&r, 3, out, a, b);                                                    \
+    long long len = row_len(out), so = row_step(out), sa = row_step(a), sb = row_step(b); \
+    do {                                                                            \
+      T *o = (T *)(uintptr_t)out->base + r.off[0];                                  \
+      const T *x = (const T *)(uintptr_t)a->base + r.off[1];                        \
+      const T *y = (const T *)(uintptr_t)b->base + r.off[2];                        \
+      for (long long j = 0; j < len; ++j) o[j * so] = (T)(x[j * sa] + y[j * sb]);   \
+    } while (rows_next(&r));                                                        \
   }                                                                                 \
   static void sum_##name(const kd_kview *out, const kd_kview *x) {                  \
     T p[KD_KSUM_THREADS];                                                           \
@@ -112,10 +152,18 @@ KD_HOST_TYPE(u8, uint8_t)
       }                                                                             \
       return;                                                                       \
     }                                                                               \
-    for (long long i = 0; i < n; ++i) {                                             \
-      T prod = a * load_##name(x, i); /* rounded to T before the add */             \
-      store_##name(y, i, prod + load_##name(y, i));                                 \
-    }                                                                               \
+    if (n == 0) return;                                                             \
+    kd_rows r;                                                                      \
+    rows_init(&r, 2, y, x, NULL);                                                   \
+    long long len = row_len(y), sy = row_step(y), sx = row_step(x);                 \
+    do {                                                                            \
+      T *py = (T *)(uintptr_t)y->base + r.off[0];                                   \
+      const T *px = (const T *)(uintptr_t)x->base + r.off[1];                       \
+      for (long long j = 0; j < len; ++j) {                                         \
+        T prod = a * px[j * sx]; /* rounded to T before the add */                  \
+        py[j * sy] = prod + py[j * sy];                                             \
+      }                                                                             \
+    } while (rows_next(&r));                                                        \
   }                                                                                 \
   static void scale_##name(const kd_kview *y, double alpha) {                       \
     const T a = (T)alpha;                                                           \
@@ -125,7 +173,14 @@ KD_HOST_TYPE(u8, uint8_t)
       for (long long i = 0; i < n; ++i) py[i] = a * py[i];                          \
       return;                                                                       \
     }                                                                               \
-    for (long long i = 0; i < n; ++i) store_##name(y, i, a * load_##name(y, i));    \
+    if (n == 0) return;                                                             \
+    kd_rows r;                                                                      \
+    rows_init(&r, 1, y, NULL, NULL);                                                \
+    long long len = row_len(y), sy = row_step(y);                                   \
+    do {                                                                            \
+      T *py = (T *)(uintptr_t)y->base + r.off[0];                                   \
+      for (long long j = 0; j < len; ++j) py[j * sy] = a * py[j * sy];              \
+    } while (rows_next(&r));                                                        \
   }
 KD_HOST_FLOAT(f32, float)
 KD_HOST_FLOAT(f64, double)

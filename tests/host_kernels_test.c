@@ -556,3 +556,60 @@ Test(host_kernels, f16_and_bf16_builtins_compute_in_f32) {
   }
   kd_session_destroy(s);
 }
+
+/* The host built-ins walk strided views row by row and compact ones with
+ * plain pointers (kernels/host_builtins.c): against the element walk of
+ * kd_kview_offset, on random views (rank 0 to 3, gaps, zero strides of an
+ * input, offsets), add, axpy and scale give the same bits and touch
+ * nothing else. */
+Test(host_kernels, row_walk_and_compact_paths_match_the_element_walk) {
+  enum { M = 1 << 14 };
+  static float A[M], B[M], O[M], R[M];
+  uint64_t s = 0x9E3779B97F4A7C15ull;
+#define RND() (s ^= s << 13, s ^= s >> 7, s ^= s << 17, (unsigned)s)
+  int checked = 0;
+  for (int t = 0; t < 4000; ++t) {
+    for (int i = 0; i < M; ++i) {
+      A[i] = (float)(RND() % 1000) * 0.37f;
+      B[i] = (float)(RND() % 1000) * 0.11f;
+      O[i] = R[i] = (float)(RND() % 100);
+    }
+    kd_kview o = {0}, a = {0}, b = {0};
+    int rank = (int)(RND() % 4), gaps = (int)(RND() % 2);
+    o.rank = a.rank = b.rank = rank;
+    long long so = 1, sa = 1, sb = 1;
+    for (int d = 0; d < rank; ++d) {
+      long long n = 1 + RND() % 6;
+      o.shape[d] = a.shape[d] = b.shape[d] = n;
+      o.strides[d] = so * (gaps ? 1 + RND() % 2 : 1);
+      so = o.strides[d] * n;
+      a.strides[d] = RND() % 4 == 0 ? 0 : sa;
+      sa = (a.strides[d] ? a.strides[d] : 1) * n + (gaps ? 3 : 0);
+      b.strides[d] = sb * (gaps ? 1 + RND() % 3 : 1);
+      sb = b.strides[d] * n;
+    }
+    long long at = RND() % 64;
+    o.base = (unsigned long long)(uintptr_t)(O + at);
+    a.base = (unsigned long long)(uintptr_t)(A + RND() % 64);
+    b.base = (unsigned long long)(uintptr_t)(B + RND() % 64);
+    int op = (int)(RND() % 3);
+    float *ro = R + at;
+    for (long long i = 0, n = kd_kview_numel(&o); i < n; ++i) {
+      float *p = ro + kd_kview_offset(&o, i);
+      float x = ((float *)(uintptr_t)a.base)[kd_kview_offset(&a, i)];
+      float y = ((float *)(uintptr_t)b.base)[kd_kview_offset(&b, i)];
+      if (op == 0) *p = x + y;
+      else if (op == 1) {
+        float prod = 1.5f * x;
+        *p = prod + *p;
+      } else *p = 0.75f * *p;
+    }
+    if (op == 0) kd_host_add(KD_K_F32, o, a, b);
+    else if (op == 1) kd_host_axpy(KD_K_F32, o, a, 1.5);
+    else kd_host_scale(KD_K_F32, o, 0.75);
+    cr_assert(memcmp(O, R, sizeof O) == 0, "view %d: op %d, rank %d, gaps %d: the walks differ", t, op, rank, gaps);
+    checked++;
+  }
+#undef RND
+  cr_assert_eq(checked, 4000);
+}
