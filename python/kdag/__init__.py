@@ -329,7 +329,10 @@ class Tensor:
         name = b"dltensor_versioned" if versioned else b"dltensor"
         managed = _capsule.PyCapsule_GetPointer(capsule, name)
         t, v = _c.Tensor(), _c.View()
-        _check(_c.kd_tensor_from_dlpack(h, managed, 0 if versioned else 1, None, ctypes.byref(t), ctypes.byref(v)))
+        st = _c.kd_tensor_from_dlpack(h, managed, 0 if versioned else 1, None, ctypes.byref(t), ctypes.byref(v))
+        if st == 30:  # KD_ERR_VERSION_MISMATCH: kdag has called the deleter, as DLPack asks of a consumer
+            _capsule.PyCapsule_SetName(capsule, _USED[name])
+        _check(st)
         _capsule.PyCapsule_SetName(capsule, _USED[name])  # consumed: kdag calls the deleter
         desc = _c.TensorDesc()
         _check(_c.kd_tensor_info(h, t, ctypes.byref(desc)))
