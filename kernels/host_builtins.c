@@ -79,7 +79,14 @@ void kd_host_fill(size_t esize, kd_kview dst, kd_kpattern value) {
       for (long long i = 0; i < n; ++i) ((uint64_t *)(uintptr_t)dst.base)[i] = w8;
     return;
   }
-  for (long long i = 0; i < n; ++i) memcpy(elem(&dst, esize, i), bytes, esize);
+  if (n == 0) return;
+  kd_rows r;
+  rows_init(&r, 1, &dst, NULL, NULL);
+  long long len = row_len(&dst), step = row_step(&dst) * (long long)esize;
+  do {
+    unsigned char *d = (unsigned char *)(uintptr_t)dst.base + r.off[0] * (long long)esize;
+    for (long long j = 0; j < len; ++j) memcpy(d + j * step, bytes, esize);
+  } while (rows_next(&r));
 }
 
 void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
@@ -88,7 +95,15 @@ void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
     memmove(elem(&dst, esize, 0), elem(&src, esize, 0), (size_t)n * esize);
     return;
   }
-  for (long long i = 0; i < n; ++i) memcpy(elem(&dst, esize, i), elem(&src, esize, i), esize);
+  if (n == 0) return;
+  kd_rows r;
+  rows_init(&r, 2, &dst, &src, NULL);
+  long long len = row_len(&dst), sd = row_step(&dst) * (long long)esize, ss = row_step(&src) * (long long)esize;
+  do {
+    unsigned char *d = (unsigned char *)(uintptr_t)dst.base + r.off[0] * (long long)esize;
+    const unsigned char *from = (const unsigned char *)(uintptr_t)src.base + r.off[1] * (long long)esize;
+    for (long long j = 0; j < len; ++j) memcpy(d + j * sd, from + j * ss, esize);
+  } while (rows_next(&r));
 }
 
 /* One loader/storer and the arithmetic per element type. */

@@ -560,15 +560,15 @@ Test(host_kernels, f16_and_bf16_builtins_compute_in_f32) {
 /* The host built-ins walk strided views row by row and compact ones with
  * plain pointers (kernels/host_builtins.c): against the element walk of
  * kd_kview_offset, on random views (rank 0 to 3, gaps, zero strides of an
- * input, offsets), add, axpy and scale give the same bits and touch
- * nothing else. */
+ * input, offsets), add, axpy, scale, copy and fill give the same bits and
+ * touch nothing else. */
 Test(host_kernels, row_walk_and_compact_paths_match_the_element_walk) {
   enum { M = 1 << 14 };
   static float A[M], B[M], O[M], R[M];
   uint64_t s = 0x9E3779B97F4A7C15ull;
 #define RND() (s ^= s << 13, s ^= s >> 7, s ^= s << 17, (unsigned)s)
   int checked = 0;
-  for (int t = 0; t < 4000; ++t) {
+  for (int t = 0; t < 5000; ++t) {
     for (int i = 0; i < M; ++i) {
       A[i] = (float)(RND() % 1000) * 0.37f;
       B[i] = (float)(RND() % 1000) * 0.11f;
@@ -592,7 +592,7 @@ Test(host_kernels, row_walk_and_compact_paths_match_the_element_walk) {
     o.base = (unsigned long long)(uintptr_t)(O + at);
     a.base = (unsigned long long)(uintptr_t)(A + RND() % 64);
     b.base = (unsigned long long)(uintptr_t)(B + RND() % 64);
-    int op = (int)(RND() % 3);
+    int op = (int)(RND() % 5);
     float *ro = R + at;
     for (long long i = 0, n = kd_kview_numel(&o); i < n; ++i) {
       float *p = ro + kd_kview_offset(&o, i);
@@ -602,14 +602,25 @@ Test(host_kernels, row_walk_and_compact_paths_match_the_element_walk) {
       else if (op == 1) {
         float prod = 1.5f * x;
         *p = prod + *p;
-      } else *p = 0.75f * *p;
+      } else if (op == 2) *p = 0.75f * *p;
+      else if (op == 3) *p = x;
+      else *p = -2.5f;
     }
     if (op == 0) kd_host_add(KD_K_F32, o, a, b);
     else if (op == 1) kd_host_axpy(KD_K_F32, o, a, 1.5);
-    else kd_host_scale(KD_K_F32, o, 0.75);
+    else if (op == 2) kd_host_scale(KD_K_F32, o, 0.75);
+    else if (op == 3) kd_host_copy(4, o, a);
+    else {
+      kd_kpattern v = {{0, 0}};
+      float f = -2.5f;
+      uint32_t bits;
+      memcpy(&bits, &f, 4);
+      v.w[0] = bits;
+      kd_host_fill(4, o, v);
+    }
     cr_assert(memcmp(O, R, sizeof O) == 0, "view %d: op %d, rank %d, gaps %d: the walks differ", t, op, rank, gaps);
     checked++;
   }
 #undef RND
-  cr_assert_eq(checked, 4000);
+  cr_assert_eq(checked, 5000);
 }
