@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // Kernels the tests use to hold the stream and to provoke faults.
 
-// Spins until `ns` nanoseconds of the GPU's global timer have passed, then
-// writes 1 to *done. ABI: (unsigned long long ns, int *done).
-extern "C" __global__ void spin_kernel(unsigned long long ns, int *done) {
+// Spins until `ns` nanoseconds of the GPU's global timer have passed.
+__device__ __forceinline__ void spin_for(unsigned long long ns) {
   unsigned long long start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
+}
+
+// Spins for `ns` nanoseconds, then writes 1 to *done. ABI: (unsigned long
+// long ns, int *done).
+extern "C" __global__ void spin_kernel(unsigned long long ns, int *done) {
+  spin_for(ns);
   if (threadIdx.x == 0 && blockIdx.x == 0) *done = 1;
 }
 
@@ -37,12 +42,14 @@ __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void spin_for(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
+// Keeps KD_LAUNCH_PDL's contract and lets its dependents start at once: waits,
+// triggers, spins `ns`, then writes value to x[0..n) (any grid).
+template <typename T> __device__ __forceinline__ void slow_fill(unsigned long long ns, T *x, T value, int n) {
+  grid_dependency_wait();
+  launch_dependents();
+  spin_for(ns);
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    x[i] = value;
 }
 
 // Keeps KD_LAUNCH_PDL's contract and lets its dependents start at once: waits,
@@ -50,11 +57,7 @@ __device__ __forceinline__ void spin_for(unsigned long long ns) {
 // widens every race window after it. ABI: (unsigned long long ns, float *x,
 // float value, int n).
 extern "C" __global__ void pdl_slow_write(unsigned long long ns, float *x, float value, int n) {
-  grid_dependency_wait();
-  launch_dependents();
-  spin_for(ns);
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    x[i] = value;
+  slow_fill(ns, x, value, n);
 }
 
 // Breaks the contract on purpose: reads x[0] before its wait and stores what
@@ -89,9 +92,5 @@ extern "C" __global__ void pdl_double(const float *x, float *y) {
 // upstream of gpu_executors_test's random graphs. ABI: (unsigned long long
 // ns, int *x, int value, int n).
 extern "C" __global__ void pdl_slow_fill_i32(unsigned long long ns, int *x, int value, int n) {
-  grid_dependency_wait();
-  launch_dependents();
-  spin_for(ns);
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    x[i] = value;
+  slow_fill(ns, x, value, n);
 }

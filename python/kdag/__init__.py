@@ -353,7 +353,8 @@ class Tensor:
     def _whole(self, op):
         """The handle of a tensor that is not a view, for calls that take a whole tensor."""
         if self._parent is not None or self._view is not None:
-            raise KdagError(9, f"{op}: a view; this call takes a whole compact tensor")
+            raise KdagError(9, f"{op}: a view (strided, or part of a tensor); this call takes a whole compact "
+                               "tensor: copy the view into one first (Graph.copy)")
         return self._handle()
 
     def _kview(self):
@@ -429,13 +430,11 @@ class Tensor:
 
     def numpy(self):
         """A copy of the tensor's contents (a host wait)."""
-        if self._view is not None or self._parent is not None:
-            raise KdagError(9, "Tensor.numpy: a strided view; copy it into a compact tensor first (Graph.copy)")
+        t = self._whole("Tensor.numpy")
         if self.dtype is None:
             raise TypeError("Tensor.numpy: NumPy has no type for this tensor's dtype")
         out = _np.empty(self.shape, self.dtype)
-        _check(_c.kd_tensor_download(self._session._handle(), self._whole("Tensor.numpy"), out.ctypes.data,
-                                     out.nbytes))
+        _check(_c.kd_tensor_download(self._session._handle(), t, out.ctypes.data, out.nbytes))
         return out
 
     def upload(self, array):
