@@ -40,4 +40,15 @@ void kd_host_scale(kd_kdtype t, kd_kview y, double alpha);
  * results are bit-identical to kd_sum_f32/f64. Integers wrap. */
 void kd_host_sum(kd_kdtype t, kd_kview out, kd_kview x);
 
+/* Splitting an element-wise built-in (fill, copy, add, axpy, scale) across
+ * threads: each thread runs it on the same slice of every view. Each
+ * element still gets the same operations, so the results are the same. */
+/* The dimension to slice v along into parts: the outermost with at least
+ * parts indices (so slices of a compact view stay compact), else the
+ * longest; -1 when v has no dimension. */
+int kd_host_split_dim(const kd_kview *v, long long parts);
+/* Narrows v to indices [lo, hi) of dimension dim; esize: bytes per
+ * element (base is a byte address). */
+void kd_host_narrow(kd_kview *v, size_t esize, int dim, long long lo, long long hi);
+
 #endif

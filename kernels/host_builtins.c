@@ -286,3 +286,19 @@ void kd_host_sum(kd_kdtype t, kd_kview out, kd_kview x) {
     case KD_K_BF16: sum_bf16(&out, &x); break;
   }
 }
+
+int kd_host_split_dim(const kd_kview *v, long long parts) {
+  int longest = -1;
+  for (int d = v->rank - 1; d >= 0; --d) {
+    if (v->shape[d] >= parts) return d;
+    if (longest < 0 || v->shape[d] > v->shape[longest]) longest = d;
+  }
+  return longest;
+}
+
+void kd_host_narrow(kd_kview *v, size_t esize, int dim, long long lo, long long hi) {
+  /* In unsigned integers, as elem() computes addresses: a negative stride
+   * wraps to the right address. */
+  v->base += (unsigned long long)(lo * v->strides[dim]) * (unsigned long long)esize;
+  v->shape[dim] = hi - lo;
+}

@@ -557,11 +557,26 @@ Test(host_kernels, f16_and_bf16_builtins_compute_in_f32) {
   kd_session_destroy(s);
 }
 
+static void host_op(int op, kd_kview o, kd_kview a, kd_kview b) {
+  if (op == 0) kd_host_add(KD_K_F32, o, a, b);
+  else if (op == 1) kd_host_axpy(KD_K_F32, o, a, 1.5);
+  else if (op == 2) kd_host_scale(KD_K_F32, o, 0.75);
+  else if (op == 3) kd_host_copy(4, o, a);
+  else {
+    kd_kpattern v = {{0, 0}};
+    float f = -2.5f;
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    v.w[0] = bits;
+    kd_host_fill(4, o, v);
+  }
+}
+
 /* The host built-ins walk strided views row by row and compact ones with
  * plain pointers (kernels/host_builtins.c): against the element walk of
- * kd_kview_offset, on random views (rank 0 to 3, gaps, zero strides of an
- * input, offsets), add, axpy, scale, copy and fill give the same bits and
- * touch nothing else. */
+ * kd_kview_offset, on random views (rank 0 to 3, gaps, zero and negative
+ * strides of an input, offsets), add, axpy, scale, copy and fill give the same bits and
+ * touch nothing else, whole or cut into slices along kd_host_split_dim. */
 Test(host_kernels, row_walk_and_compact_paths_match_the_element_walk) {
   enum { M = 1 << 14 };
   static float A[M], B[M], O[M], R[M];
@@ -592,6 +607,11 @@ Test(host_kernels, row_walk_and_compact_paths_match_the_element_walk) {
     o.base = (unsigned long long)(uintptr_t)(O + at);
     a.base = (unsigned long long)(uintptr_t)(A + RND() % 64);
     b.base = (unsigned long long)(uintptr_t)(B + RND() % 64);
+    for (int d = 0; d < rank; ++d) /* b walks some dimensions backwards */
+      if (RND() % 4 == 0) {
+        b.base += (unsigned long long)((b.shape[d] - 1) * b.strides[d]) * 4;
+        b.strides[d] = -b.strides[d];
+      }
     int op = (int)(RND() % 5);
     float *ro = R + at;
     for (long long i = 0, n = kd_kview_numel(&o); i < n; ++i) {
@@ -606,19 +626,25 @@ Test(host_kernels, row_walk_and_compact_paths_match_the_element_walk) {
       else if (op == 3) *p = x;
       else *p = -2.5f;
     }
-    if (op == 0) kd_host_add(KD_K_F32, o, a, b);
-    else if (op == 1) kd_host_axpy(KD_K_F32, o, a, 1.5);
-    else if (op == 2) kd_host_scale(KD_K_F32, o, 0.75);
-    else if (op == 3) kd_host_copy(4, o, a);
-    else {
-      kd_kpattern v = {{0, 0}};
-      float f = -2.5f;
-      uint32_t bits;
-      memcpy(&bits, &f, 4);
-      v.w[0] = bits;
-      kd_host_fill(4, o, v);
+    /* Also in slices, as the HOST executor splits a large built-in
+     * across its workers: the same slice of every view, any order. */
+    int slices = 1 + (int)(RND() % 4);
+    int dim = kd_host_split_dim(&o, slices);
+    long long extent = dim < 0 ? 1 : o.shape[dim];
+    for (int k = slices - 1; k >= 0; --k) {
+      kd_kview so_ = o, sa_ = a, sb_ = b;
+      if (dim >= 0) {
+        long long lo = extent * k / slices, hi = extent * (k + 1) / slices;
+        kd_host_narrow(&so_, 4, dim, lo, hi);
+        kd_host_narrow(&sa_, 4, dim, lo, hi);
+        kd_host_narrow(&sb_, 4, dim, lo, hi);
+      } else if (k) {
+        continue; /* rank 0: one element, one slice */
+      }
+      host_op(op, so_, sa_, sb_);
     }
-    cr_assert(memcmp(O, R, sizeof O) == 0, "view %d: op %d, rank %d, gaps %d: the walks differ", t, op, rank, gaps);
+    cr_assert(memcmp(O, R, sizeof O) == 0, "view %d: op %d, rank %d, gaps %d, %d slices: the walks differ", t, op,
+              rank, gaps, slices);
     checked++;
   }
 #undef RND

@@ -4,7 +4,8 @@
  * tensors and strided views, run with random per-node delays on the thread
  * pool, compared bit for bit with a sequential interpretation; plus
  * concurrent submit / sink-wait / release from two threads, and a graph
- * wider than the pool's ring with an upload queued behind it. Exit 0 only
+ * wider than the pool's ring with an upload queued behind it, and built-ins
+ * split across workers while tensors are rebound. Exit 0 only
  * when every result matches; TSan itself fails the run on a race. */
 #include <pthread.h>
 #include <stdio.h>
@@ -188,6 +189,61 @@ static int wide_then_upload(kd_session *s) {
   return 0;
 }
 
+/* Built-ins large enough to be split into slices that idle workers take
+ * (a session without jitter, so workers are idle as they start), several
+ * independent chains of them at once, rebinding between submissions. */
+static int split_builtins(void) {
+  enum { N = 70001, CH = 3 };
+  static int32_t a[CH][N], got[CH][N];
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_HOST;
+  kd_session *s;
+  CHECK(kd_session_create(&o, &s));
+  kd_tensor_desc d = {.dtype = KD_I32, .rank = 1, .shape = {N}};
+  kd_tensor x[CH], y[CH], z[CH], z2[CH];
+  kd_graph *g;
+  CHECK(kd_graph_create(s, &g));
+  kd_sink *sk[CH];
+  for (int c = 0; c < CH; ++c) {
+    for (int i = 0; i < N; ++i) a[c][i] = i * (c + 1);
+    CHECK(kd_tensor_from_host(s, &d, a[c], sizeof a[c], &x[c]));
+    CHECK(kd_tensor_create(s, &d, &y[c]));
+    CHECK(kd_tensor_create(s, &d, &z[c]));
+    CHECK(kd_tensor_create(s, &d, &z2[c]));
+    CHECK(kd_graph_op_copy(g, "y = x", kd_whole(y[c]), kd_whole(x[c]), NULL));
+    CHECK(kd_graph_op_add(g, "z = y + x", kd_whole(z[c]), kd_whole(y[c]), kd_whole(x[c]), NULL));
+    CHECK(kd_graph_sink(g, "z", z[c], got[c], sizeof got[c], &sk[c]));
+  }
+  for (int round = 0; round < 6; ++round) {
+    CHECK(kd_graph_submit(g, NULL));
+    for (int c = 0; c < CH; ++c) {
+      if (round % 2 == 0) CHECK(kd_graph_rebind(g, z[c], z2[c])); /* while the run may still go on */
+      else CHECK(kd_graph_rebind(g, z2[c], z[c]));
+    }
+    for (int c = 0; c < CH; ++c) {
+      CHECK(kd_sink_wait(sk[c]));
+      for (int i = 0; i < N; ++i)
+        if (got[c][i] != 2 * a[c][i]) {
+          fprintf(stderr, "round %d, chain %d, element %d: %d, want %d\n", round, c, i, got[c][i], 2 * a[c][i]);
+          return 1;
+        }
+    }
+  }
+  kd_session_stats k;
+  CHECK(kd_session_stats_get(s, &k));
+  fprintf(stderr, "split_builtins: %llu built-ins split\n", (unsigned long long)k.host_splits);
+  kd_graph_destroy(g);
+  for (int c = 0; c < CH; ++c) {
+    CHECK(kd_tensor_release(s, x[c]));
+    CHECK(kd_tensor_release(s, y[c]));
+    CHECK(kd_tensor_release(s, z[c]));
+    CHECK(kd_tensor_release(s, z2[c]));
+  }
+  kd_session_destroy(s);
+  return 0;
+}
+
 int main(void) {
   kd_session_options o;
   kd_session_options_init(&o);
@@ -199,6 +255,7 @@ int main(void) {
   if (!rc) rc = two_threads(s);
   if (!rc) rc = wide_then_upload(s);
   kd_session_destroy(s);
-  printf("%s\n", rc ? "tsan_host_executor: FAILED" : "tsan_host_executor: 3 passed, 0 failed");
+  if (!rc) rc = split_builtins();
+  printf("%s\n", rc ? "tsan_host_executor: FAILED" : "tsan_host_executor: 4 passed, 0 failed");
   return rc;
 }

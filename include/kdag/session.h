@@ -301,6 +301,8 @@ typedef struct kd_session_stats {
   uint64_t programmatic_edges;   ///< dependencies given to the driver as programmatic
                                  ///< (KD_LAUNCH_PDL): per EAGER launch, per edge of each
                                  ///< CUDA graph built
+  uint64_t host_splits;          ///< HOST: large element-wise built-ins shared out in slices
+                                 ///< to workers that were idle when they started
 } kd_session_stats;
 
 /// Copies the session's statistics into the caller's *out_stats. Errors: KD_ERR_INVALID_ARGUMENT.

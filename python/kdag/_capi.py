@@ -66,7 +66,7 @@ STATS_FIELDS = ("launches submissions uploads downloads event_records event_quer
                 "device_syncs stream_event_waits ring_full_waits completions_retired inflight bytes_device "
                 "bytes_retained bytes_staging staging_grows graph_instantiations graph_updates graph_launches "
                 "plans_built context_waits modules_deferred module_bytes_deferred staging_blocks "
-                "staging_idle_bytes programmatic_edges").split()
+                "staging_idle_bytes programmatic_edges host_splits").split()
 
 
 class SessionStats(Structure):

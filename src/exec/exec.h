@@ -20,53 +20,121 @@ typedef struct kd_cuda_state {
 typedef struct kd_host_state {
   kd_host_pool pool;       /* the workers */
   struct kd_host_run *last_run; /* the newest submission (the session's reference) */
+  struct kd_host_run *current;  /* the run the workers are on: a session runs one at a time */
+  uint64_t splits;              /* built-ins split (kd_session_stats.host_splits), atomic */
 } kd_host_state;
 
 kd_status kd_cuda_backend_start(kd_session *s, const char *op);
 kd_status kd_host_backend_start(kd_session *s, const char *op);
 
-typedef struct kd_host_task kd_host_task;
+/* The HOST executor (exec/host_plan.c, exec/host.c). A graph's plan gets a
+ * task table, resolved against the bindings once and kept until the graph
+ * changes; each submission is a run over it with its own dependency
+ * counters and transfer buffers, so submitting allocates per run, never
+ * per node. */
+
+/* Pool item kinds: a task, a helper's share of a split built-in, or a
+ * dispenser of a run's roots (workers take roots from it in turn, so a
+ * graph of many independent nodes is not queued one by one). */
+enum { KD_HOST_ITEM_TASK, KD_HOST_ITEM_PART, KD_HOST_ITEM_ROOTS };
+
+/* Most slices a built-in is split into, and the fewest elements worth
+ * handing a slice to another worker. */
+#define KD_HOST_SPLIT_MAX 16
+#define KD_HOST_SPLIT_MIN_ELEMS (1 << 15)
+
+/* One node, resolved: what a worker runs. Read-only while a run uses it,
+ * but for item, which only the run on it touches (a session runs one at a
+ * time). */
+typedef struct kd_host_task {
+  kd_host_item item;       /* the pool's link (kind KD_HOST_ITEM_TASK) */
+  uint32_t node;
+  uint8_t kind;            /* kd_node_kind */
+  uint8_t op;              /* kd_builtin_op */
+  uint8_t kdt;             /* kd_kdtype */
+  uint8_t split;           /* a built-in that may be split (splittable op, enough elements) */
+  uint32_t slot;           /* built-ins: their first view in the plan's views; transfers: their buffer */
+  union {
+    struct { /* KD_NODE_BUILTIN */
+      double alpha;
+      kd_kpattern fill;
+      size_t esize;
+      uint32_t part;       /* split: its entry in the run's parts */
+    };
+    struct { /* KD_NODE_UPLOAD (src: the caller's bytes, copied at submit), KD_NODE_SINK (dst: the tensor) */
+      const void *host;    /* upload: the caller's memory; sink: the tensor's */
+      void *tensor;        /* upload: the tensor's memory */
+      size_t bytes;
+    };
+    struct { /* KD_NODE_HOST */
+      kd_host_fn fn;
+      void *user;
+    };
+  };
+} kd_host_task;
+
+/* A plan's task table (kd_plan.exec): shared by the runs using it, so
+ * refcounted; replaced rather than changed while a run holds it. */
+typedef struct kd_host_plan {
+  kd_resource res;         /* first */
+  uint32_t refs;           /* the graph's plan and each run on it */
+  uint32_t task_count, root_count, xfer_count, split_count;
+  kd_host_task *tasks;
+  kd_kview *views;         /* built-ins' views, three a node */
+  uint32_t *succ_start, *succ, *indegree, *roots;
+  size_t *xfer_off;        /* each transfer's buffer in a run's block; xfer_off[xfer_count]: its size */
+  uint32_t *xfer_task;     /* each transfer's task */
+} kd_host_plan;
+
+/* The plan's task table, built or brought up to date with the bindings
+ * (a plan a run still uses is copied first). */
+kd_status kd_host_plan_get(kd_graph *g, const char *op, kd_host_plan **out);
+void kd_host_plan_unref(kd_host_plan *hp);
+
+/* A split built-in's shares in one run: slices taken in turn by its worker
+ * and by helpers woken for it. */
+typedef struct kd_host_part {
+  kd_host_item helpers[KD_HOST_SPLIT_MAX - 1]; /* kind KD_HOST_ITEM_PART, index: position here */
+  kd_host_task *task;
+  uint32_t next;           /* the next slice to take */
+  uint32_t slices;
+  uint32_t holders;        /* the task's worker and each queued helper: the last one out completes it */
+  int dim;
+} kd_host_part;
 
 /* A HOST submission in flight; refcounted by its completion and by sinks
  * whose latest copy it holds. */
 typedef struct kd_host_run {
   kd_fence fence;          /* first: what its completion waits for (session/fence.h) */
   uint32_t refs;
-  uint32_t remaining;      /* tasks not yet finished */
+  uint32_t remaining;      /* tasks not yet finished, and dispensers not yet done */
   int done;                /* set (under mu) when remaining reaches 0 */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  uint32_t task_count;
-  struct kd_host_task *tasks;
-  uint32_t *succ_start, *succ;
-  uint32_t *indegree;      /* atomically decremented */
-  uint32_t *roots;         /* tasks with no predecessor, listed before any runs */
-  uint32_t root_count;
-  void **buffers;          /* upload snapshots and sink copies, freed with the run */
-  uint32_t buffer_count, buffer_cap;
+  kd_host_plan *plan;      /* a reference; NULL: a one-task upload */
+  kd_host_task *tasks;     /* the plan's, or one */
+  kd_kview *views;
+  const uint32_t *succ_start, *succ, *roots;
+  uint32_t task_count, root_count;
+  uint32_t root_next;      /* the next root a dispenser hands out */
+  uint32_t dispensers;     /* queued for its roots (none for a single root: that is queued itself) */
+  kd_host_item dispense[KD_HOST_SPLIT_MAX];
+  uint32_t *indegree;      /* this run's counters, atomically decremented */
+  unsigned char *xfers;    /* upload snapshots and sink copies (the plan's xfer_off) */
+  kd_host_part *parts;     /* one per split task */
   int jitter;              /* test option: random delay before each task */
   struct kd_host_run *next;/* starts when this one is done (session order), under mu */
   uint64_t seq;            /* its completion's sequence number (kd_graph submissions) */
-  kd_host_pool *pool;
+  kd_host_state *hs;
+  kd_host_task one;        /* an upload run's task: */
+  uint32_t one_zero[3];    /* its successor offsets (none), root and indegree */
 } kd_host_run;
 
-struct kd_host_task {
-  kd_host_item item;       /* the pool's link */
-  kd_host_run *run;
-  uint32_t node;
-  kd_node_kind kind;
-  kd_builtin_op op;
-  kd_kdtype kdt;
-  size_t esize;
-  double alpha;
-  kd_kpattern fill;
-  kd_kview v[3];
-  const void *src;         /* upload: snapshot; sink: tensor memory */
-  void *dst;               /* upload: tensor memory; sink: the run's copy */
-  size_t bytes;
-  kd_host_fn fn;
-  void *user;
-};
+/* Where a transfer task's bytes are in run r: an upload's snapshot, a
+ * sink's copy. */
+static inline void *kd_host_run_xfer(const kd_host_run *r, const kd_host_task *t) {
+  return r->plan ? r->xfers + r->plan->xfer_off[t->slot] : r->xfers;
+}
 
 /* A kernel or built-in node resolved against the graph's current bindings:
  * what cuLaunchKernel, or a kernel node of a CUDA graph, needs. params

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The HOST executor: a submission becomes one task per node, released to
- * the thread pool as their predecessors finish. */
+/* The HOST executor's runs: a submission runs its plan's task table
+ * (exec/host_plan.c) on the session's thread pool, each task released as
+ * its predecessors finish. A worker that releases a task goes on with it
+ * itself (the rest go to the pool), so a chain runs on one worker without
+ * a queue or a wake-up per node; a large element-wise built-in is split
+ * into slices that idle workers help with. */
 #include <ck_pr.h>
 #include <sched.h>
 #include <stddef.h>
@@ -29,13 +33,10 @@ static bool dec_to_zero(uint32_t *c) {
 
 void kd_host_run_unref(kd_host_run *r) {
   if (!dec_to_zero(&r->refs)) return;
-  for (uint32_t i = 0; i < r->buffer_count; ++i) free(r->buffers[i]);
-  free(r->buffers);
-  free(r->tasks);
-  free(r->succ_start);
-  free(r->succ);
-  free(r->indegree);
-  free(r->roots);
+  if (r->plan) free(r->indegree); /* else one_zero */
+  kd_host_plan_unref(r->plan);
+  free(r->xfers);
+  free(r->parts);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
   free(r);
@@ -68,31 +69,91 @@ static void jitter(void) {
   nanosleep(&ts, NULL);
 }
 
-static void run_task(kd_host_task *t) {
-  switch (t->kind) {
-    case KD_NODE_BUILTIN:
-      switch (t->op) {
-        case KD_BI_FILL: kd_host_fill(t->esize, t->v[0], t->fill); break;
-        case KD_BI_COPY: kd_host_copy(t->esize, t->v[0], t->v[1]); break;
-        case KD_BI_ADD: kd_host_add(t->kdt, t->v[0], t->v[1], t->v[2]); break;
-        case KD_BI_AXPY: kd_host_axpy(t->kdt, t->v[0], t->v[1], t->alpha); break;
-        case KD_BI_SCALE: kd_host_scale(t->kdt, t->v[0], t->alpha); break;
-        case KD_BI_SUM: kd_host_sum(t->kdt, t->v[0], t->v[1]); break;
-      }
-      break;
-    case KD_NODE_UPLOAD:
-    case KD_NODE_SINK: memcpy(t->dst, t->src, t->bytes); break;
-    case KD_NODE_HOST: kd_host_trampoline(&(kd_host_call){t->fn, t->user}); break; /* marked as on CUDA */
-    case KD_NODE_KERNEL:
-    case KD_NODE_FOREIGN: break; /* refused when added to a HOST session */
+static void builtin(const kd_host_task *t, const kd_kview *v) {
+  switch ((kd_builtin_op)t->op) {
+    case KD_BI_FILL: kd_host_fill(t->esize, v[0], t->fill); break;
+    case KD_BI_COPY: kd_host_copy(t->esize, v[0], v[1]); break;
+    case KD_BI_ADD: kd_host_add((kd_kdtype)t->kdt, v[0], v[1], v[2]); break;
+    case KD_BI_AXPY: kd_host_axpy((kd_kdtype)t->kdt, v[0], v[1], t->alpha); break;
+    case KD_BI_SCALE: kd_host_scale((kd_kdtype)t->kdt, v[0], t->alpha); break;
+    case KD_BI_SUM: kd_host_sum((kd_kdtype)t->kdt, v[0], v[1]); break;
   }
 }
 
-/* Queues a run's roots. */
+/* Takes and runs slices of a split built-in until none is left. */
+static void run_slices(kd_host_run *r, kd_host_part *p) {
+  const kd_host_task *t = p->task;
+  const kd_kview *v = &r->views[t->slot];
+  long long extent = v[0].shape[p->dim];
+  for (;;) {
+    uint32_t k = ck_pr_faa_32(&p->next, 1);
+    if (k >= p->slices) return;
+    long long lo = extent * k / p->slices, hi = extent * (k + 1) / p->slices;
+    kd_kview s[3] = {v[0], v[1], v[2]}; /* a view the op does not use is all zero: narrowing leaves it so */
+    for (int j = 0; j < 3; ++j) kd_host_narrow(&s[j], t->esize, p->dim, lo, hi);
+    builtin(t, s);
+  }
+}
+
+/* A built-in marked split: shared with the workers idle now, if any, in
+ * more slices than workers so that a helper that starts late takes fewer.
+ * 1: done here; 0: a helper still holds it and completes it. */
+static int run_split(kd_host_run *r, kd_host_task *t) {
+  const kd_kview *v = &r->views[t->slot];
+  uint32_t helpers = kd_host_pool_idle(&r->hs->pool);
+  long long n = kd_kview_numel(&v[0]), slices = 4 * ((long long)helpers + 1);
+  if (slices > KD_HOST_SPLIT_MAX) slices = KD_HOST_SPLIT_MAX;
+  if (slices > 2 * n / KD_HOST_SPLIT_MIN_ELEMS) slices = 2 * n / KD_HOST_SPLIT_MIN_ELEMS; /* each >= half the minimum */
+  int dim = kd_host_split_dim(&v[0], slices);
+  if (dim >= 0 && slices > v[0].shape[dim]) slices = v[0].shape[dim];
+  if (!helpers || dim < 0 || slices < 2) {
+    builtin(t, v);
+    return 1;
+  }
+  if (helpers > slices - 1) helpers = (uint32_t)slices - 1;
+  ck_pr_inc_64(&r->hs->splits);
+  kd_host_part *p = &r->parts[t->part];
+  p->task = t;
+  p->dim = dim;
+  p->slices = (uint32_t)slices;
+  p->next = 0;
+  p->holders = helpers + 1;
+  for (uint32_t j = 0; j < helpers; ++j) { /* the ring's enqueue publishes the fields above */
+    p->helpers[j].kind = KD_HOST_ITEM_PART;
+    p->helpers[j].index = j;
+    kd_host_pool_push(&r->hs->pool, &p->helpers[j]);
+  }
+  run_slices(r, p);
+  return dec_to_zero(&p->holders);
+}
+
+/* Runs one task; 0 when a split built-in's helper completes it instead. */
+static int run_task(kd_host_run *r, kd_host_task *t) {
+  if (r->jitter) jitter();
+  switch (t->kind) {
+    case KD_NODE_BUILTIN:
+      if (t->split) return run_split(r, t);
+      builtin(t, &r->views[t->slot]);
+      break;
+    case KD_NODE_UPLOAD: memcpy(t->tensor, kd_host_run_xfer(r, t), t->bytes); break;
+    case KD_NODE_SINK: memcpy(kd_host_run_xfer(r, t), t->host, t->bytes); break;
+    case KD_NODE_HOST: kd_host_trampoline(&(kd_host_call){t->fn, t->user}); break; /* marked as on CUDA */
+    default: break; /* kernel and foreign nodes are refused when added to a HOST session */
+  }
+  return 1;
+}
+
+/* Queues a run's roots, the run now the pool's. */
 static void push_roots(kd_host_run *r) {
-  /* The roots were listed up front: scanning indegree here would race
-   * with workers already decrementing it and queue a task twice. */
-  for (uint32_t i = 0; i < r->root_count; ++i) kd_host_pool_push(r->pool, &r->tasks[r->roots[i]].item);
+  ck_pr_store_ptr(&r->hs->current, r); /* before any of its items: the ring's enqueue publishes it */
+  if (!r->dispensers) {
+    kd_host_pool_push(&r->hs->pool, &r->tasks[r->roots[0]].item);
+    return;
+  }
+  for (uint32_t j = 0; j < r->dispensers; ++j) {
+    r->dispense[j].kind = KD_HOST_ITEM_ROOTS;
+    kd_host_pool_push(&r->hs->pool, &r->dispense[j]);
+  }
 }
 
 static void start(kd_host_run *r) {
@@ -121,40 +182,85 @@ static void finish(kd_host_run *r) {
   }
 }
 
-/* Pool callback: run the task, release successors, finish the run. */
-void kd_exec_host_task(kd_host_item *it, void *ctx) {
-  (void)ctx;
-  kd_host_task *t = (kd_host_task *)((char *)it - offsetof(kd_host_task, item));
-  kd_host_run *r = t->run;
-  if (r->jitter) jitter();
-  run_task(t);
-  for (uint32_t k = r->succ_start[t->node]; k < r->succ_start[t->node + 1]; ++k)
-    if (dec_to_zero(&r->indegree[r->succ[k]])) kd_host_pool_push(r->pool, &r->tasks[r->succ[k]].item);
-  if (dec_to_zero(&r->remaining)) finish(r);
-}
-
-static kd_status keep_buffer(kd_host_run *r, size_t bytes, void **out, const char *op) {
-  if (r->buffer_count == r->buffer_cap) { /* doubling: a graph of many transfers stays linear */
-    uint32_t cap = r->buffer_cap ? 2 * r->buffer_cap : 4;
-    void **grown = realloc(r->buffers, (size_t)cap * sizeof *grown);
-    if (!grown) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the run's transfer buffers", op);
-    r->buffers = grown;
-    r->buffer_cap = cap;
+/* t is done: counts down its successors, queueing those it makes ready
+ * but one, which it returns for this worker to run next (NULL: none).
+ * The run's remaining count is the caller's to drop (settle). */
+static kd_host_task *complete(kd_host_run *r, const kd_host_task *t) {
+  kd_host_task *next = NULL;
+  for (uint32_t k = r->succ_start[t->node]; k < r->succ_start[t->node + 1]; ++k) {
+    if (!dec_to_zero(&r->indegree[r->succ[k]])) continue;
+    kd_host_task *ready = &r->tasks[r->succ[k]];
+    if (next) kd_host_pool_push(&r->hs->pool, &ready->item);
+    else next = ready;
   }
-  void *b = malloc(bytes ? bytes : 1);
-  if (!b) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a %zu-byte transfer buffer", op, bytes);
-  r->buffers[r->buffer_count++] = b;
-  *out = b;
-  return KD_OK;
+  return next;
 }
 
-/* A run of n tasks and m edges, its arrays unfilled; NULL: no memory. */
+/* Runs t and, while it is done here and releases a successor, that
+ * successor; the number of tasks finished here. */
+static uint32_t run_chain(kd_host_run *r, kd_host_task *t, int ran) {
+  uint32_t done = 0;
+  for (;;) {
+    if (!ran && !run_task(r, t)) return done; /* a helper completes it */
+    done++;
+    if (!(t = complete(r, t))) return done;
+    ran = 0;
+  }
+}
+
+/* Drops count from the run's remaining count: one atomic per worker's
+ * batch rather than per task (a count held back keeps the run from
+ * finishing, and nothing else); the one that reaches zero finishes it. */
+static void settle(kd_host_run *r, uint32_t count) {
+  if (!count) return;
+  ck_pr_fence_release(); /* what this worker wrote, before the finisher's frees and the waiter's reads */
+  if (ck_pr_faa_32(&r->remaining, (uint32_t)-count) != count) return;
+  ck_pr_fence_acquire();
+  finish(r);
+}
+
+/* Pool callback: a task (and then the successors it releases, in turn),
+ * a helper's share of a split built-in, or a dispenser of roots. */
+void kd_exec_host_task(kd_host_item *it, void *ctx) {
+  kd_host_state *hs = ctx;
+  ck_pr_fence_load(); /* the item taken, then the run it belongs to */
+  kd_host_run *r = ck_pr_load_ptr(&hs->current);
+  if (it->kind == KD_HOST_ITEM_ROOTS) {
+    /* Roots in batches, a few per worker, so that two workers do not take
+     * turns on one counter per task. The roots were listed when the plan
+     * was made: scanning indegree here would race with workers already
+     * counting it down. The dispenser's own count in remaining keeps the
+     * run from finishing while it hands out roots. */
+    uint32_t batch = r->root_count / (8 * r->dispensers);
+    batch = batch < 1 ? 1 : batch > 64 ? 64 : batch;
+    uint32_t done = 1; /* the dispenser's */
+    for (;;) {
+      uint32_t k = ck_pr_faa_32(&r->root_next, batch);
+      if (k >= r->root_count) break;
+      uint32_t end = k + batch < r->root_count ? k + batch : r->root_count;
+      for (; k < end; ++k) done += run_chain(r, &r->tasks[r->roots[k]], 0);
+    }
+    settle(r, done);
+    return;
+  }
+  if (it->kind == KD_HOST_ITEM_PART) {
+    kd_host_part *p = (kd_host_part *)((char *)(it - it->index) - offsetof(kd_host_part, helpers));
+    run_slices(r, p);
+    if (dec_to_zero(&p->holders)) settle(r, run_chain(r, p->task, 1)); /* the last one out completes it */
+    return;
+  }
+  settle(r, run_chain(r, (kd_host_task *)((char *)it - offsetof(kd_host_task, item)), 0));
+}
+
 static void fence_release(kd_fence *f) { kd_host_run_unref((kd_host_run *)f); }
 static int fence_done(kd_fence *f) { return kd_host_run_done((kd_host_run *)f); }
 static void fence_wait(kd_fence *f) { kd_host_run_wait((kd_host_run *)f); }
 static const kd_fence_ops run_fence = {fence_release, fence_done, fence_wait};
 
-static kd_host_run *run_new(kd_session *s, uint32_t n, uint32_t m) {
+/* A run over hp (a reference taken), or with NULL a one-task run whose
+ * task and transfer bytes (xfer_bytes) the caller fills in. NULL: no
+ * memory. */
+static kd_host_run *run_new(kd_session *s, kd_host_plan *hp, size_t xfer_bytes) {
   kd_host_run *r = calloc(1, sizeof *r);
   if (!r) return NULL;
   r->fence.ops = &run_fence;
@@ -162,13 +268,31 @@ static kd_host_run *run_new(kd_session *s, uint32_t n, uint32_t m) {
   pthread_cond_init(&r->cv, NULL);
   r->refs = 1;
   r->jitter = (s->opts.flags & KD_SESSION_HOST_JITTER) != 0;
-  r->task_count = n;
-  r->tasks = calloc((size_t)n + 1, sizeof *r->tasks);
-  r->succ_start = malloc(((size_t)n + 1) * sizeof *r->succ_start);
-  r->succ = malloc(((size_t)m + 1) * sizeof *r->succ);
-  r->indegree = malloc(((size_t)n + 1) * sizeof *r->indegree);
-  r->roots = malloc(((size_t)n + 1) * sizeof *r->roots);
-  if (!r->tasks || !r->succ_start || !r->succ || !r->indegree || !r->roots) {
+  r->hs = s->exec;
+  int oom;
+  if (hp) {
+    ck_pr_inc_32(&hp->refs);
+    r->plan = hp;
+    r->tasks = hp->tasks;
+    r->views = hp->views;
+    r->succ_start = hp->succ_start;
+    r->succ = hp->succ;
+    r->roots = hp->roots;
+    r->task_count = hp->task_count;
+    r->root_count = hp->root_count;
+    r->indegree = malloc(((size_t)hp->task_count + 1) * sizeof *r->indegree);
+    r->xfers = hp->xfer_count ? malloc(hp->xfer_off[hp->xfer_count] + 1) : NULL;
+    r->parts = hp->split_count ? calloc(hp->split_count, sizeof *r->parts) : NULL;
+    oom = !r->indegree || (hp->xfer_count && !r->xfers) || (hp->split_count && !r->parts);
+    if (!oom) memcpy(r->indegree, hp->indegree, (size_t)hp->task_count * sizeof *r->indegree);
+  } else {
+    r->tasks = &r->one;
+    r->succ_start = r->succ = r->roots = r->indegree = r->one_zero;
+    r->task_count = r->root_count = 1;
+    r->xfers = malloc(xfer_bytes + 1);
+    oom = !r->xfers;
+  }
+  if (oom) {
     kd_host_run_unref(r);
     return NULL;
   }
@@ -178,9 +302,12 @@ static kd_host_run *run_new(kd_session *s, uint32_t n, uint32_t m) {
 /* Hands a filled run to the pool behind the session's previous one.
  * Cannot fail. */
 static void run_enqueue(kd_session *s, kd_host_run *r) {
-  r->remaining = r->task_count;
   kd_host_state *hs = s->exec;
-  r->pool = &hs->pool;
+  if (r->root_count > 1) {
+    r->dispensers = r->root_count < hs->pool.thread_count ? r->root_count : hs->pool.thread_count;
+    if (r->dispensers > KD_HOST_SPLIT_MAX) r->dispensers = KD_HOST_SPLIT_MAX;
+  }
+  r->remaining = r->task_count + r->dispensers;
   ck_pr_inc_32(&r->refs); /* the pool's, dropped when the run finishes */
   /* Submissions run in order, as on a stream: this one starts when the
    * previous one is done. */
@@ -203,29 +330,19 @@ static void run_enqueue(kd_session *s, kd_host_run *r) {
 
 kd_status kd_exec_host_upload(kd_session *s, const char *op, kd_tensor_obj *o, const void *host, kd_held_set *held,
                               kd_host_run **out) {
-  kd_host_run *r = run_new(s, 1, 0);
-  void *snap = NULL;
-  kd_status st = r ? keep_buffer(r, o->bytes, &snap, op)
-                   : kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the upload", op);
-  if (!st) {
-    st = kd_held_add(held, KD_HELD_TENSOR, o, op);
-    if (!st) kd_tensor_ref(o);
-  }
+  kd_host_run *r = run_new(s, NULL, o->bytes);
+  kd_status st = r ? kd_held_add(held, KD_HELD_TENSOR, o, op)
+                   : kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a %zu-byte upload", op, o->bytes);
   if (st) {
     if (r) kd_host_run_unref(r);
     return st;
   }
-  memcpy(snap, host, o->bytes); /* the caller's memory is read now */
-  kd_host_task *t = &r->tasks[0];
-  t->run = r;
-  t->kind = KD_NODE_UPLOAD;
-  t->src = snap;
-  t->dst = o->host;
-  t->bytes = o->bytes;
-  r->succ_start[0] = r->succ_start[1] = 0;
-  r->indegree[0] = 0;
-  r->roots[0] = 0;
-  r->root_count = 1;
+  kd_tensor_ref(o);
+  memcpy(r->xfers, host, o->bytes); /* the caller's memory is read now */
+  r->one.item.kind = KD_HOST_ITEM_TASK;
+  r->one.kind = KD_NODE_UPLOAD;
+  r->one.tensor = o->host;
+  r->one.bytes = o->bytes;
   run_enqueue(s, r);
   *out = r;
   return KD_OK;
@@ -233,70 +350,33 @@ kd_status kd_exec_host_upload(kd_session *s, const char *op, kd_tensor_obj *o, c
 
 kd_status kd_exec_host(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, kd_host_run **out) {
   kd_session *s = g->session;
-  uint32_t n = g->node_count, m = g->edge_count;
-  kd_host_run *r = run_new(s, n, m);
-  if (!r) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the submission", op);
-  /* The run owns copies: later graph edits never reach work in flight. */
-  memcpy(r->succ_start, g->plan.succ_start, ((size_t)n + 1) * sizeof *r->succ_start);
-  memcpy(r->succ, g->plan.succ, (size_t)m * sizeof *r->succ);
-  memcpy(r->indegree, g->plan.indegree, (size_t)n * sizeof *r->indegree);
-  for (uint32_t i = 0; i < n; ++i)
-    if (!r->indegree[i]) r->roots[r->root_count++] = i;
-  kd_status st = KD_OK;
-  for (uint32_t i = 0; !st && i < n; ++i) {
-    kd_gnode *node = &g->nodes[i];
-    kd_host_task *t = &r->tasks[i];
-    t->run = r;
-    t->node = i;
-    t->kind = node->kind;
-    t->op = node->op;
-    t->alpha = node->alpha;
-    t->fn = node->host_fn;
-    t->user = node->user;
-    for (uint32_t k = 0; !st && k < node->access_count; ++k) {
-      kd_gaccess *a = &g->accesses[node->first_access + k];
-      kd_tensor_obj *o = g->bindings[a->binding].obj;
-      st = kd_held_tensor_once(held, o, stamp, op);
-      if (k < 3) t->v[k] = kd_access_kview(a, (uint64_t)(uintptr_t)o->host, kd_dtype_size(o->dtype));
-      if (k == 0) {
-        t->esize = kd_dtype_size(o->dtype);
-        t->kdt = kd_kdtype_of(o->dtype);
-        memcpy(t->fill.w, node->fill, sizeof t->fill.w);
-      }
-    }
-    if (!st && node->kind == KD_NODE_UPLOAD) {
-      void *snap = NULL; /* set by keep_buffer on KD_OK */
-      st = keep_buffer(r, node->bytes, &snap, op);
-      if (!st) {
-        memcpy(snap, node->host, node->bytes); /* the caller's memory is read now */
-        t->src = snap;
-        t->dst = g->bindings[g->accesses[node->first_access].binding].obj->host;
-        t->bytes = node->bytes;
-      }
-    } else if (!st && node->kind == KD_NODE_SINK) { /* a failed hold above stays the node's error */
-      void *copy = NULL;
-      st = keep_buffer(r, node->bytes, &copy, op);
-      if (!st) {
-        t->src = g->bindings[g->accesses[node->first_access].binding].obj->host;
-        t->dst = copy;
-        t->bytes = node->bytes;
-      }
-    }
-    if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, i);
-  }
+  kd_host_plan *hp = NULL;
+  kd_status st = kd_host_plan_get(g, op, &hp);
+  if (st) return st;
+  kd_host_run *r = run_new(s, hp, 0);
+  if (!r)
+    return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for a submission of graph '%s' (%u nodes, %zu bytes of "
+                   "transfer buffers)", op, kd_graph_name(g), hp->task_count,
+                   hp->xfer_count ? hp->xfer_off[hp->xfer_count] : 0);
+  /* Every tensor the graph uses stays alive until the run is done. */
+  for (uint32_t b = 0; !st && b < g->binding_count; ++b) st = kd_held_tensor_once(held, g->bindings[b].obj, stamp, op);
   if (st) {
     kd_host_run_unref(r);
     return st;
   }
-  /* Nothing fails from here. Sinks now point at this run's copies. */
+  /* Nothing fails from here. Uploads read the caller's memory now; sinks
+   * point at this run's copies. */
   r->seq = s->next_seq; /* the completion enqueued next takes it */
-  for (uint32_t i = 0; i < n; ++i) {
-    kd_gnode *node = &g->nodes[i];
-    if (node->kind != KD_NODE_SINK) continue;
-    kd_sink *sk = node->sink;
+  for (uint32_t x = 0; x < hp->xfer_count; ++x) {
+    kd_host_task *t = &hp->tasks[hp->xfer_task[x]];
+    if (t->kind == KD_NODE_UPLOAD) {
+      memcpy(kd_host_run_xfer(r, t), t->host, t->bytes);
+      continue;
+    }
+    kd_sink *sk = g->nodes[t->node].sink;
     if (sk->run) sk->run->ops->release(sk->run);
     ck_pr_inc_32(&r->refs);
-    sk->run = &r->fence; /* its copy: r->tasks[i].dst */
+    sk->run = &r->fence; /* its copy: kd_host_run_xfer(r, t) */
     sk->pending = 1;
   }
   run_enqueue(s, r);

@@ -64,7 +64,7 @@ static kd_status sink_wait(kd_sink *sk, const char *op) {
    * later submission pending for its own wait; skipped when a wait for a
    * later run already copied its newer data. */
   if (r->seq + 1 > sk->host_copied) {
-    memcpy(sk->host, r->tasks[sk->node].dst, sk->bytes);
+    memcpy(sk->host, kd_host_run_xfer(r, &r->tasks[sk->node]), sk->bytes);
     sk->host_copied = r->seq + 1;
   }
   if (sk->run == &r->fence) { /* waited for: the sink lets go of the run, and its buffers go at the next reap */
@@ -76,6 +76,11 @@ static kd_status sink_wait(kd_sink *sk, const char *op) {
   s->counters.event_waits++;
   kd_completion_reap(s, op);
   return KD_OK;
+}
+
+static void stats(kd_session *s, kd_session_stats *out) {
+  kd_host_state *hs = s->exec;
+  out->host_splits = ck_pr_load_64(&hs->splits);
 }
 
 static void destroy(kd_session *s) {
@@ -93,13 +98,13 @@ static const kd_backend_ops host_backend = {
   .upload = upload,
   .download = download,
   .sink_wait = sink_wait,
+  .stats = stats,
 };
 
 kd_status kd_host_backend_start(kd_session *s, const char *op) {
   kd_host_state *hs = calloc(1, sizeof *hs);
   if (!hs) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the HOST backend", op);
-  /* Tasks know their run: the pool needs no context. */
-  kd_status st = kd_host_pool_start(&hs->pool, kd_exec_host_task, NULL, &s->log, op);
+  kd_status st = kd_host_pool_start(&hs->pool, kd_exec_host_task, hs, &s->log, op);
   if (st) {
     free(hs);
     return st;

@@ -58,7 +58,9 @@ static void await_token(kd_host_pool *p) {
 static void *worker(void *arg) {
   kd_host_pool *p = arg;
   for (;;) {
+    ck_pr_inc_32(&p->idle);
     await_token(p);
+    ck_pr_dec_32(&p->idle);
     if (ck_pr_load_int(&p->stop)) break;
     p->run(take(p), p->ctx);
   }

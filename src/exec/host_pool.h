@@ -11,6 +11,7 @@
 #ifndef KDAG_ENGINE_HOST_POOL_H
 #define KDAG_ENGINE_HOST_POOL_H
 
+#include <ck_pr.h>
 #include <ck_ring.h>
 #include <hwloc.h>
 #include <pthread.h>
@@ -30,9 +31,11 @@
 
 /* What the pool queues: the caller embeds one in each task and gets it
  * back in its kd_host_item_fn. An item is queued at most once at a time
- * (its link is the overflow FIFO's). */
+ * (its link is the overflow FIFO's). kind and index are the caller's, to
+ * tell its kinds of item apart. */
 typedef struct kd_host_item {
   struct kd_host_item *next;
+  uint32_t kind, index;
 } kd_host_item;
 /* Runs one item on a worker; it may queue more with kd_host_pool_push. */
 typedef void (*kd_host_item_fn)(kd_host_item *it, void *ctx);
@@ -48,6 +51,7 @@ typedef struct kd_host_pool {
   sem_t queued;            /* one token per item in the ring or the overflow */
   int sem_ready;
   int stop;
+  uint32_t idle;           /* workers waiting for an item (a hint: read without ordering) */
   kd_host_item_fn run;
   void *ctx;
   hwloc_topology_t topo;
@@ -67,5 +71,8 @@ void kd_host_pool_stop(kd_host_pool *p);
  * its own enqueue into the ring's slot before this one (Concurrency Kit's
  * MPMC ring publishes slots in order). */
 void kd_host_pool_push(kd_host_pool *p, kd_host_item *it);
+/* How many workers are waiting for an item now: a hint for splitting work,
+ * stale as soon as it is read. */
+static inline uint32_t kd_host_pool_idle(kd_host_pool *p) { return ck_pr_load_32(&p->idle); }
 
 #endif

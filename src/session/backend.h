@@ -21,6 +21,7 @@ typedef struct kd_session kd_session;
 struct kd_tensor_obj;
 struct kd_graph;
 struct kd_sink;
+struct kd_session_stats;
 
 typedef struct kd_backend_ops {
   /* Frees what the backend keeps (its state, s->exec), after every
@@ -42,6 +43,9 @@ typedef struct kd_backend_ops {
    * the sink's host memory. May let go of the session lock while it waits
    * (HOST); it holds it again when it returns. */
   kd_status (*sink_wait)(struct kd_sink *sk, const char *op);
+  /* Optional: fills the counters the backend keeps itself (those its
+   * threads count without the session lock). */
+  void (*stats)(kd_session *s, struct kd_session_stats *out);
 } kd_backend_ops;
 
 #endif

@@ -374,6 +374,7 @@ kd_status kd_session_stats_get(kd_session *s, kd_session_stats *out) {
   out->module_bytes_deferred = s->unload_bytes;
   out->staging_blocks = s->has_device ? s->dev.staging_blocks : 0;
   out->staging_idle_bytes = s->has_device ? s->dev.staging_idle_bytes : 0;
+  if (s->ops && s->ops->stats) s->ops->stats(s, out);
   kd_session_unlock(s);
   return KD_OK;
 }
