@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Suite "hostops" (CPU): the HOST backend's built-ins against plain C
  * loops in the same run. Per iteration, one operation over n = 2^log2n
- * floats: out = a + b (add) or y = alpha x + y (axpy), as
+ * floats: out = a + b (add), y = alpha x + y (axpy) or y = alpha y
+ * (scale), as
  *  - c_loop: a single-thread C loop (the baseline),
  *  - c_loop_2t: the same loop split over two threads (pthreads, created
  *    once; each iteration hands both a half and waits for both),
@@ -17,7 +18,7 @@
 #include "bench/suites.h"
 #include "kdag/kdag.h"
 
-enum { OP_ADD, OP_AXPY };
+enum { OP_ADD, OP_AXPY, OP_SCALE };
 
 typedef struct hostops_variant {
   int op;
@@ -50,6 +51,8 @@ typedef struct hostops_case {
 static void run_half(const half *h) {
   if (h->op == OP_ADD)
     for (int64_t i = h->begin; i < h->end; ++i) h->out[i] = h->a[i] + h->b[i];
+  else if (h->op == OP_SCALE)
+    for (int64_t i = h->begin; i < h->end; ++i) h->out[i] = 0.5f * h->out[i];
   else
     for (int64_t i = h->begin; i < h->end; ++i) {
       float prod = 2.0f * h->a[i];
@@ -121,6 +124,7 @@ static kd_status kdag_graph(hostops_case *c, int strided) {
   }
   if (!st && c->v.op == OP_ADD) st = kd_graph_op_add(c->g, "add", v[2], v[0], v[1], NULL);
   if (!st && c->v.op == OP_AXPY) st = kd_graph_op_axpy(c->g, "axpy", v[2], v[0], 2.0, NULL);
+  if (!st && c->v.op == OP_SCALE) st = kd_graph_op_scale(c->g, "scale", v[2], 0.5, NULL);
   kd_garg acc[2] = {kd_g_in(v[2]), kd_g_out(kd_whole(flag))};
   if (!st) st = kd_graph_host(c->g, "flag", set_flag, &c->flag, acc, 2, NULL);
   if (!st) st = kd_graph_sink(c->g, "flag out", flag, &c->flag, sizeof c->flag, &c->sink);
@@ -139,7 +143,9 @@ static kb_status hostops_setup(kb_run *run, void **state) {
   c->v = *(const hostops_variant *)kb_run_user(run);
   c->n = (int64_t)1 << log2n;
   kb_run_per_iteration(run, (double)c->n, "element");
-  kb_run_throughput(run, (double)c->n, (double)c->n * sizeof(float) * 3); /* two arrays read, one written */
+  /* Arrays read and written: add and axpy read two and write one, scale
+   * reads and writes one. */
+  kb_run_throughput(run, (double)c->n, (double)c->n * sizeof(float) * (c->v.op == OP_SCALE ? 2 : 3));
   if (c->v.kind >= 2) {
     if (kdag_graph(c, c->v.kind == 3)) {
       kb_status r = kb_run_fail(run, "kdag: %s", kd_last_error());
@@ -208,16 +214,18 @@ static void hostops_teardown(kb_run *run, void *state) {
 
 int kb_register_hostops_suite(kb_harness *h) {
   kb_suite_desc sd = {.name = "hostops",
-                      .description = "the HOST backend's add and axpy built-ins over n floats against single- and "
-                                     "two-thread C loops",
+                      .description = "the HOST backend's add, axpy and scale built-ins over n floats against "
+                                     "single- and two-thread C loops",
                       .interleave = 1};
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t log2n[] = {16, 22};
   static const hostops_variant v[] = {{OP_ADD, 0}, {OP_ADD, 1}, {OP_ADD, 2}, {OP_ADD, 3},
-                                      {OP_AXPY, 0}, {OP_AXPY, 1}, {OP_AXPY, 2}, {OP_AXPY, 3}};
+                                      {OP_AXPY, 0}, {OP_AXPY, 1}, {OP_AXPY, 2}, {OP_AXPY, 3},
+                                      {OP_SCALE, 0}, {OP_SCALE, 1}, {OP_SCALE, 2}, {OP_SCALE, 3}};
   static const char *const names[] = {"add_c_loop", "add_c_loop_2t", "add_kdag", "add_kdag_strided",
-                                      "axpy_c_loop", "axpy_c_loop_2t", "axpy_kdag", "axpy_kdag_strided"};
+                                      "axpy_c_loop", "axpy_c_loop_2t", "axpy_kdag", "axpy_kdag_strided",
+                                      "scale_c_loop", "scale_c_loop_2t", "scale_kdag", "scale_kdag_strided"};
   static const char *const what[] = {"out[i] = a[i] + b[i], one thread",
                                      "the same, split over two threads",
                                      "kd_graph_op_add on a HOST session, compact tensors",
@@ -225,7 +233,11 @@ int kb_register_hostops_suite(kb_harness *h) {
                                      "y[i] = 2 x[i] + y[i], one thread",
                                      "the same, split over two threads",
                                      "kd_graph_op_axpy on a HOST session, compact tensors",
-                                     "kd_graph_op_axpy over every second element"};
+                                     "kd_graph_op_axpy over every second element",
+                                     "y[i] = 0.5 y[i], one thread",
+                                     "the same, split over two threads",
+                                     "kd_graph_op_scale on a HOST session, compact tensors",
+                                     "kd_graph_op_scale over every second element"};
   if (kb_suite_axis(s, "log2n", log2n, 2)) return -1;
   for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) {
     kb_case_desc d = {.name = names[i], .description = what[i], .baseline = v[i].kind == 0,

@@ -18,7 +18,11 @@
  *
  * Suite "workloads_declare" (CPU, HOST): the Jacobi of built-ins declared
  * at 100, 1,000 and 10,000 sweeps on 256^2 and 8192^2 grids: host time per
- * node, edges_per_node and edges_in_max_per_node. */
+ * node, edges_per_node and edges_in_max_per_node.
+ *
+ * Suite "workloads_host" (CPU): the Jacobi of built-ins run on a HOST
+ * session (checked bit-exact against the reference first) against the
+ * reference's own sweep as a C loop on one thread: time per sweep. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -513,6 +517,100 @@ static kb_status declare_setup_on(kb_run *run, void **state, int on_host) {
 static kb_status declare_setup(kb_run *run, void **state) { return declare_setup_on(run, state, 0); }
 static kb_status declare_host_setup(kb_run *run, void **state) { return declare_setup_on(run, state, 1); }
 
+/* ---- workloads_host: the Jacobi of built-ins on HOST against a C loop ---------- */
+
+typedef struct host_wl_case {
+  kdag_case *k;        /* kdag: the HOST session's workload */
+  kd_sink *sink;       /* its end: a flag written after the last sweep */
+  float flag;
+  kb_wl_spec spec;     /* c_loop: the reference's own loop over buffers */
+  void *buf[8];
+  int buffers;
+} host_wl_case;
+
+static void host_wl_free(host_wl_case *c) {
+  if (!c) return;
+  if (c->k) kdag_teardown(NULL, c->k);
+  for (int i = 0; i < c->buffers; ++i) free(c->buf[i]);
+  free(c);
+}
+
+static void set_flag(void *user) { *(float *)user = 1.0f; }
+
+/* c_loop: kb_wl_run, the host reference's sweep (the same arithmetic in
+ * the same order as the built-ins), on one thread. */
+static kb_status host_loop_setup(kb_run *run, void **state) {
+  host_wl_case *c = calloc(1, sizeof *c);
+  if (!c) return kb_run_fail(run, "out of memory");
+  kb_status st = declare_iteration(run, &c->spec);
+  if (st) {
+    free(c);
+    return st;
+  }
+  c->buffers = kb_wl_buffers(&c->spec);
+  for (int i = 0; i < c->buffers; ++i)
+    if (!(c->buf[i] = malloc(kb_wl_buffer_bytes(&c->spec, i)))) {
+      host_wl_free(c);
+      return kb_run_fail(run, "out of memory");
+    }
+  kb_wl_init(&c->spec, c->buf);
+  *state = c;
+  return KB_OK;
+}
+
+/* kdag: the workload's graph on a HOST session, checked bit-exact after
+ * one submission, then given a host node after the sweeps that sets a flag
+ * a sink copies back: each iteration submits and waits at that sink. */
+static kb_status host_kdag_setup(kb_run *run, void **state) {
+  host_wl_case *c = calloc(1, sizeof *c);
+  if (!c) return kb_run_fail(run, "out of memory");
+  kb_status st = declare_iteration(run, &c->spec);
+  if (!st) st = kdag_open(run, &c->spec, 1, KD_EXEC_EAGER, 0, &c->k);
+  char why[KB_MESSAGE_MAX];
+  double err = 0;
+  if (!st && kd_graph_submit(c->k->w.g, NULL)) st = kb_run_fail(run, "kd_graph_submit: %s", kd_last_error());
+  if (c->k) c->k->w.submitted = 1;
+  if (!st && kb_wl_check(&c->k->w, &err, why, sizeof why)) st = kb_run_fail(run, "%s", why);
+  if (!st && err != 0) st = kb_run_fail(run, "the HOST result differs from the host reference: %g", err);
+  kd_tensor flag = {0};
+  kd_tensor_desc d1 = {.dtype = KD_F32, .rank = 1, .shape = {1}};
+  if (!st) {
+    kd_session *s = c->k->w.s;
+    kd_status ks = kd_tensor_from_host(s, &d1, &c->flag, sizeof c->flag, &flag);
+    kd_garg acc[3] = {kd_g_in(kd_whole(c->k->w.t[0])), kd_g_in(kd_whole(c->k->w.t[1])), kd_g_out(kd_whole(flag))};
+    if (!ks) ks = kd_graph_host(c->k->w.g, "done", set_flag, &c->flag, acc, 3, NULL);
+    if (!ks) ks = kd_graph_sink(c->k->w.g, "done", flag, &c->flag, sizeof c->flag, &c->sink);
+    if (flag.bits) (void)kd_tensor_release(s, flag); /* the graph holds it */
+    if (ks) st = kb_run_fail(run, "kdag: %s", kd_last_error());
+  }
+  if (st) {
+    host_wl_free(c);
+    return st;
+  }
+  *state = c;
+  return KB_OK;
+}
+
+static kb_status host_wl_batch(kb_run *run, void *state, uint64_t iterations, kb_timing *out) {
+  host_wl_case *c = state;
+  out->gpu_ns = -1;
+  uint64_t t0 = kb_now_ns();
+  for (uint64_t it = 0; it < iterations; ++it) {
+    if (!c->k) {
+      kb_wl_run(&c->spec, c->buf, 1);
+      continue;
+    }
+    if (kd_graph_submit(c->k->w.g, NULL) || kd_sink_wait(c->sink)) return kb_run_fail(run, "kdag: %s", kd_last_error());
+  }
+  out->host_ns = (double)(kb_now_ns() - t0);
+  return KB_OK;
+}
+
+static void host_wl_teardown(kb_run *run, void *state) {
+  (void)run;
+  host_wl_free(state);
+}
+
 /* ---- registration ----------------------------------------------------------- */
 
 /* On the null driver (tests/null_driver.c, loaded through
@@ -597,5 +695,22 @@ int kb_register_workloads_suites(kb_harness *h) {
                           .setup = declare_host_setup, .batch = declare_batch, .teardown = kdag_teardown,
                           .user = (void *)&jacobi};
   if (kb_suite_axis(s, "n", grids, 2) || kb_suite_axis(s, "iters", sweeps, 3) || kb_case_add(s, &declare)) return -1;
+  kb_suite_desc hd = {.name = "workloads_host",
+                      .description = "the Jacobi of built-ins (4 nodes a sweep) on a HOST session against the "
+                                     "same sweep as a C loop on one thread, n x n f32",
+                      .interleave = 1, .user = (void *)&jacobi};
+  static const int64_t host_n[] = {256, 1024}, host_iters = 100;
+  kb_suite *hs = kb_suite_add(h, &hd);
+  if (!hs) return -1;
+  kb_case_desc loop = {.name = "c_loop", .description = "kb_wl_run: the reference's sweep, one thread",
+                       .baseline = 1, .setup = host_loop_setup, .batch = host_wl_batch, .teardown = host_wl_teardown,
+                       .user = (void *)&jacobi};
+  kb_case_desc kdag = {.name = "kdag_host", .description = "the workload's graph on a HOST session, submitted and "
+                       "waited for at a sink after its last sweep",
+                       .setup = host_kdag_setup, .batch = host_wl_batch, .teardown = host_wl_teardown,
+                       .user = (void *)&jacobi};
+  if (kb_suite_axis(hs, "n", host_n, 2) || kb_suite_axis(hs, "iters", &host_iters, 1) || kb_case_add(hs, &loop) ||
+      kb_case_add(hs, &kdag))
+    return -1;
   return 0;
 }

@@ -63,20 +63,29 @@ static int rows_next(kd_rows *r) {
 static long long row_len(const kd_kview *v) { return v->rank ? v->shape[0] : 1; }
 static long long row_step(const kd_kview *v) { return v->rank ? v->strides[0] : 0; }
 
+/* n elements of esize bytes from d, adjacent: 4- and 8-byte ones as typed
+ * stores (vectorized), others byte pattern by byte pattern. */
+static void fill_run(unsigned char *d, long long n, size_t esize, const unsigned char *bytes) {
+  if (esize == 4) {
+    uint32_t w;
+    memcpy(&w, bytes, 4);
+    for (long long i = 0; i < n; ++i) ((uint32_t *)(void *)d)[i] = w;
+  } else if (esize == 8) {
+    uint64_t w;
+    memcpy(&w, bytes, 8);
+    for (long long i = 0; i < n; ++i) ((uint64_t *)(void *)d)[i] = w;
+  } else {
+    for (long long i = 0; i < n; ++i) memcpy(d + i * (long long)esize, bytes, esize);
+  }
+}
+
 void kd_host_fill(size_t esize, kd_kview dst, kd_kpattern value) {
   if (esize == 0 || esize > 16) return;
   unsigned char bytes[16] = {0};
   for (size_t k = 0; k < esize; ++k) bytes[k] = (unsigned char)(value.w[k / 8] >> (8 * (k % 8)));
   long long n = kd_kview_numel(&dst);
-  if (compact(&dst) && (esize == 4 || esize == 8)) { /* the common widths, as typed stores */
-    uint32_t w4;
-    uint64_t w8;
-    memcpy(&w4, bytes, 4);
-    memcpy(&w8, bytes, 8);
-    if (esize == 4)
-      for (long long i = 0; i < n; ++i) ((uint32_t *)(uintptr_t)dst.base)[i] = w4;
-    else
-      for (long long i = 0; i < n; ++i) ((uint64_t *)(uintptr_t)dst.base)[i] = w8;
+  if (compact(&dst)) {
+    fill_run((unsigned char *)(uintptr_t)dst.base, n, esize, bytes);
     return;
   }
   if (n == 0) return;
@@ -85,7 +94,9 @@ void kd_host_fill(size_t esize, kd_kview dst, kd_kpattern value) {
   long long len = row_len(&dst), step = row_step(&dst) * (long long)esize;
   do {
     unsigned char *d = (unsigned char *)(uintptr_t)dst.base + r.off[0] * (long long)esize;
-    for (long long j = 0; j < len; ++j) memcpy(d + j * step, bytes, esize);
+    if (step == (long long)esize) fill_run(d, len, esize, bytes); /* a row of adjacent elements */
+    else
+      for (long long j = 0; j < len; ++j) memcpy(d + j * step, bytes, esize);
   } while (rows_next(&r));
 }
 
@@ -102,7 +113,9 @@ void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
   do {
     unsigned char *d = (unsigned char *)(uintptr_t)dst.base + r.off[0] * (long long)esize;
     const unsigned char *from = (const unsigned char *)(uintptr_t)src.base + r.off[1] * (long long)esize;
-    for (long long j = 0; j < len; ++j) memcpy(d + j * sd, from + j * ss, esize);
+    if (sd == (long long)esize && ss == (long long)esize) memmove(d, from, (size_t)len * esize); /* a row of adjacent elements */
+    else
+      for (long long j = 0; j < len; ++j) memcpy(d + j * sd, from + j * ss, esize);
   } while (rows_next(&r));
 }
 
@@ -132,7 +145,10 @@ void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
       T *o = (T *)(uintptr_t)out->base + r.off[0];                                  \
       const T *x = (const T *)(uintptr_t)a->base + r.off[1];                        \
       const T *y = (const T *)(uintptr_t)b->base + r.off[2];                        \
-      for (long long j = 0; j < len; ++j) o[j * so] = (T)(x[j * sa] + y[j * sb]);   \
+      if (so == 1 && sa == 1 && sb == 1) /* rows of adjacent elements: vectorized */ \
+        for (long long j = 0; j < len; ++j) o[j] = (T)(x[j] + y[j]);                \
+      else                                                                          \
+        for (long long j = 0; j < len; ++j) o[j * so] = (T)(x[j * sa] + y[j * sb]); \
     } while (rows_next(&r));                                                        \
   }                                                                                 \
   static void sum_##name(const kd_kview *out, const kd_kview *x) {                  \
@@ -174,10 +190,16 @@ KD_HOST_TYPE(u8, uint8_t)
     do {                                                                            \
       T *py = (T *)(uintptr_t)y->base + r.off[0];                                   \
       const T *px = (const T *)(uintptr_t)x->base + r.off[1];                       \
-      for (long long j = 0; j < len; ++j) {                                         \
-        T prod = a * px[j * sx]; /* rounded to T before the add */                  \
-        py[j * sy] = prod + py[j * sy];                                             \
-      }                                                                             \
+      if (sy == 1 && sx == 1)                                                       \
+        for (long long j = 0; j < len; ++j) {                                       \
+          T prod = a * px[j];                                                       \
+          py[j] = prod + py[j];                                                     \
+        }                                                                           \
+      else                                                                          \
+        for (long long j = 0; j < len; ++j) {                                       \
+          T prod = a * px[j * sx]; /* rounded to T before the add */                \
+          py[j * sy] = prod + py[j * sy];                                           \
+        }                                                                           \
     } while (rows_next(&r));                                                        \
   }                                                                                 \
   static void scale_##name(const kd_kview *y, double alpha) {                       \
@@ -194,7 +216,10 @@ KD_HOST_TYPE(u8, uint8_t)
     long long len = row_len(y), sy = row_step(y);                                   \
     do {                                                                            \
       T *py = (T *)(uintptr_t)y->base + r.off[0];                                   \
-      for (long long j = 0; j < len; ++j) py[j * sy] = a * py[j * sy];              \
+      if (sy == 1)                                                                  \
+        for (long long j = 0; j < len; ++j) py[j] = a * py[j];                      \
+      else                                                                          \
+        for (long long j = 0; j < len; ++j) py[j * sy] = a * py[j * sy];            \
     } while (rows_next(&r));                                                        \
   }
 KD_HOST_FLOAT(f32, float)
