@@ -121,11 +121,6 @@ void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
 
 /* One loader/storer and the arithmetic per element type. */
 #define KD_HOST_TYPE(name, T)                                                       \
-  static T load_##name(const kd_kview *v, long long i) {                            \
-    T x;                                                                            \
-    memcpy(&x, elem(v, sizeof(T), i), sizeof(T));                                   \
-    return x;                                                                       \
-  }                                                                                 \
   static void store_##name(const kd_kview *v, long long i, T x) {                   \
     memcpy(elem(v, sizeof(T), i), &x, sizeof(T));                                   \
   }                                                                                 \
@@ -152,12 +147,29 @@ void kd_host_copy(size_t esize, kd_kview dst, kd_kview src) {
     } while (rows_next(&r));                                                        \
   }                                                                                 \
   static void sum_##name(const kd_kview *out, const kd_kview *x) {                  \
+    /* Partial t adds elements t, t + 256, ... in index order: in blocks of \
+     * 256 over a compact view (vectorized), with a running index over     \
+     * rows otherwise; the same additions in the same order either way. */ \
     T p[KD_KSUM_THREADS];                                                           \
     for (int t = 0; t < KD_KSUM_THREADS; ++t) p[t] = (T)0;                          \
     long long n = kd_kview_numel(x);                                                \
-    for (long long i = 0; i < n; ++i) {                                             \
-      int t = (int)(i % KD_KSUM_THREADS);                                           \
-      p[t] = (T)(p[t] + load_##name(x, i));                                         \
+    if (compact(x)) {                                                               \
+      const T *px = (const T *)(uintptr_t)x->base;                                  \
+      long long i = 0;                                                              \
+      for (; i + KD_KSUM_THREADS <= n; i += KD_KSUM_THREADS)                        \
+        for (int t = 0; t < KD_KSUM_THREADS; ++t) p[t] = (T)(p[t] + px[i + t]);     \
+      for (int t = 0; i + t < n; ++t) p[t] = (T)(p[t] + px[i + t]);                 \
+    } else if (n > 0) {                                                             \
+      kd_rows r;                                                                    \
+      rows_init(&r, 1, x, NULL, NULL);                                              \
+      long long len = row_len(x), sx = row_step(x), i = 0;                          \
+      do {                                                                          \
+        const T *px = (const T *)(uintptr_t)x->base + r.off[0];                     \
+        for (long long j = 0; j < len; ++j, ++i) {                                  \
+          int t = (int)(i % KD_KSUM_THREADS);                                       \
+          p[t] = (T)(p[t] + px[j * sx]);                                            \
+        }                                                                           \
+      } while (rows_next(&r));                                                      \
     }                                                                               \
     for (int h = KD_KSUM_THREADS / 2; h > 0; h >>= 1)                               \
       for (int t = 0; t < h; ++t) p[t] = (T)(p[t] + p[t + h]);                      \
@@ -227,42 +239,67 @@ KD_HOST_FLOAT(f64, double)
 #undef KD_HOST_FLOAT
 
 /* 16-bit floats: widened exactly, computed in float as above, rounded
- * once to the 16-bit type (kernels/strided.h has both conversions). */
+ * once to the 16-bit type (kernels/strided.h has both conversions). Every
+ * view is walked row by row (a compact one is one row per innermost
+ * extent, adjacent elements). */
 #define KD_HOST_HALF(name, TO_F32, FROM_F32)                                        \
-  static float load_##name(const kd_kview *v, long long i) {                        \
-    unsigned short b;                                                               \
-    memcpy(&b, elem(v, 2, i), 2);                                                   \
-    return TO_F32(b);                                                               \
-  }                                                                                 \
   static void store_##name(const kd_kview *v, long long i, float f) {               \
     unsigned short b = FROM_F32(f);                                                 \
     memcpy(elem(v, 2, i), &b, 2);                                                   \
   }                                                                                 \
   static void add_##name(const kd_kview *out, const kd_kview *a, const kd_kview *b) { \
-    long long n = kd_kview_numel(out);                                              \
-    for (long long i = 0; i < n; ++i) store_##name(out, i, load_##name(a, i) + load_##name(b, i)); \
+    if (kd_kview_numel(out) == 0) return;                                           \
+    kd_rows r;                                                                      \
+    rows_init(&r, 3, out, a, b);                                                    \
+    long long len = row_len(out), so = row_step(out), sa = row_step(a), sb = row_step(b); \
+    do {                                                                            \
+      unsigned short *o = (unsigned short *)(uintptr_t)out->base + r.off[0];        \
+      const unsigned short *x = (const unsigned short *)(uintptr_t)a->base + r.off[1]; \
+      const unsigned short *y = (const unsigned short *)(uintptr_t)b->base + r.off[2]; \
+      for (long long j = 0; j < len; ++j) o[j * so] = FROM_F32(TO_F32(x[j * sa]) + TO_F32(y[j * sb])); \
+    } while (rows_next(&r));                                                        \
   }                                                                                 \
   static void sum_##name(const kd_kview *out, const kd_kview *x) {                  \
     float p[KD_KSUM_THREADS];                                                       \
     for (int t = 0; t < KD_KSUM_THREADS; ++t) p[t] = 0.0f;                          \
-    long long n = kd_kview_numel(x);                                                \
-    for (long long i = 0; i < n; ++i) p[i % KD_KSUM_THREADS] += load_##name(x, i);  \
+    if (kd_kview_numel(x) > 0) {                                                    \
+      kd_rows r;                                                                    \
+      rows_init(&r, 1, x, NULL, NULL);                                              \
+      long long len = row_len(x), sx = row_step(x), i = 0;                          \
+      do {                                                                          \
+        const unsigned short *px = (const unsigned short *)(uintptr_t)x->base + r.off[0]; \
+        for (long long j = 0; j < len; ++j, ++i) p[i % KD_KSUM_THREADS] += TO_F32(px[j * sx]); \
+      } while (rows_next(&r));                                                      \
+    }                                                                               \
     for (int h = KD_KSUM_THREADS / 2; h > 0; h >>= 1)                               \
       for (int t = 0; t < h; ++t) p[t] = p[t] + p[t + h];                           \
     store_##name(out, 0, p[0]);                                                     \
   }                                                                                 \
   static void axpy_##name(const kd_kview *y, const kd_kview *x, double alpha) {     \
     const float a = (float)alpha;                                                   \
-    long long n = kd_kview_numel(y);                                                \
-    for (long long i = 0; i < n; ++i) {                                             \
-      float prod = a * load_##name(x, i);                                           \
-      store_##name(y, i, prod + load_##name(y, i));                                 \
-    }                                                                               \
+    if (kd_kview_numel(y) == 0) return;                                             \
+    kd_rows r;                                                                      \
+    rows_init(&r, 2, y, x, NULL);                                                   \
+    long long len = row_len(y), sy = row_step(y), sx = row_step(x);                 \
+    do {                                                                            \
+      unsigned short *py = (unsigned short *)(uintptr_t)y->base + r.off[0];         \
+      const unsigned short *px = (const unsigned short *)(uintptr_t)x->base + r.off[1]; \
+      for (long long j = 0; j < len; ++j) {                                         \
+        float prod = a * TO_F32(px[j * sx]);                                        \
+        py[j * sy] = FROM_F32(prod + TO_F32(py[j * sy]));                           \
+      }                                                                             \
+    } while (rows_next(&r));                                                        \
   }                                                                                 \
   static void scale_##name(const kd_kview *y, double alpha) {                       \
     const float a = (float)alpha;                                                   \
-    long long n = kd_kview_numel(y);                                                \
-    for (long long i = 0; i < n; ++i) store_##name(y, i, a * load_##name(y, i));    \
+    if (kd_kview_numel(y) == 0) return;                                             \
+    kd_rows r;                                                                      \
+    rows_init(&r, 1, y, NULL, NULL);                                                \
+    long long len = row_len(y), sy = row_step(y);                                   \
+    do {                                                                            \
+      unsigned short *py = (unsigned short *)(uintptr_t)y->base + r.off[0];         \
+      for (long long j = 0; j < len; ++j) py[j * sy] = FROM_F32(a * TO_F32(py[j * sy])); \
+    } while (rows_next(&r));                                                        \
   }
 KD_HOST_HALF(f16, kd_kf16_to_f32, kd_kf32_to_f16)
 KD_HOST_HALF(bf16, kd_kbf16_to_f32, kd_kf32_to_bf16)

@@ -650,3 +650,92 @@ Test(host_kernels, row_walk_and_compact_paths_match_the_element_walk) {
 #undef RND
   cr_assert_eq(checked, 5000);
 }
+
+/* sum (f32: in blocks of 256 over compact views, with a running index
+ * over rows otherwise) and the 16-bit add, axpy, scale and sum (always
+ * row by row) against the element walk of kd_kview_offset, on random
+ * views with gaps, zero and negative strides. */
+Test(host_kernels, sum_and_16_bit_row_walks_match_the_element_walk) {
+  enum { M = 1 << 13 };
+  static float A[M];
+  static uint16_t H[M], G[M], HO[M], HR[M];
+  uint64_t s = 0x2545F4914F6CDD1Dull;
+#define RND() (s ^= s << 13, s ^= s >> 7, s ^= s << 17, (unsigned)s)
+  int checked = 0;
+  for (int t = 0; t < 3000; ++t) {
+    for (int i = 0; i < M; ++i) {
+      A[i] = (float)(RND() % 2000) * 0.0137f - 9.0f;
+      H[i] = kd_kf32_to_bf16((float)(RND() % 500) * 0.07f);
+      G[i] = kd_kf32_to_bf16((float)(RND() % 300) * -0.05f);
+      HO[i] = HR[i] = kd_kf32_to_bf16((float)(RND() % 50));
+    }
+    kd_kview x = {0}, h = {0}, g = {0}, o = {0};
+    int rank = (int)(RND() % 4), gaps = (int)(RND() % 2);
+    x.rank = h.rank = g.rank = o.rank = rank;
+    long long sx = 1, so = 1;
+    for (int d = 0; d < rank; ++d) {
+      long long n = 1 + RND() % (d == 0 ? 300 : 5);
+      x.shape[d] = h.shape[d] = g.shape[d] = o.shape[d] = n;
+      x.strides[d] = RND() % 5 == 0 ? 0 : sx * (gaps ? 1 + RND() % 2 : 1);
+      h.strides[d] = g.strides[d] = x.strides[d];
+      sx = (x.strides[d] ? x.strides[d] : sx) * n;
+      o.strides[d] = so * (gaps ? 1 + RND() % 2 : 1);
+      so = o.strides[d] * n;
+    }
+    if (sx > M / 2 || so > M / 2) continue; /* too large for the buffers: skip this shape */
+    x.base = (unsigned long long)(uintptr_t)(A + M / 2);
+    h.base = (unsigned long long)(uintptr_t)(H + M / 2);
+    g.base = (unsigned long long)(uintptr_t)(G + M / 2);
+    o.base = (unsigned long long)(uintptr_t)(HO + 8);
+    for (int d = 0; d < rank; ++d)
+      if (RND() % 3 == 0) { /* walk this dimension backwards: the base is at its last index */
+        long long back = (x.shape[d] - 1) * x.strides[d];
+        x.base += (unsigned long long)(back * 4);
+        h.base += (unsigned long long)(back * 2);
+        g.base += (unsigned long long)(back * 2);
+        x.strides[d] = -x.strides[d];
+        h.strides[d] = g.strides[d] = x.strides[d];
+      }
+    long long n = kd_kview_numel(&x);
+    /* sum f32 */
+    float p[256] = {0}, got = -1;
+    for (long long i = 0; i < n; ++i) p[i % 256] += ((float *)(uintptr_t)x.base)[kd_kview_offset(&x, i)];
+    for (int hh = 128; hh > 0; hh >>= 1)
+      for (int j = 0; j < hh; ++j) p[j] += p[j + hh];
+    kd_kview one = {.base = (unsigned long long)(uintptr_t)&got, .rank = 0};
+    kd_host_sum(KD_K_F32, one, x);
+    cr_assert(memcmp(&got, &p[0], 4) == 0, "view %d: sum %a, want %a", t, (double)got, (double)p[0]);
+    /* bf16 add, axpy, scale, sum */
+    int op = (int)(RND() % 4);
+    uint16_t *ro = HR + 8;
+    float q[256] = {0};
+    for (long long i = 0; i < n; ++i) {
+      float a = kd_kbf16_to_f32(((uint16_t *)(uintptr_t)h.base)[kd_kview_offset(&h, i)]);
+      float b = kd_kbf16_to_f32(((uint16_t *)(uintptr_t)g.base)[kd_kview_offset(&g, i)]);
+      uint16_t *out = ro + kd_kview_offset(&o, i);
+      if (op == 0) *out = kd_kf32_to_bf16(a + b);
+      else if (op == 1) {
+        float prod = 0.5f * a;
+        *out = kd_kf32_to_bf16(prod + kd_kbf16_to_f32(*out));
+      } else if (op == 2) *out = kd_kf32_to_bf16(-1.5f * kd_kbf16_to_f32(*out));
+      else q[i % 256] += a;
+    }
+    kd_kview hs = h;
+    if (op == 0) kd_host_add(KD_K_BF16, o, h, g);
+    else if (op == 1) kd_host_axpy(KD_K_BF16, o, h, 0.5);
+    else if (op == 2) kd_host_scale(KD_K_BF16, o, -1.5);
+    else {
+      for (int hh = 128; hh > 0; hh >>= 1)
+        for (int j = 0; j < hh; ++j) q[j] += q[j + hh];
+      uint16_t want = kd_kf32_to_bf16(q[0]), have = 0;
+      kd_kview out1 = {.base = (unsigned long long)(uintptr_t)&have, .rank = 0};
+      kd_host_sum(KD_K_BF16, out1, hs);
+      cr_assert_eq(have, want, "view %d: bf16 sum %04x, want %04x", t, have, want);
+    }
+    cr_assert(memcmp(HO, HR, sizeof HO) == 0, "view %d: bf16 op %d, rank %d, gaps %d: the walks differ", t, op, rank,
+              gaps);
+    checked++;
+  }
+#undef RND
+  cr_assert_gt(checked, 2000, "only %d of 3000 random views fitted the buffers", checked);
+}
