@@ -9,7 +9,9 @@
  *  - kdag: a HOST session's graph of the one built-in node over compact
  *    tensors, submitted and waited for (a host node after it writes a
  *    one-element flag, which a sink copies back: nothing of n is copied),
- *  - kdag_strided: the same over views of every second element.
+ *  - kdag_strided: the same over views of every second element,
+ *  - c_loop_strided: the single-thread C loop over every second element
+ *    of arrays twice as long (the strided case's own baseline).
  * Times are per element. */
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@ enum { OP_ADD, OP_AXPY, OP_SCALE };
 
 typedef struct hostops_variant {
   int op;
-  int kind; /* 0 c_loop, 1 c_loop_2t, 2 kdag, 3 kdag_strided */
+  int kind; /* 0 c_loop, 1 c_loop_2t, 2 kdag, 3 kdag_strided, 4 c_loop_strided */
 } hostops_variant;
 
 typedef struct half {
@@ -30,6 +32,7 @@ typedef struct half {
   const float *a, *b;
   int64_t begin, end;
   int op;
+  int64_t step; /* elements between two used ones: 1, or 2 (c_loop_strided) */
 } half;
 
 typedef struct hostops_case {
@@ -49,6 +52,18 @@ typedef struct hostops_case {
 } hostops_case;
 
 static void run_half(const half *h) {
+  if (h->step == 2) { /* written out with a literal step, as one would */
+    if (h->op == OP_ADD)
+      for (int64_t i = h->begin; i < h->end; ++i) h->out[2 * i] = h->a[2 * i] + h->b[2 * i];
+    else if (h->op == OP_SCALE)
+      for (int64_t i = h->begin; i < h->end; ++i) h->out[2 * i] = 0.5f * h->out[2 * i];
+    else
+      for (int64_t i = h->begin; i < h->end; ++i) {
+        float prod = 2.0f * h->a[2 * i];
+        h->out[2 * i] = prod + h->out[2 * i];
+      }
+    return;
+  }
   if (h->op == OP_ADD)
     for (int64_t i = h->begin; i < h->end; ++i) h->out[i] = h->a[i] + h->b[i];
   else if (h->op == OP_SCALE)
@@ -146,7 +161,7 @@ static kb_status hostops_setup(kb_run *run, void **state) {
   /* Arrays read and written: add and axpy read two and write one, scale
    * reads and writes one. */
   kb_run_throughput(run, (double)c->n, (double)c->n * sizeof(float) * (c->v.op == OP_SCALE ? 2 : 3));
-  if (c->v.kind >= 2) {
+  if (c->v.kind == 2 || c->v.kind == 3) {
     if (kdag_graph(c, c->v.kind == 3)) {
       kb_status r = kb_run_fail(run, "kdag: %s", kd_last_error());
       hostops_free(c);
@@ -155,19 +170,20 @@ static kb_status hostops_setup(kb_run *run, void **state) {
     }
     return KB_OK;
   }
-  c->a = malloc((size_t)c->n * sizeof(float));
-  c->b = malloc((size_t)c->n * sizeof(float));
-  c->out = malloc((size_t)c->n * sizeof(float));
+  int64_t len = c->v.kind == 4 ? 2 * c->n : c->n;
+  c->a = malloc((size_t)len * sizeof(float));
+  c->b = malloc((size_t)len * sizeof(float));
+  c->out = malloc((size_t)len * sizeof(float));
   if (!c->a || !c->b || !c->out) {
     hostops_free(c);
     *state = NULL;
     return kb_run_fail(run, "out of memory");
   }
-  for (int64_t i = 0; i < c->n; ++i) c->a[i] = c->b[i] = c->out[i] = (float)(i % 1000) * 0.001f;
+  for (int64_t i = 0; i < len; ++i) c->a[i] = c->b[i] = c->out[i] = (float)(i % 1000) * 0.001f;
   if (c->v.kind == 1) {
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
-    c->second = (half){c->out, c->a, c->b, c->n / 2, c->n, c->v.op};
+    c->second = (half){c->out, c->a, c->b, c->n / 2, c->n, c->v.op, 1};
     if (pthread_create(&c->worker, NULL, worker, c)) {
       pthread_mutex_destroy(&c->lock);
       pthread_cond_destroy(&c->cond);
@@ -185,11 +201,11 @@ static kb_status hostops_batch(kb_run *run, void *state, uint64_t iterations, kb
   out->gpu_ns = -1;
   uint64_t t0 = kb_now_ns();
   for (uint64_t it = 0; it < iterations; ++it) {
-    if (c->v.kind >= 2) {
+    if (c->v.kind == 2 || c->v.kind == 3) {
       if (kd_graph_submit(c->g, NULL) || kd_sink_wait(c->sink)) return kb_run_fail(run, "kdag: %s", kd_last_error());
       continue;
     }
-    half first = {c->out, c->a, c->b, 0, c->v.kind == 1 ? c->n / 2 : c->n, c->v.op};
+    half first = {c->out, c->a, c->b, 0, c->v.kind == 1 ? c->n / 2 : c->n, c->v.op, c->v.kind == 4 ? 2 : 1};
     if (c->v.kind == 1) {
       pthread_mutex_lock(&c->lock);
       c->posted++;
@@ -220,27 +236,33 @@ int kb_register_hostops_suite(kb_harness *h) {
   kb_suite *s = kb_suite_add(h, &sd);
   if (!s) return -1;
   static const int64_t log2n[] = {16, 22};
-  static const hostops_variant v[] = {{OP_ADD, 0}, {OP_ADD, 1}, {OP_ADD, 2}, {OP_ADD, 3},
-                                      {OP_AXPY, 0}, {OP_AXPY, 1}, {OP_AXPY, 2}, {OP_AXPY, 3},
-                                      {OP_SCALE, 0}, {OP_SCALE, 1}, {OP_SCALE, 2}, {OP_SCALE, 3}};
-  static const char *const names[] = {"add_c_loop", "add_c_loop_2t", "add_kdag", "add_kdag_strided",
-                                      "axpy_c_loop", "axpy_c_loop_2t", "axpy_kdag", "axpy_kdag_strided",
-                                      "scale_c_loop", "scale_c_loop_2t", "scale_kdag", "scale_kdag_strided"};
+  static const hostops_variant v[] = {{OP_ADD, 0},   {OP_ADD, 1},   {OP_ADD, 2},   {OP_ADD, 3},   {OP_ADD, 4},
+                                      {OP_AXPY, 0},  {OP_AXPY, 1},  {OP_AXPY, 2},  {OP_AXPY, 3},  {OP_AXPY, 4},
+                                      {OP_SCALE, 0}, {OP_SCALE, 1}, {OP_SCALE, 2}, {OP_SCALE, 3}, {OP_SCALE, 4}};
+  static const char *const names[] = {"add_c_loop",   "add_c_loop_2t",   "add_kdag",   "add_kdag_strided",
+                                      "add_c_loop_strided",
+                                      "axpy_c_loop",  "axpy_c_loop_2t",  "axpy_kdag",  "axpy_kdag_strided",
+                                      "axpy_c_loop_strided",
+                                      "scale_c_loop", "scale_c_loop_2t", "scale_kdag", "scale_kdag_strided",
+                                      "scale_c_loop_strided"};
   static const char *const what[] = {"out[i] = a[i] + b[i], one thread",
                                      "the same, split over two threads",
                                      "kd_graph_op_add on a HOST session, compact tensors",
                                      "kd_graph_op_add over every second element",
+                                     "out[2i] = a[2i] + b[2i], one thread",
                                      "y[i] = 2 x[i] + y[i], one thread",
                                      "the same, split over two threads",
                                      "kd_graph_op_axpy on a HOST session, compact tensors",
                                      "kd_graph_op_axpy over every second element",
+                                     "y[2i] = 2 x[2i] + y[2i], one thread",
                                      "y[i] = 0.5 y[i], one thread",
                                      "the same, split over two threads",
                                      "kd_graph_op_scale on a HOST session, compact tensors",
-                                     "kd_graph_op_scale over every second element"};
+                                     "kd_graph_op_scale over every second element",
+                                     "y[2i] = 0.5 y[2i], one thread"};
   if (kb_suite_axis(s, "log2n", log2n, 2)) return -1;
   for (size_t i = 0; i < sizeof v / sizeof v[0]; ++i) {
-    kb_case_desc d = {.name = names[i], .description = what[i], .baseline = v[i].kind == 0,
+    kb_case_desc d = {.name = names[i], .description = what[i], .baseline = v[i].kind == 0 || v[i].kind == 4,
                       .setup = hostops_setup, .batch = hostops_batch, .teardown = hostops_teardown,
                       .user = (void *)&v[i]};
     if (kb_case_add(s, &d)) return -1;
