@@ -25,6 +25,9 @@ KD_EMBED(kd_kernel_bench_cubin)
 KD_EMBED(kd_kernel_builtins_ptx)
 KD_EMBED(kd_kernel_builtins_cubin)
 KD_EMBED(kd_kernel_builtins_source) /* includes "strided.h": compile with -I<repo>/kernels */
+/* The kernels of GRAPH-mode loops (kernels/loop.cu). */
+KD_EMBED(kd_kernel_loop_ptx)
+KD_EMBED(kd_kernel_loop_cubin)
 #undef KD_EMBED
 
 extern const char kd_kernel_arch[];

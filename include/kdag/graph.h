@@ -244,7 +244,58 @@ KD_API kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn f
                                   const kd_garg *accesses, size_t count, size_t workspace_bytes,
                                   void *resource, void (*release)(void *resource), kd_node *out_node);
 
-/// An explicit edge: after runs after before. One that would close a cycle
+/// Loops and conditionals that run on the device: iterate until a
+/// residual is small, or take a branch, without a round trip to the host.
+///
+/// kd_graph_while_begin adds a loop node; every node added after it, up
+/// to kd_graph_end(g, loop), is the loop's body: declared with the same
+/// calls, over the graph's tensors, ordered among themselves as any nodes.
+/// The loop runs as one node of the level it was added to, ordered by its
+/// body's accesses (edges between a body and the nodes outside it become
+/// edges of the loop node). Before every trip, the first included, the
+/// loop reads its condition, a one-element KD_I32 or KD_U32 tensor: zero
+/// ends the loop. At most max_trips trips run (0: none). trips (optional:
+/// a zero handle for none) is a one-element KD_I32 or KD_U32 tensor the
+/// loop writes: the trips completed so far, so 0 during the first and the
+/// total after the loop; a loop stopped by its limit has trips ==
+/// max_trips. kd_no_tensor() leaves trips out. The body must write the condition (kd_graph_end refuses the
+/// loop otherwise), and the condition must be written before the loop
+/// (its read is checked as any node's). kd_graph_if_begin adds a
+/// conditional: its body runs once when the condition, written before
+/// it, is nonzero.
+///
+/// A body holds kernels, built-ins, uploads and nested loops and
+/// conditionals, at most KD_GRAPH_MAX_DEPTH open at once; a sink, host
+/// function or foreign node inside one is KD_ERR_INVALID_ARGUMENT (the
+/// driver runs only kernels, copies, memsets and nested conditionals in a
+/// conditional body). An explicit edge (kd_graph_edge) joins nodes of one
+/// level only. A graph with a loop still open cannot be submitted.
+/// A tensor the body writes counts as written after the loop, even when
+/// the loop ran no trip (it then holds what it held before).
+///
+/// How each mode runs one: GRAPH, as a conditional node of the CUDA graph
+/// (CUDA 12.4+ drivers), its condition set by a small kdag kernel before
+/// the loop and at the end of each trip; EAGER, driven from the host: the
+/// condition is copied to pinned memory and the host waits for it before
+/// each trip (a wait per trip, counted in kd_session_stats.event_waits);
+/// HOST, by the worker that reaches the loop, its body in order.
+/// The results are the same in every mode (bit for bit for built-ins).
+/// name is copied; out_node (may be NULL) gets the loop node. Errors, beyond
+/// those of every node: KD_ERR_INVALID_ARGUMENT (a condition or trips
+/// tensor of another dtype or size, more than KD_GRAPH_MAX_DEPTH open,
+/// trips given to an IF), and for kd_graph_end: KD_ERR_INVALID_ARGUMENT
+/// (loop is not the innermost open loop; a WHILE whose body never writes
+/// its condition: the loop stays open).
+/// @{
+#define KD_GRAPH_MAX_DEPTH 8
+KD_API kd_status kd_graph_while_begin(kd_graph *g, const char *name, kd_tensor condition, uint32_t max_trips,
+                                      kd_tensor trips, kd_node *out_node);
+KD_API kd_status kd_graph_if_begin(kd_graph *g, const char *name, kd_tensor condition, kd_node *out_node);
+KD_API kd_status kd_graph_end(kd_graph *g, kd_node loop);
+/// @}
+
+/// An explicit edge: after runs after before, both of one level (the top
+/// level, or one loop's body). One that would close a cycle
 /// is KD_ERR_CYCLE and leaves the graph unchanged; one that exists already
 /// (declared, or inferred from the accesses) is not added again and counts
 /// in kd_graph_stats.edges_dropped. A node after itself, or a node that is

@@ -60,6 +60,13 @@ typedef struct kd_tensor {
   uint64_t bits; ///< opaque; 0 is never a valid handle
 } kd_tensor;
 
+/// The zero handle, where an optional tensor argument is left out.
+static inline kd_tensor kd_no_tensor(void) {
+  kd_tensor t;
+  t.bits = 0;
+  return t;
+}
+
 /// Where a tensor's memory lives.
 typedef enum kd_residency {
   KD_RESIDENCY_DEVICE = 0, ///< the backend's compute memory: GPU memory on a

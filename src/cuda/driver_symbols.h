@@ -73,6 +73,10 @@ KD_CU_SYMBOL(cuGraphExecChildGraphNodeSetParams)
 KD_CU_SYMBOL(cuGraphLaunch)
 KD_CU_SYMBOL(cuStreamBeginCapture)
 KD_CU_SYMBOL(cuStreamEndCapture)
+/* GRAPH-mode loops (kd_graph_while_begin): conditional nodes, CUDA 12.4+;
+ * without them a loop is refused in GRAPH mode (AUTO runs it EAGER). */
+KD_CU_SYMBOL_OPTIONAL(cuGraphConditionalHandleCreate)
+KD_CU_SYMBOL_OPTIONAL(cuGraphAddNode)
 /* kdag-bench (bench/): timing, plain allocations and device copies (its
  * hand-built CUDA graph baseline uses the GRAPH-mode entries above). */
 KD_CU_SYMBOL(cuEventElapsedTime)

@@ -115,6 +115,122 @@ static kd_nvtx_string *nvtx_names(kd_graph *g) {
   return cp->nvtx_names;
 }
 
+/* One EAGER submission's state while it enqueues. */
+typedef struct eager_run {
+  kd_graph *g;
+  const char *op;
+  kd_held_set *held;
+  uint64_t stamp;
+  kd_xfer *xf;
+  int traced;
+  kd_nvtx_string *names;
+  kd_trace_batch *tb;
+  /* The node whose kernel was enqueued last, with nothing after it: what a
+   * launch may overlap programmatically (launch). Any other enqueue, a
+   * trace's event records and a debug wait included, clears it. */
+  uint32_t prev;
+  uint32_t spans;          /* trace spans recorded: the top level's nodes before the one running */
+  kd_staging_block *cond_word; /* pinned: where loops read their condition (graphs with loops) */
+} eager_run;
+
+static kd_status run_node(eager_run *c, uint32_t v, uint32_t i, int top);
+
+/* A loop, driven from the host: before each trip the condition is copied
+ * into pinned memory and waited for (an event of its own: a wait per
+ * trip), and the trip count, when the loop has one, set to the trips
+ * completed; then the body's nodes in their order. */
+static kd_status run_loop(eager_run *c, uint32_t v) {
+  kd_graph *g = c->g;
+  kd_session *s = g->session;
+  const kd_cu_table *cu = s->dev.cu;
+  kd_gnode *node = &g->nodes[v];
+  CUdeviceptr cond = g->bindings[g->accesses[node->first_access].binding].obj->dptr;
+  CUdeviceptr trips = node->has_trips ? g->bindings[g->accesses[node->first_access + 1].binding].obj->dptr : 0;
+  volatile uint32_t *word = c->cond_word->host;
+  kd_status st = KD_OK;
+  for (uint32_t done = 0; !st; ++done) {
+    c->prev = UINT32_MAX;
+    CUresult r;
+    if (trips && (r = cu->cuMemsetD32Async(trips, done, 1, s->dev.stream)) != CUDA_SUCCESS)
+      return kd_session_note(s, kd_fail_cu(r, c->op, "cuMemsetD32Async (the loop's trip count)"));
+    if (done >= node->max_trips) break;
+    r = cu->cuMemcpyDtoHAsync(c->cond_word->host, cond, sizeof(uint32_t), s->dev.stream);
+    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, c->op, "cuMemcpyDtoHAsync (the loop's condition)"));
+    CUevent ev;
+    st = kd_session_note(s, kd_event_acquire(&s->dev, c->op, &ev));
+    if (st) return st;
+    r = cu->cuEventRecord(ev, s->dev.stream);
+    if (r == CUDA_SUCCESS) {
+      s->counters.event_waits++;
+      r = kd_event_wait(&s->dev, ev);
+    }
+    kd_event_release_to_pool(&s->dev, ev);
+    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, c->op, "cuEventSynchronize (the loop's condition)"));
+    if (!*word) break;
+    for (uint32_t k = 0; !st && k < g->plan.body_count[v]; ++k)
+      st = run_node(c, g->plan.order[g->plan.body_start[v] + k], 0, 0);
+  }
+  c->prev = UINT32_MAX;
+  return st;
+}
+
+/* Enqueues node v (at position i of the top level when top; a node of a
+ * loop's body has no trace span of its own: its loop's span covers it). */
+static kd_status run_node(eager_run *c, uint32_t v, uint32_t i, int top) {
+  kd_graph *g = c->g;
+  kd_session *s = g->session;
+  const char *op = c->op;
+  kd_gnode *node = &g->nodes[v];
+  kd_status st = KD_OK;
+  if (c->traced) kd_nvtx_push(c->names ? c->names[v] : NULL, node->name, KD_NVTX_NODE);
+  CUevent span_begin = NULL, span_end = NULL;
+  if (c->tb && top) {
+    c->prev = UINT32_MAX;
+    kd_trace_batch_span(c->tb, i, node->name, "node", &span_begin, &span_end);
+    (void)s->dev.cu->cuEventRecord(span_begin, s->dev.stream); /* unrecorded, the span is dropped at retire */
+  }
+  /* Held room was reserved: these cannot fail. */
+  for (uint32_t k = 0; k < node->access_count; ++k)
+    (void)kd_held_tensor_once(c->held, g->bindings[g->accesses[node->first_access + k].binding].obj, c->stamp, op);
+  if (node->kind != KD_NODE_KERNEL && node->kind != KD_NODE_BUILTIN) c->prev = UINT32_MAX;
+  switch (node->kind) {
+    case KD_NODE_KERNEL:
+      (void)kd_held_module_once(c->held, node->module, c->stamp, op);
+      st = launch(g, op, v, &c->prev);
+      break;
+    case KD_NODE_BUILTIN: st = launch(g, op, v, &c->prev); break;
+    case KD_NODE_UPLOAD:
+    case KD_NODE_SINK: {
+      kd_xfer *x = kd_xfer_of(g, c->xf, v);
+      if (x) st = transfer(s, op, g, node, x); /* else an upload of nothing */
+      break;
+    }
+    case KD_NODE_HOST: {
+      CUresult r = s->dev.cu->cuLaunchHostFunc(s->dev.stream, kd_host_trampoline, node->host_call);
+      if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuLaunchHostFunc"));
+      break;
+    }
+    case KD_NODE_FOREIGN: /* the plan has a workspace array when a foreign node has a workspace */
+      st = foreign_call(s, op, g, node, kd_cuda_plan_get(g)->workspace ? kd_cuda_plan_get(g)->workspace[v] : 0,
+                        c->held);
+      break;
+    case KD_NODE_LOOP: st = run_loop(c, v); break;
+  }
+  if (c->tb && top && !st) {
+    (void)s->dev.cu->cuEventRecord(span_end, s->dev.stream);
+    c->spans = i + 1;
+    c->prev = UINT32_MAX;
+  }
+  if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) {
+    st = debug_wait(s, op);
+    c->prev = UINT32_MAX;
+  }
+  if (c->traced) kd_nvtx_pop();
+  if (st && node->kind != KD_NODE_LOOP) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, v);
+  else if (st) st = kd_fail_context(st, "%s: in loop '%s' (#%u)", op, node->name, v);
+  return st;
+}
+
 kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t stamp, int *enqueued) {
   kd_session *s = g->session;
   *enqueued = 0;
@@ -141,58 +257,18 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
     (void)kd_trace_batch_new(s, g->node_count, op, &tb);
     kd_fail_keep_end(&keep);
   }
-  uint32_t spans = 0;
-  /* The node whose kernel was enqueued last, with nothing after it: what a
-   * launch may overlap programmatically (launch). Any other enqueue, a
-   * trace's event records and a debug wait included, clears it. */
-  uint32_t prev = UINT32_MAX;
-  for (uint32_t i = 0; !st && i < g->node_count; ++i) {
-    uint32_t v = g->plan.order[i];
-    kd_gnode *node = &g->nodes[v];
-    if (traced) kd_nvtx_push(names ? names[v] : NULL, node->name, KD_NVTX_NODE);
-    CUevent span_begin = NULL, span_end = NULL;
-    if (tb) {
-      prev = UINT32_MAX;
-      kd_trace_batch_span(tb, i, node->name, "node", &span_begin, &span_end);
-      (void)s->dev.cu->cuEventRecord(span_begin, s->dev.stream); /* unrecorded, the span is dropped at retire */
+  eager_run c = {g, op, held, stamp, xf, traced, names, tb, UINT32_MAX, 0, NULL};
+  if (g->plan.loops) { /* the pinned word loops read their condition into, before anything is enqueued */
+    st = kd_session_note(s, kd_staging_get(&s->dev, op, sizeof(uint32_t), &c.cond_word));
+    if (st) {
+      kd_xfers_settle(g, xf, 0, held, op);
+      *enqueued = 0;
+      return st;
     }
-    /* Held room was reserved: these cannot fail. */
-    for (uint32_t k = 0; k < node->access_count; ++k)
-      (void)kd_held_tensor_once(held, g->bindings[g->accesses[node->first_access + k].binding].obj, stamp, op);
-    if (node->kind != KD_NODE_KERNEL && node->kind != KD_NODE_BUILTIN) prev = UINT32_MAX;
-    switch (node->kind) {
-      case KD_NODE_KERNEL:
-        (void)kd_held_module_once(held, node->module, stamp, op);
-        st = launch(g, op, v, &prev);
-        break;
-      case KD_NODE_BUILTIN: st = launch(g, op, v, &prev); break;
-      case KD_NODE_UPLOAD:
-      case KD_NODE_SINK: {
-        kd_xfer *x = kd_xfer_of(g, xf, v);
-        if (x) st = transfer(s, op, g, node, x); /* else an upload of nothing */
-        break;
-      }
-      case KD_NODE_HOST: {
-        CUresult r = s->dev.cu->cuLaunchHostFunc(s->dev.stream, kd_host_trampoline, node->host_call);
-        if (r != CUDA_SUCCESS) st = kd_session_note(s, kd_fail_cu(r, op, "cuLaunchHostFunc"));
-        break;
-      }
-      case KD_NODE_FOREIGN: /* the plan has a workspace array when a foreign node has a workspace */
-        st = foreign_call(s, op, g, node, kd_cuda_plan_get(g)->workspace ? kd_cuda_plan_get(g)->workspace[v] : 0, held);
-        break;
-    }
-    if (tb && !st) {
-      (void)s->dev.cu->cuEventRecord(span_end, s->dev.stream);
-      spans = i + 1;
-      prev = UINT32_MAX;
-    }
-    if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) {
-      st = debug_wait(s, op);
-      prev = UINT32_MAX;
-    }
-    if (traced) kd_nvtx_pop();
-    if (st) st = kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, v);
   }
+  for (uint32_t i = 0; !st && i < g->plan.top_count; ++i) st = run_node(&c, g->plan.order[i], i, 1);
+  if (c.cond_word) kd_staging_put(&s->dev, c.cond_word); /* its last copy was waited for */
+  uint32_t spans = c.spans;
   if (tb) {
     kd_fail_keep keep;
     kd_fail_keep_begin(&keep);

@@ -79,6 +79,12 @@ typedef struct kd_gexec_node {
    * the node (after its predecessors' end records) and after it, pointed
    * at each launch's trace events. */
   CUgraphNode trace_begin, trace_end;
+  /* Loops: the kernel before the conditional node (cu) and, for a WHILE,
+   * the last node of its body, which set the node's handle; and the
+   * device word counting trips when the loop has no trips tensor. */
+  CUgraphNode loop_head, loop_tail;
+  CUgraphConditionalHandle loop_handle;
+  CUdeviceptr loop_scratch;
 } kd_gexec_node;
 
 struct kd_gexec {
@@ -342,7 +348,7 @@ static kd_status programmatic_deps(kd_graph *g, kd_gexec *x, uint32_t n, const C
  * edges to n come from declared accesses: programmatic when n is a kernel
  * that opted in (kd_pdl_wanted), full otherwise. */
 static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNode *deps, size_t ndeps, size_t nprog,
-                          const kd_xfer *xf, const char *op) {
+                          const kd_xfer *xf, const char *op, CUgraph graph) {
   kd_session *s = g->session;
   const kd_cu_table *cu = s->dev.cu;
   kd_gnode *node = &g->nodes[n];
@@ -358,13 +364,13 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
       st = kd_held_module_once(&x->keep, m, x->stamp, op);
       if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
       if (L.empty) {
-        r = cu->cuGraphAddEmptyNode(&xn->cu, x->graph, deps, ndeps);
+        r = cu->cuGraphAddEmptyNode(&xn->cu, graph, deps, ndeps);
         return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddEmptyNode");
       }
       st = kernel_record(g, x, xn, node, &L, op);
       if (st) return kd_fail_context(st, "%s: node '%s' (#%u)", op, node->name, n);
       size_t prog = kd_pdl_wanted(g, &L) ? nprog : 0;
-      r = cu->cuGraphAddKernelNode(&xn->cu, x->graph, deps, ndeps - prog, &xn->kernel->kp);
+      r = cu->cuGraphAddKernelNode(&xn->cu, graph, deps, ndeps - prog, &xn->kernel->kp);
       if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddKernelNode");
       x->kernels++;
       return prog ? programmatic_deps(g, x, n, deps + ndeps - prog, prog, op) : KD_OK;
@@ -372,24 +378,24 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
     case KD_NODE_UPLOAD:
     case KD_NODE_SINK:
       if (!node->bytes) { /* a memcpy node cannot be empty */
-        r = cu->cuGraphAddEmptyNode(&xn->cu, x->graph, deps, ndeps);
+        r = cu->cuGraphAddEmptyNode(&xn->cu, graph, deps, ndeps);
       } else {
         CUDA_MEMCPY3D c;
         xn->xfer_host = xf->block->host;
         xn->xfer_dptr = transfer_dptr(g, node);
         copy_params(node, xn->xfer_dptr, xn->xfer_host, &c);
-        r = cu->cuGraphAddMemcpyNode(&xn->cu, x->graph, deps, ndeps, &c, s->dev.ctx);
+        r = cu->cuGraphAddMemcpyNode(&xn->cu, graph, deps, ndeps, &c, s->dev.ctx);
       }
       if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, node->bytes ? "cuGraphAddMemcpyNode" : "cuGraphAddEmptyNode");
       if (node->kind == KD_NODE_SINK) {
-        r = cu->cuGraphAddEventRecordNode(&xn->event, x->graph, &xn->cu, 1, xf->event);
+        r = cu->cuGraphAddEventRecordNode(&xn->event, graph, &xn->cu, 1, xf->event);
         if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddEventRecordNode");
         xn->xfer_event = xf->event;
       }
       return KD_OK;
     case KD_NODE_HOST: {
       CUDA_HOST_NODE_PARAMS p = {kd_host_trampoline, node->host_call};
-      r = cu->cuGraphAddHostNode(&xn->cu, x->graph, deps, ndeps, &p);
+      r = cu->cuGraphAddHostNode(&xn->cu, graph, deps, ndeps, &p);
       return r == CUDA_SUCCESS ? KD_OK : node_fail(g, n, r, op, "cuGraphAddHostNode");
     }
     case KD_NODE_FOREIGN: {
@@ -415,7 +421,7 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
       kd_foreign_spans(g, node, spans);
       st = capture_foreign(g, x, n, spans, op, &child);
       if (st) return st;
-      r = cu->cuGraphAddChildGraphNode(&xn->cu, x->graph, deps, ndeps, child); /* clones child */
+      r = cu->cuGraphAddChildGraphNode(&xn->cu, graph, deps, ndeps, child); /* clones child */
       cu->cuGraphDestroy(child);
       if (r != CUDA_SUCCESS) return node_fail(g, n, r, op, "cuGraphAddChildGraphNode");
       spans_seen(xn, spans, node->access_count);
@@ -423,6 +429,136 @@ static kd_status add_node(kd_graph *g, kd_gexec *x, uint32_t n, const CUgraphNod
     }
   }
   return KD_OK;
+}
+
+/* The parameters of a loop's head (tail 0) or tail (tail 1) kernel, over
+ * the current bindings: the handle, the condition, the trip count (the
+ * loop's tensor, its scratch word, or for an IF none) and the limit. args
+ * and values are the caller's storage, alive until the driver has them. */
+typedef struct loop_args {
+  CUgraphConditionalHandle handle;
+  CUdeviceptr cond, trips;
+  unsigned max_trips;
+  void *args[4];
+} loop_args;
+
+static kd_status loop_params(kd_graph *g, kd_gexec_node *xn, uint32_t v, int tail, const char *op, loop_args *a,
+                             CUDA_KERNEL_NODE_PARAMS *p) {
+  kd_session *s = g->session;
+  kd_gnode *node = &g->nodes[v];
+  kd_module_obj *m;
+  kd_status st = kd_loops_module(s, op, &m);
+  uint32_t fi = 0;
+  if (!st) st = kd_session_note(s, kd_cu_module_function(&s->dev, op, &m->cu, tail ? "kd_loop_tail" : "kd_loop_head",
+                                                        &fi));
+  if (st) return kd_fail_context(st, "%s: loop '%s' (#%u)", op, node->name, v);
+  a->handle = xn->loop_handle;
+  a->cond = g->bindings[g->accesses[node->first_access].binding].obj->dptr;
+  a->trips = node->has_trips ? g->bindings[g->accesses[node->first_access + 1].binding].obj->dptr : xn->loop_scratch;
+  a->max_trips = node->max_trips;
+  a->args[0] = &a->handle, a->args[1] = &a->cond, a->args[2] = &a->trips, a->args[3] = &a->max_trips;
+  memset(p, 0, sizeof *p);
+  p->func = m->cu.fns[fi].fn;
+  p->gridDimX = p->gridDimY = p->gridDimZ = 1;
+  p->blockDimX = p->blockDimY = p->blockDimZ = 1;
+  p->kernelParams = a->args;
+  return KD_OK;
+}
+
+static kd_status build_level(kd_graph *g, kd_gexec *x, CUgraph graph, const uint32_t *order, uint32_t count,
+                             const uint32_t *pred_start, const uint32_t *pred, CUgraphNode *deps, const kd_xfer *xf,
+                             const uint32_t *xf_of, kd_trace_batch *tb, const char *op);
+
+/* Loop v after deps: its head kernel, then the conditional node (xn->cu,
+ * what its successors depend on) with the body built into the node's
+ * graph and, for a WHILE, the tail kernel after the body's last nodes. */
+static kd_status add_loop(kd_graph *g, kd_gexec *x, uint32_t v, CUgraph graph, const CUgraphNode *deps, size_t nd,
+                          const uint32_t *pred_start, const uint32_t *pred, CUgraphNode *scratch, const kd_xfer *xf,
+                          const uint32_t *xf_of, const char *op) {
+  kd_session *s = g->session;
+  const kd_cu_table *cu = s->dev.cu;
+  kd_gnode *node = &g->nodes[v];
+  kd_gexec_node *xn = &x->nodes[v];
+  if (!cu->cuGraphConditionalHandleCreate || !cu->cuGraphAddNode)
+    return kd_fail(KD_ERR_DRIVER, "%s: loop '%s' (#%u): the driver has no conditional graph nodes (CUDA 12.4+ "
+                   "drivers do); run the graph EAGER", op, node->name, v);
+  kd_module_obj *m;
+  kd_status st = kd_loops_module(s, op, &m);
+  if (!st) st = kd_held_module_once(&x->keep, m, x->stamp, op);
+  if (!st && !node->has_trips && !node->is_if) { /* the trips are counted somewhere: a word of its own */
+    st = kd_session_note(s, kd_device_alloc(&s->dev, op, sizeof(uint32_t), &xn->loop_scratch));
+    if (!st) st = kd_held_add(&x->keep, KD_HELD_DEVPTR, (void *)(uintptr_t)xn->loop_scratch, op);
+    if (st && xn->loop_scratch) kd_device_free(&s->dev, xn->loop_scratch);
+    if (st) xn->loop_scratch = 0;
+  }
+  if (st) return kd_fail_context(st, "%s: loop '%s' (#%u)", op, node->name, v);
+  CUresult r = cu->cuGraphConditionalHandleCreate(&xn->loop_handle, graph, s->dev.ctx, 0, 0);
+  if (r != CUDA_SUCCESS) return node_fail(g, v, r, op, "cuGraphConditionalHandleCreate");
+  loop_args a;
+  CUDA_KERNEL_NODE_PARAMS kp;
+  st = loop_params(g, xn, v, 0, op, &a, &kp);
+  if (st) return st;
+  r = cu->cuGraphAddKernelNode(&xn->loop_head, graph, deps, nd, &kp);
+  if (r != CUDA_SUCCESS) return node_fail(g, v, r, op, "cuGraphAddKernelNode (the loop's head)");
+  CUgraphNodeParams np;
+  memset(&np, 0, sizeof np);
+  np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  np.conditional.handle = xn->loop_handle;
+  np.conditional.type = node->is_if ? CU_GRAPH_COND_TYPE_IF : CU_GRAPH_COND_TYPE_WHILE;
+  np.conditional.size = 1;
+  np.conditional.ctx = s->dev.ctx;
+  r = cu->cuGraphAddNode(&xn->cu, graph, &xn->loop_head, NULL, 1, &np);
+  if (r != CUDA_SUCCESS) return node_fail(g, v, r, op, "cuGraphAddNode (conditional)");
+  CUgraph body = np.conditional.phGraph_out[0];
+  const uint32_t *members = g->plan.order + g->plan.body_start[v];
+  uint32_t count = g->plan.body_count[v];
+  st = build_level(g, x, body, members, count, pred_start, pred, scratch, xf, xf_of, NULL, op);
+  if (st || node->is_if) return st;
+  /* The tail after every body node nothing in the body follows. */
+  size_t last = 0;
+  for (uint32_t k = 0; k < count; ++k) {
+    uint32_t b = members[k];
+    if (g->plan.succ_start[b] == g->plan.succ_start[b + 1]) scratch[last++] = x->nodes[b].cu;
+  }
+  st = loop_params(g, xn, v, 1, op, &a, &kp);
+  if (st) return st;
+  r = cu->cuGraphAddKernelNode(&xn->loop_tail, body, scratch, last, &kp);
+  return r == CUDA_SUCCESS ? KD_OK : node_fail(g, v, r, op, "cuGraphAddKernelNode (the loop's tail)");
+}
+
+/* One level of a graph with loops into graph: the nodes in order, each
+ * after its predecessors of the level (pred, by node). With tb (the top
+ * level of a traced session's graph) each node between two event record
+ * nodes. No edge is programmatic. deps is scratch for node_count entries;
+ * a loop reuses it for its body once its own dependencies are added. */
+static kd_status build_level(kd_graph *g, kd_gexec *x, CUgraph graph, const uint32_t *order, uint32_t count,
+                             const uint32_t *pred_start, const uint32_t *pred, CUgraphNode *deps, const kd_xfer *xf,
+                             const uint32_t *xf_of, kd_trace_batch *tb, const char *op) {
+  const kd_cu_table *cu = g->session->dev.cu;
+  kd_status st = KD_OK;
+  for (uint32_t i = 0; !st && i < count; ++i) {
+    uint32_t v = order[i];
+    kd_gexec_node *xn = &x->nodes[v];
+    size_t nd = 0;
+    for (uint32_t k = pred_start[v]; k < pred_start[v + 1]; ++k)
+      deps[nd++] = tb ? x->nodes[pred[k]].trace_end : x->nodes[pred[k]].cu;
+    CUevent begin = NULL, end = NULL;
+    CUresult r;
+    if (tb) {
+      kd_trace_batch_span(tb, i, g->nodes[v].name, "node", &begin, &end);
+      r = cu->cuGraphAddEventRecordNode(&xn->trace_begin, graph, deps, nd, begin);
+      if (r != CUDA_SUCCESS) return node_fail(g, v, r, op, "cuGraphAddEventRecordNode (trace)");
+      deps[0] = xn->trace_begin;
+      nd = 1;
+    }
+    if (g->nodes[v].kind == KD_NODE_LOOP)
+      st = add_loop(g, x, v, graph, deps, nd, pred_start, pred, deps, xf, xf_of, op);
+    else
+      st = add_node(g, x, v, deps, nd, 0, xf_of[v] ? &xf[xf_of[v] - 1] : NULL, op, graph);
+    if (!st && tb && (r = cu->cuGraphAddEventRecordNode(&xn->trace_end, graph, &xn->cu, 1, end)) != CUDA_SUCCESS)
+      st = node_fail(g, v, r, op, "cuGraphAddEventRecordNode (trace)");
+  }
+  return st;
 }
 
 /* Which nodes use each binding, so a rebinding patches only those. */
@@ -436,7 +572,9 @@ static kd_status index_users(kd_graph *g, kd_gexec *x, const char *op) {
   for (int pass = 0; pass < 2; ++pass) {
     for (uint32_t n = 0; n < g->node_count; ++n) {
       kd_gnode *node = &g->nodes[n];
-      if (node->kind != KD_NODE_KERNEL && node->kind != KD_NODE_BUILTIN && node->kind != KD_NODE_FOREIGN) continue;
+      if (node->kind != KD_NODE_KERNEL && node->kind != KD_NODE_BUILTIN && node->kind != KD_NODE_FOREIGN &&
+          node->kind != KD_NODE_LOOP)
+        continue;
       for (uint32_t k = 0; k < node->access_count; ++k) {
         uint32_t b = g->accesses[node->first_access + k].binding;
         if (pass == 0) x->users_start[b + 2]++;
@@ -492,7 +630,19 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_trace_
     goto done;
   }
   x->traced = tb != NULL;
-  for (uint32_t i = 0; !st && i < n; ++i) {
+  if (g->plan.loops) { /* levels: each node after its predecessors of its level, by node */
+    memset(pred_start, 0, ((size_t)n + 1) * sizeof *pred_start);
+    memset(fill, 0, ((size_t)n + 1) * sizeof *fill);
+    for (uint32_t k = 0; k < g->plan.edge_count; ++k) pred_start[g->plan.succ[k] + 1]++;
+    for (uint32_t i = 0; i < n; ++i) pred_start[i + 1] += pred_start[i];
+    for (uint32_t a = 0; a < n; ++a)
+      for (uint32_t k = g->plan.succ_start[a]; k < g->plan.succ_start[a + 1]; ++k) {
+        uint32_t b = g->plan.succ[k];
+        pred[pred_start[b] + fill[b]++] = a;
+      }
+    st = build_level(g, x, x->graph, g->plan.order, g->plan.top_count, pred_start, pred, deps, xf, xf_of, tb, op);
+  }
+  for (uint32_t i = 0; !g->plan.loops && !st && i < n; ++i) {
     uint32_t v = g->plan.order[i];
     kd_gexec_node *xn = &x->nodes[v];
     size_t nd = 0, nprog = 0;
@@ -520,7 +670,7 @@ static kd_status build(kd_graph *g, const char *op, const kd_xfer *xf, kd_trace_
       deps[0] = xn->trace_begin;
       nd = 1;
     }
-    st = add_node(g, x, v, deps, nd, nprog, xf_of[v] ? &xf[xf_of[v] - 1] : NULL, op);
+    st = add_node(g, x, v, deps, nd, nprog, xf_of[v] ? &xf[xf_of[v] - 1] : NULL, op, x->graph);
     if (!st && tb && (r = cu->cuGraphAddEventRecordNode(&xn->trace_end, x->graph, &xn->cu, 1, end)) != CUDA_SUCCESS)
       st = node_fail(g, v, r, op, "cuGraphAddEventRecordNode (trace)");
   }
@@ -595,6 +745,18 @@ static kd_status patch_node(kd_graph *g, kd_gexec *x, uint32_t n, int scalars, c
     cu->cuGraphDestroy(child);
     if (r != CUDA_SUCCESS) return update_refused(g, x, n, r, op, "cuGraphExecChildGraphNodeSetParams");
     spans_seen(xn, spans, node->access_count);
+    x->updated = 1;
+    return KD_OK;
+  }
+  if (node->kind == KD_NODE_LOOP) { /* its condition or trip count rebound: both kernels' addresses */
+    for (int tail = 0; tail < 1 + !node->is_if; ++tail) {
+      loop_args a;
+      CUDA_KERNEL_NODE_PARAMS kp;
+      kd_status st = loop_params(g, xn, n, tail, op, &a, &kp);
+      if (st) return st;
+      CUresult r = cu->cuGraphExecKernelNodeSetParams(x->exec, tail ? xn->loop_tail : xn->loop_head, &kp);
+      if (r != CUDA_SUCCESS) return update_refused(g, x, n, r, op, "cuGraphExecKernelNodeSetParams (loop)");
+    }
     x->updated = 1;
     return KD_OK;
   }
@@ -690,7 +852,7 @@ static kd_status repoint(kd_graph *g, kd_gexec *x, const kd_xfer *xf, const char
  * (the last launch's may not have retired: each launch has its own). */
 static kd_status trace_point(kd_graph *g, kd_gexec *x, kd_trace_batch *tb, const char *op) {
   const kd_cu_table *cu = g->session->dev.cu;
-  for (uint32_t i = 0; i < g->node_count; ++i) {
+  for (uint32_t i = 0; i < g->plan.top_count; ++i) { /* a loop's body has no trace nodes: its span is the loop's */
     uint32_t v = g->plan.order[i];
     kd_gexec_node *xn = &x->nodes[v];
     CUevent begin, end;

@@ -21,7 +21,7 @@ typedef struct kd_host_state {
   kd_host_pool pool;       /* the workers */
   struct kd_host_run *last_run; /* the newest submission (the session's reference) */
   struct kd_host_run *current;  /* the run the workers are on: a session runs one at a time */
-  uint64_t splits;              /* built-ins split (kd_session_stats.host_splits), atomic */
+  _Atomic uint64_t splits;      /* built-ins split (kd_session_stats.host_splits) */
 } kd_host_state;
 
 kd_status kd_cuda_backend_start(kd_session *s, const char *op);
@@ -70,6 +70,11 @@ typedef struct kd_host_task {
       kd_host_fn fn;
       void *user;
     };
+    struct { /* KD_NODE_LOOP: its body is order[body_first, + body_count) of the plan */
+      const void *cond;    /* the condition's 4 bytes */
+      void *trips;         /* the trip count's 4 bytes; NULL: none */
+      uint32_t max_trips, body_first, body_count;
+    };
   };
 } kd_host_task;
 
@@ -79,6 +84,8 @@ typedef struct kd_host_plan {
   kd_resource res;         /* first */
   uint32_t refs;           /* the graph's plan and each run on it */
   uint32_t task_count, root_count, xfer_count, split_count;
+  uint32_t top_count;      /* tasks of the top level: loops' bodies run inside their loop task */
+  uint32_t *order;         /* the plan's order, for loops' bodies (NULL without loops) */
   kd_host_task *tasks;
   kd_kview *views;         /* built-ins' views, three a node */
   uint32_t *succ_start, *succ, *indegree, *roots;

@@ -111,7 +111,7 @@ static int run_split(kd_host_run *r, kd_host_task *t) {
     return 1;
   }
   if (helpers > slices - 1) helpers = (uint32_t)slices - 1;
-  ck_pr_inc_64(&r->hs->splits);
+  atomic_fetch_add_explicit(&r->hs->splits, 1, memory_order_relaxed);
   kd_host_part *p = &r->parts[t->part];
   p->task = t;
   p->dim = dim;
@@ -127,10 +127,39 @@ static int run_split(kd_host_run *r, kd_host_task *t) {
   return dec_to_zero(&p->holders);
 }
 
+static void run_body_task(kd_host_run *r, const kd_host_task *t);
+
+/* A loop (or an IF: at most one trip): its body on this worker, in the
+ * plan's order, while the condition is nonzero and trips remain. trips,
+ * when the loop has one, holds the trips completed: during each, and
+ * after. */
+static void run_loop(kd_host_run *r, const kd_host_task *t) {
+  uint32_t done = 0;
+  for (;;) {
+    if (t->trips) memcpy(t->trips, &done, 4);
+    uint32_t go;
+    memcpy(&go, t->cond, 4);
+    if (done >= t->max_trips || !go) return;
+    for (uint32_t k = 0; k < t->body_count; ++k) run_body_task(r, &r->tasks[r->plan->order[t->body_first + k]]);
+    done++;
+  }
+}
+
+/* A task of a loop's body: never split (the body runs on one worker). */
+static void run_body_task(kd_host_run *r, const kd_host_task *t) {
+  switch (t->kind) {
+    case KD_NODE_BUILTIN: builtin(t, &r->views[t->slot]); break;
+    case KD_NODE_UPLOAD: memcpy(t->tensor, kd_host_run_xfer(r, t), t->bytes); break;
+    case KD_NODE_LOOP: run_loop(r, t); break;
+    default: break; /* no other kind is admitted in a body */
+  }
+}
+
 /* Runs one task; 0 when a split built-in's helper completes it instead. */
 static int run_task(kd_host_run *r, kd_host_task *t) {
   if (r->jitter) jitter();
   switch (t->kind) {
+    case KD_NODE_LOOP: run_loop(r, t); break;
     case KD_NODE_BUILTIN:
       if (t->split) return run_split(r, t);
       builtin(t, &r->views[t->slot]);
@@ -278,7 +307,7 @@ static kd_host_run *run_new(kd_session *s, kd_host_plan *hp, size_t xfer_bytes) 
     r->succ_start = hp->succ_start;
     r->succ = hp->succ;
     r->roots = hp->roots;
-    r->task_count = hp->task_count;
+    r->task_count = hp->top_count;
     r->root_count = hp->root_count;
     r->indegree = malloc(((size_t)hp->task_count + 1) * sizeof *r->indegree);
     r->xfers = hp->xfer_count ? malloc(hp->xfer_off[hp->xfer_count] + 1) : NULL;

@@ -80,7 +80,7 @@ static kd_status sink_wait(kd_sink *sk, const char *op) {
 
 static void stats(kd_session *s, kd_session_stats *out) {
   kd_host_state *hs = s->exec;
-  out->host_splits = ck_pr_load_64(&hs->splits);
+  out->host_splits = atomic_load_explicit(&hs->splits, memory_order_relaxed);
 }
 
 static void destroy(kd_session *s) {

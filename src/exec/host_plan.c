@@ -26,6 +26,7 @@ void kd_host_plan_unref(kd_host_plan *hp) {
   free(hp->roots);
   free(hp->xfer_off);
   free(hp->xfer_task);
+  free(hp->order);
   free(hp);
 }
 
@@ -47,6 +48,9 @@ static void resolve(kd_graph *g, kd_host_plan *hp) {
       void *mem = g->bindings[g->accesses[node->first_access].binding].obj->host;
       if (node->kind == KD_NODE_UPLOAD) t->tensor = mem;
       else t->host = mem;
+    } else if (node->kind == KD_NODE_LOOP) { /* whole one-element tensors */
+      t->cond = g->bindings[g->accesses[node->first_access].binding].obj->host;
+      t->trips = node->has_trips ? g->bindings[g->accesses[node->first_access + 1].binding].obj->host : NULL;
     }
   }
 }
@@ -59,7 +63,7 @@ static int splittable(const kd_host_plan *hp, const kd_host_task *t) {
 }
 
 static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
-  uint32_t n = g->node_count, m = g->edge_count, builtins = 0, xfers = 0;
+  uint32_t n = g->node_count, m = g->plan.edge_count, builtins = 0, xfers = 0;
   for (uint32_t i = 0; i < n; ++i) {
     builtins += g->nodes[i].kind == KD_NODE_BUILTIN;
     xfers += g->nodes[i].kind == KD_NODE_UPLOAD || g->nodes[i].kind == KD_NODE_SINK;
@@ -77,21 +81,24 @@ static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
     hp->roots = malloc(((size_t)n + 1) * sizeof *hp->roots);
     hp->xfer_off = malloc(((size_t)xfers + 1) * sizeof *hp->xfer_off);
     hp->xfer_task = malloc(((size_t)xfers + 1) * sizeof *hp->xfer_task);
+    if (g->plan.loops) hp->order = malloc(((size_t)n + 1) * sizeof *hp->order);
   }
   if (!hp || !hp->tasks || !hp->views || !hp->succ_start || !hp->succ || !hp->indegree || !hp->roots ||
-      !hp->xfer_off || !hp->xfer_task) {
+      !hp->xfer_off || !hp->xfer_task || (g->plan.loops && !hp->order)) {
     kd_host_plan_unref(hp);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the HOST plan of %u nodes", op, n);
   }
   memcpy(hp->succ_start, g->plan.succ_start, ((size_t)n + 1) * sizeof *hp->succ_start);
   memcpy(hp->succ, g->plan.succ, (size_t)m * sizeof *hp->succ);
   memcpy(hp->indegree, g->plan.indegree, (size_t)n * sizeof *hp->indegree);
+  if (hp->order) memcpy(hp->order, g->plan.order, (size_t)n * sizeof *hp->order);
+  hp->top_count = g->plan.top_count;
   size_t off = 0;
   uint32_t views = 0;
   for (uint32_t i = 0; i < n; ++i) {
     kd_gnode *node = &g->nodes[i];
     kd_host_task *t = &hp->tasks[i];
-    if (!hp->indegree[i]) hp->roots[hp->root_count++] = i;
+    if (!hp->indegree[i] && !node->scope) hp->roots[hp->root_count++] = i; /* bodies run in their loop */
     t->item.kind = KD_HOST_ITEM_TASK;
     t->node = i;
     t->kind = node->kind;
@@ -120,6 +127,11 @@ static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
         t->fn = node->host_fn;
         t->user = node->user;
         break;
+      case KD_NODE_LOOP:
+        t->max_trips = node->max_trips;
+        t->body_first = g->plan.body_start[i];
+        t->body_count = g->plan.body_count[i];
+        break;
       default: break; /* kernel and foreign nodes are refused when added to a HOST session */
     }
   }
@@ -127,7 +139,7 @@ static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
   resolve(g, hp);
   for (uint32_t i = 0; i < n; ++i) {
     kd_host_task *t = &hp->tasks[i];
-    if (t->kind == KD_NODE_BUILTIN && splittable(hp, t)) {
+    if (t->kind == KD_NODE_BUILTIN && !g->nodes[i].scope && splittable(hp, t)) { /* bodies run on one worker */
       t->split = 1;
       t->part = hp->split_count++;
     }

@@ -58,9 +58,9 @@ static void await_token(kd_host_pool *p) {
 static void *worker(void *arg) {
   kd_host_pool *p = arg;
   for (;;) {
-    ck_pr_inc_32(&p->idle);
+    atomic_fetch_add_explicit(&p->idle, 1, memory_order_relaxed);
     await_token(p);
-    ck_pr_dec_32(&p->idle);
+    atomic_fetch_sub_explicit(&p->idle, 1, memory_order_relaxed);
     if (ck_pr_load_int(&p->stop)) break;
     p->run(take(p), p->ctx);
   }

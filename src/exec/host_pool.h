@@ -11,11 +11,11 @@
 #ifndef KDAG_ENGINE_HOST_POOL_H
 #define KDAG_ENGINE_HOST_POOL_H
 
-#include <ck_pr.h>
 #include <ck_ring.h>
 #include <hwloc.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "base/log.h"
@@ -51,7 +51,10 @@ typedef struct kd_host_pool {
   sem_t queued;            /* one token per item in the ring or the overflow */
   int sem_ready;
   int stop;
-  uint32_t idle;           /* workers waiting for an item (a hint: read without ordering) */
+  /* Workers waiting for an item: a hint, read without ordering. C11
+   * atomics rather than Concurrency Kit's, whose volatile loads
+   * ThreadSanitizer cannot tell from plain reads. */
+  _Atomic uint32_t idle;
   kd_host_item_fn run;
   void *ctx;
   hwloc_topology_t topo;
@@ -73,6 +76,6 @@ void kd_host_pool_stop(kd_host_pool *p);
 void kd_host_pool_push(kd_host_pool *p, kd_host_item *it);
 /* How many workers are waiting for an item now: a hint for splitting work,
  * stale as soon as it is read. */
-static inline uint32_t kd_host_pool_idle(kd_host_pool *p) { return ck_pr_load_32(&p->idle); }
+static inline uint32_t kd_host_pool_idle(kd_host_pool *p) { return atomic_load_explicit(&p->idle, memory_order_relaxed); }
 
 #endif

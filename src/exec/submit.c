@@ -23,7 +23,12 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
     g->nvtx_named = 1;
     kd_nvtx_push(g->nvtx_name, kd_graph_name(g), KD_NVTX_SUBMIT);
   }
-  if (!g->plan.valid) {
+  if (g->open_count) {
+    uint32_t l = g->open[g->open_count - 1];
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: graph '%s': %s '%s' (#%u) is still open (kd_graph_end)", op,
+                 kd_graph_name(g), g->nodes[l].is_if ? "conditional" : "loop", g->nodes[l].name, l);
+  }
+  if (!st && !g->plan.valid) {
     st = kd_plan_build(g, op);
     if (!st)
       kd_log(&s->log, KD_LOG_DEBUG, "graph '%s': planned %u nodes, %u edges", kd_graph_name(g), g->node_count,

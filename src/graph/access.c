@@ -250,6 +250,7 @@ static kd_status ctx_commit(node_ctx *c, kd_gnode *proto, kd_node *out) {
   dst->name = memcpy(kd_arena_take(&g->arena, name_len + 1), c->name, name_len + 1);
   dst->first_access = g->access_count;
   dst->access_count = c->count;
+  dst->scope = g->open_count ? g->open[g->open_count - 1] + 1 : 0;
   for (uint32_t i = 0; i < c->count; ++i) {
     pending *p = &c->acc[i];
     kd_binding *b = &g->bindings[bind[i]];
@@ -287,6 +288,7 @@ kd_status kd_node_enter(kd_graph *g, const char *op, const char *name, node_ctx 
 }
 
 kd_status kd_node_commit(node_ctx *c, kd_status st, kd_gnode *proto, kd_node *out) {
+  if (!st) st = kd_scope_admits(c->g, c->op, c->name, c->index, (kd_node_kind)proto->kind);
   if (!st) st = ctx_commit(c, proto, out);
   if (st) ctx_free(c);
   return st;

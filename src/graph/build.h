@@ -68,6 +68,11 @@ void kd_infer_access(kd_graph *g, uint32_t node, uint32_t first_edge, uint64_t *
                      kd_footprint *fp, uint32_t bi);
 void kd_infer_reduce(kd_graph *g, uint32_t node, uint32_t first);
 
+/* scope.c: KD_OK when a node of kind may be added where the graph's
+ * declaration is (sinks, host functions and foreign nodes are refused in
+ * a loop's body), else the error naming op, the node and the loop. */
+kd_status kd_scope_admits(kd_graph *g, const char *op, const char *name, uint32_t index, kd_node_kind kind);
+
 /* graph.c: frees what a node owns (its arguments, module, foreign
  * resource, host record). */
 void kd_gnode_free(kd_session *s, kd_gnode *n);

@@ -13,7 +13,8 @@
 #include "kdag/graph.h"
 
 typedef enum kd_node_kind {
-  KD_NODE_KERNEL, KD_NODE_BUILTIN, KD_NODE_UPLOAD, KD_NODE_SINK, KD_NODE_HOST, KD_NODE_FOREIGN
+  KD_NODE_KERNEL, KD_NODE_BUILTIN, KD_NODE_UPLOAD, KD_NODE_SINK, KD_NODE_HOST, KD_NODE_FOREIGN,
+  KD_NODE_LOOP             /* a WHILE loop or an IF, its body the nodes after it up to body_end */
 } kd_node_kind;
 
 typedef enum kd_builtin_op {
@@ -105,6 +106,7 @@ typedef struct kd_gnode {
   uint8_t args_queued;     /* kernel: listed in the graph's reargs */
   uint32_t first_access, access_count;
   uint32_t first_edge, edge_count; /* its inferred edges (after reduction): edges[first_edge ..) */
+  uint32_t scope;          /* the loop whose body it is in, + 1; 0: the top level */
   char *name;              /* in the graph's arena */
   void *user;              /* host function / foreign */
   union {
@@ -132,8 +134,18 @@ typedef struct kd_gnode {
       size_t workspace_bytes;
       kd_foreign_res *res;
     };
+    struct { /* KD_NODE_LOOP: access 0 reads the condition, access 1 (has_trips) writes the trip count */
+      uint32_t body_end;   /* one past its body's last node (nested bodies included); 0 while open */
+      uint32_t max_trips;
+      uint8_t is_if;       /* an IF: its body runs once when the condition is nonzero */
+      uint8_t has_trips;
+    };
   };
 } kd_gnode;
+
+/* The most loops and conditionals open inside one another (the driver
+ * nests conditional nodes deeper). */
+#define KD_GRAPH_MAX_NESTING KD_GRAPH_MAX_DEPTH
 
 /* A node with per-submission staging (exec/xfer.c): every sink (its
  * event tells kd_sink_wait the copy is done, even an empty one), and an
@@ -148,11 +160,20 @@ typedef struct kd_gedge {
   kd_hazard hazard;
 } kd_gedge;
 
-/* The plan: built once, reused by every submission until the graph changes. */
+/* The plan: built once, reused by every submission until the graph changes.
+ * A loop's body is planned on its own: edges between nodes of different
+ * bodies (or of a body and the top level) become edges of the loop nodes
+ * that contain them, so each level's successors and in-degrees name nodes
+ * of that level only, and a loop runs as one node of its level. */
 typedef struct kd_plan {
-  uint32_t *order;         /* topological order */
+  uint32_t *order;         /* topological order of the top level in [0, top_count), then each
+                              loop's body in [body_start[l], body_start[l] + body_count[l]) */
+  uint32_t top_count;
+  uint32_t *body_start, *body_count; /* per node; a loop's (NULL when the graph has no loop) */
+  uint32_t loops;
   uint32_t *succ_start;    /* CSR successors: succ[succ_start[n] .. succ_start[n+1]) */
   uint32_t *succ;
+  uint32_t edge_count;     /* of succ: edges between nodes of one level, each once */
   uint32_t *indegree;
   int valid;
   uint64_t submits;        /* submissions of this plan so far (AUTO mode): 64 bits, so that it never wraps
@@ -211,6 +232,8 @@ struct kd_graph {
   uint32_t rebound_count, rebound_cap;
   uint32_t *reargs;        /* kernel nodes whose value arguments were set */
   uint32_t reargs_count, reargs_cap;
+  uint32_t open[KD_GRAPH_MAX_NESTING]; /* the loops being declared, innermost last */
+  uint32_t open_count;
   char *name;              /* kd_graph_set_name's copy; NULL: KD_GRAPH_DEFAULT_NAME */
   kd_nvtx_string nvtx_name; /* name registered with an NVTX tool (base/nvtx.h), once */
   int nvtx_named;          /* nvtx_name is current (NULL without a tool) */

@@ -265,6 +265,10 @@ kd_status kd_graph_edge(kd_graph *g, kd_node before, kd_node after) {
                  before == after        ? "a node cannot follow itself"
                  : before >= g->node_count ? "argument before is no node of this graph"
                                            : "argument after is no node of this graph");
+  if (!st && g->nodes[before].scope != g->nodes[after].scope)
+    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: nodes '%s' (#%u) -> '%s' (#%u): %s; an edge joins nodes of one level "
+                 "(order a loop's body as a whole through its loop node)", op, g->nodes[before].name, before,
+                 g->nodes[after].name, after, "they are in different loop bodies, or one is at the top level");
   if (!st && (!KD_GROW(g->edges, g->edge_cap, g->edge_count + 1) || !link_out(g) ||
               !kd_grow_zeroed(&g->visit, &g->visit_cap, g->node_count) || /* new room: no earlier stamp */
               !KD_GROW(g->dfs, g->dfs_cap, g->node_count)))

@@ -159,31 +159,58 @@ static void destroy_one(void *ctx, void *obj, uint64_t handle) {
 
 void kd_module_destroy_all(kd_session *s) { kd_handle_each(&s->handles, KD_HANDLE_MODULE, destroy_one, s); }
 
-void kd_builtins_load(kd_session *s, const char *op) {
-  /* Loaded with the session, not at the first built-in node: loading
-   * waits for all work in the context, and declaring a node must not
-   * reach the driver. */
+/* kdag's own module from its embedded image, else (a GPU the image has no
+ * code for) its PTX; *out NULL and the failure in status and error.
+ * waits: its kernels wait for their grid dependency where compiled for
+ * sm_90 or later (the built-ins: docs/pdl.md). */
+static void own_module(kd_session *s, const char *op, const unsigned char *image, size_t image_size,
+                       const unsigned char *ptx, size_t ptx_size, int waits, kd_module_obj **out, kd_status *status,
+                       char *error, size_t cap) {
   kd_cu_module cu;
-  kd_status st = kd_cu_module_load_image(&s->dev, op, kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size, &cu);
-  if (!st) { /* the built-ins wait for their grid dependency where compiled for sm_90 or later (docs/pdl.md) */
-    kd_image_info info = kd_image_inspect(kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size);
+  kd_status st = kd_cu_module_load_image(&s->dev, op, image, image_size, &cu);
+  if (!st && waits) {
+    kd_image_info info = kd_image_inspect(image, image_size);
     cu.grid_wait = info.kind == KD_IMAGE_CUBIN && info.sm_count == 1 && info.sm[0] >= 90;
   }
-  if (st == KD_ERR_NO_BINARY_FOR_GPU)
-    st = kd_cu_module_load_ptx(&s->dev, op, (const char *)kd_kernel_builtins_ptx, kd_kernel_builtins_ptx_size, &cu);
+  if (st == KD_ERR_NO_BINARY_FOR_GPU) st = kd_cu_module_load_ptx(&s->dev, op, (const char *)ptx, ptx_size, &cu);
   kd_module_obj *m = st ? NULL : calloc(1, sizeof *m);
   if (!st && !m) {
     kd_cu_module_unload(&s->dev, &cu);
     st = kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory", op);
   }
+  *out = NULL;
   if (st) {
-    s->builtins_status = kd_session_note(s, st);
-    snprintf(s->builtins_error, sizeof s->builtins_error, "%s", kd_last_error());
+    *status = kd_session_note(s, st);
+    snprintf(error, cap, "%s", kd_last_error());
     return;
   }
   m->cu = cu;
   m->refs = 1; /* the session's, dropped at destroy */
-  s->builtins = m;
+  *out = m;
+}
+
+void kd_builtins_load(kd_session *s, const char *op) {
+  /* Loaded with the session, not at the first built-in node: loading
+   * waits for all work in the context, and declaring a node must not
+   * reach the driver. The loop kernels likewise; a driver that cannot
+   * load them (no conditional nodes) refuses GRAPH-mode loops alone. */
+  own_module(s, op, kd_kernel_builtins_cubin, kd_kernel_builtins_cubin_size, kd_kernel_builtins_ptx,
+             kd_kernel_builtins_ptx_size, 1, &s->builtins, &s->builtins_status, s->builtins_error,
+             sizeof s->builtins_error);
+  kd_fail_keep keep; /* the session works without them: no error of this load is the caller's */
+  kd_fail_keep_begin(&keep);
+  own_module(s, op, kd_kernel_loop_cubin, kd_kernel_loop_cubin_size, kd_kernel_loop_ptx, kd_kernel_loop_ptx_size, 0,
+             &s->loops, &s->loops_status, s->loops_error, sizeof s->loops_error);
+  kd_fail_keep_end(&keep);
+}
+
+kd_status kd_loops_module(kd_session *s, const char *op, kd_module_obj **out) {
+  if (!s->loops)
+    return kd_fail(s->loops_status ? s->loops_status : KD_ERR_DRIVER,
+                   "%s: kdag's loop kernels did not load when the session was created (GRAPH-mode loops need a CUDA "
+                   "12.4+ driver): %s", op, s->loops_error);
+  *out = s->loops;
+  return KD_OK;
 }
 
 kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out) {

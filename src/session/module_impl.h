@@ -34,6 +34,8 @@ size_t kd_arg_size(const kd_arg *a);
 void kd_builtins_load(kd_session *s, const char *op);
 /* The built-ins' module, or the load's failure naming op. */
 kd_status kd_builtins_module(kd_session *s, const char *op, kd_module_obj **out);
+/* The loop kernels (kernels/loop.cu), or the error of their load. */
+kd_status kd_loops_module(kd_session *s, const char *op, kd_module_obj **out);
 void kd_modules_unload_deferred(kd_session *s);
 /* Frees whatever the caller never released (session teardown). */
 void kd_module_destroy_all(kd_session *s);

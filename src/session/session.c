@@ -237,6 +237,8 @@ void kd_session_destroy(kd_session *s) {
   s->ops = NULL;
   if (s->builtins) kd_module_unref(s, s->builtins);
   s->builtins = NULL;
+  if (s->loops) kd_module_unref(s, s->loops);
+  s->loops = NULL;
   cache_clear(s);
   kd_module_destroy_all(s);
   kd_modules_unload_deferred(s);

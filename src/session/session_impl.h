@@ -75,6 +75,9 @@ struct kd_session {
   kd_module_obj *builtins;  /* CUDA sessions: kdag's built-in kernels, loaded by kd_session_create */
   kd_status builtins_status; /* the load's failure, which a built-in node then reports */
   char builtins_error[512];
+  kd_module_obj *loops;     /* CUDA sessions: the kernels of GRAPH-mode loops (kernels/loop.cu) */
+  kd_status loops_status;   /* their load's failure (a driver without conditional nodes) */
+  char loops_error[512];
   /* Modules whose last reference went, not yet unloaded: unloading waits
    * for all work in the context (tools/wait-probe), so it waits for a
    * call that waits (session/module.c). unload_now: the session is being
