@@ -84,3 +84,4 @@ KD_CU_SYMBOL(cuMemAlloc)
 KD_CU_SYMBOL(cuMemFree)
 KD_CU_SYMBOL(cuMemcpyDtoDAsync)
 KD_CU_SYMBOL(cuDeviceTotalMem)
+KD_CU_SYMBOL_OPTIONAL(cuGraphAddMemsetNode) /* the loops suite's hand-built graph */
