@@ -6,8 +6,10 @@
  * and a body tensor (GRAPH patches the loop's kernels and the body's in
  * place), and a loop of an NVRTC kernel that writes its own condition.
  * GRAPH runs a loop on the device: its host waits do not grow with the
- * trips. host_loop_test.c checks the declarations and HOST alone. */
+ * trips. Random graphs with loops in both modes against their unrolling
+ * on HOST. host_loop_test.c checks the declarations and HOST alone. */
 #include "kdag_test.h"
+#include "random_graph.h"
 
 static kd_session *session_of(kd_backend backend, kd_exec_mode mode) {
   kd_session_options o;
@@ -210,4 +212,17 @@ Test(gpu_loop, a_user_kernel_that_writes_the_condition_ends_the_loop, .timeout =
     kd_graph_destroy(g);
     kd_session_destroy(s);
   }
+}
+
+/* Random graphs with a loop (and nested IFs), EAGER and GRAPH, give the
+ * bits of the same graphs with the body written out trip by trip on
+ * HOST. */
+Test(gpu_loop, random_loops_equal_their_unrolling_on_host, .timeout = 300) {
+  kd_session *on[2] = {session_of(KD_BACKEND_CUDA, KD_EXEC_EAGER), session_of(KD_BACKEND_CUDA, KD_EXEC_GRAPH)};
+  kd_session *host = session_of(KD_BACKEND_HOST, KD_EXEC_EAGER);
+  const char *names[] = {"EAGER", "GRAPH"};
+  rg_loop_differential(on, names, 2, host, 0x5EEDull, 60);
+  kd_session_destroy(on[0]);
+  kd_session_destroy(on[1]);
+  kd_session_destroy(host);
 }

@@ -9,6 +9,7 @@
 
 #include "kdag/kdag.h"
 #include "kdag_test.h"
+#include "random_graph.h"
 
 static kd_session *host_session(void) {
   kd_session_options o;
@@ -251,4 +252,14 @@ Test(host_loop, every_bad_declaration_is_refused_naming_the_call_and_the_loop) {
   KDT_OK(kd_graph_submit(g, NULL));
   kd_graph_destroy(g);
   kd_session_destroy(s);
+}
+
+/* Random graphs with a loop (and nested IFs) on HOST give the bits of the
+ * same graphs with the body written out trip by trip. */
+Test(host_loop, random_loops_equal_their_unrolling, .timeout = 120) {
+  kd_session *a = host_session(), *b = host_session();
+  const char *names[] = {"HOST"};
+  rg_loop_differential(&a, names, 1, b, 0xC0FFEEull, 150);
+  kd_session_destroy(a);
+  kd_session_destroy(b);
 }

@@ -298,6 +298,98 @@ static inline kd_graph_stats rg_run_mixed(kd_session *s, rg_data *d, rg_rng *r, 
   return st;
 }
 
+/* Loops against their unrolling: a graph of random nodes, then a WHILE
+ * loop of `trips` trips (a countdown it writes itself) whose body is
+ * random nodes (and, with nested, an IF inside it on a flag that is 1,
+ * around more random nodes), then random nodes again; or the same with
+ * the body declared trips times in a row and no loop (unrolled). Each part
+ * is drawn from its own copy of r, so both graphs hold the same nodes.
+ * Runs it on s over fresh tensors holding d's references and sinks every
+ * tensor into d->igot and d->fgot. */
+static inline void rg_run_looped(kd_session *s, rg_data *d, rg_rng r, int trips, int nested, int unrolled,
+                                 rg_counts *counts) {
+  rg_pools p;
+  memset(&p, 0, sizeof p);
+  kd_tensor_desc di = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}}, df = {.dtype = KD_F32, .rank = 1, .shape = {RG_LEN}};
+  kd_tensor_desc one = {.dtype = KD_I32, .rank = 1, .shape = {1}};
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_tensor_from_host(s, &di, d->iref[i], sizeof d->iref[i], &p.i[i]));
+    KDT_OK(kd_tensor_from_host(s, &df, d->fref[i], sizeof d->fref[i], &p.f[i]));
+  }
+  int32_t m1 = -1, yes = 1;
+  kd_tensor c, tmp, minus1, flag;
+  KDT_OK(kd_tensor_from_host(s, &one, &trips, sizeof trips, &c));
+  KDT_OK(kd_tensor_create(s, &one, &tmp));
+  KDT_OK(kd_tensor_from_host(s, &one, &m1, sizeof m1, &minus1));
+  KDT_OK(kd_tensor_from_host(s, &one, &yes, sizeof yes, &flag));
+  rg_rng head = r, body = r, inner = r, tail = r;
+  body.s ^= 0x9E3779B97F4A7C15ull, inner.s ^= 0xBF58476D1CE4E5B9ull, tail.s ^= 0x94D049BB133111EBull;
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  rg_build_mixed(g, &p, &head, counts, RG_MAX_NODES);
+  kd_node loop = 0, cond = 0;
+  if (!unrolled) KDT_OK(kd_graph_while_begin(g, "loop", c, (uint32_t)trips + 3, kd_no_tensor(), &loop));
+  for (int k = 0; k < (unrolled ? trips : 1); ++k) {
+    rg_rng b = body, in = inner;
+    rg_build_mixed(g, &p, &b, counts, RG_MAX_NODES);
+    if (nested && !unrolled) KDT_OK(kd_graph_if_begin(g, "if", flag, &cond));
+    if (nested) rg_build_mixed(g, &p, &in, counts, RG_MAX_NODES / 2);
+    if (nested && !unrolled) KDT_OK(kd_graph_end(g, cond));
+  }
+  if (!unrolled) {
+    KDT_OK(kd_graph_op_add(g, "tmp = c - 1", kd_whole(tmp), kd_whole(c), kd_whole(minus1), NULL));
+    KDT_OK(kd_graph_op_copy(g, "c = tmp", kd_whole(c), kd_whole(tmp), NULL));
+    KDT_OK(kd_graph_end(g, loop));
+  }
+  rg_build_mixed(g, &p, &tail, counts, RG_MAX_NODES);
+  kd_sink *sinks[2 * RG_POOL];
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_graph_sink(g, "i", p.i[i], d->igot[i], sizeof d->igot[i], &sinks[2 * i]));
+    KDT_OK(kd_graph_sink(g, "f", p.f[i], d->fgot[i], sizeof d->fgot[i], &sinks[2 * i + 1]));
+  }
+  KDT_OK(kd_graph_submit(g, NULL));
+  for (int i = 0; i < 2 * RG_POOL; ++i) KDT_OK(kd_sink_wait(sinks[i]));
+  kd_graph_destroy(g);
+  kd_tensor all[] = {c, tmp, minus1, flag};
+  for (int i = 0; i < 4; ++i) KDT_OK(kd_tensor_release(s, all[i]));
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_tensor_release(s, p.i[i]));
+    KDT_OK(kd_tensor_release(s, p.f[i]));
+  }
+}
+
+/* Runs `graphs` looped graphs (rg_run_looped, 0 to 4 trips, every other
+ * one nested) on each of the sessions in on[] (count of them) and their
+ * unrolled twins on host: every result bit for bit the unrolled one's. */
+static inline void rg_loop_differential(kd_session **on, const char *const *names, int count, kd_session *host,
+                                        uint64_t seed, int graphs) {
+  static rg_data d;
+  static int32_t iwant[RG_POOL][RG_LEN];
+  static float fwant[RG_POOL][RG_LEN];
+  rg_rng r = {seed};
+  rg_counts counts;
+  memset(&counts, 0, sizeof counts);
+  for (int gi = 0; gi < graphs; ++gi) {
+    rg_data_init(&d, &r);
+    int trips = (int)(rg_next(&r) % 5), nested = gi % 2;
+    rg_rng draw = {rg_next(&r) | 1};
+    rg_run_looped(host, &d, draw, trips, nested, 1, &counts);
+    memcpy(iwant, d.igot, sizeof iwant);
+    memcpy(fwant, d.fgot, sizeof fwant);
+    for (int k = 0; k < count; ++k) {
+      rg_run_looped(on[k], &d, draw, trips, nested, 0, &counts);
+      for (int i = 0; i < RG_POOL; ++i)
+        for (int j = 0; j < RG_LEN; ++j) {
+          cr_assert_eq(d.igot[i][j], iwant[i][j], "graph %d (%d trips%s): %s i32 tensor %d[%d] = %d, unrolled %d", gi,
+                       trips, nested ? ", nested IF" : "", names[k], i, j, d.igot[i][j], iwant[i][j]);
+          cr_assert(memcmp(&d.fgot[i][j], &fwant[i][j], sizeof(float)) == 0,
+                    "graph %d (%d trips%s): %s f32 tensor %d[%d] = %a, unrolled %a", gi, trips,
+                    nested ? ", nested IF" : "", names[k], i, j, (double)d.fgot[i][j], (double)fwant[i][j]);
+        }
+    }
+  }
+}
+
 /* Asserts that what a run sank (igot, fgot; by who, for messages) is
  * the sequential interpretation in d, bit for bit: the built-in kernels of
  * every backend promise the host twins' exact operation order. */
