@@ -3,7 +3,7 @@
 // graph (kd_graph_while_begin, kd_graph_if_begin): each sets the
 // conditional node's handle from the condition tensor. One thread each
 // (grid 1, block 1). cudaGraphSetConditional is a device function the
-// driver resolves when it loads the module (CUDA 12.4+): no device runtime
+// driver resolves when it loads the module (CUDA 12.3+): no device runtime
 // library is linked, and kdag loads this module apart from the built-ins,
 // so a driver without conditional nodes refuses loops alone.
 //

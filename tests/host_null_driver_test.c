@@ -2599,3 +2599,43 @@ Test(null_driver, without_a_driver_the_count_says_why) {
   KDT_FAILS(kd_device_count(&count), KD_ERR_DRIVER_MISSING, "could not be loaded");
   cr_assert_eq(count, 0);
 }
+
+/* Loops on the null driver (whose kernels do nothing here, so a loop's
+ * condition never changes): EAGER drives a loop from the host, a copy and
+ * a wait per trip, and stops at its limit with the trip count written;
+ * GRAPH needs conditional nodes, which this driver lacks: refused naming
+ * the loop, and AUTO then stays EAGER. Everything is returned. */
+Test(host_null_driver, loops_run_eager_to_their_limit_and_graph_mode_says_why_not) {
+  for (int m = 0; m < 3; ++m) {
+    kd_exec_mode mode = m == 0 ? KD_EXEC_EAGER : m == 1 ? KD_EXEC_GRAPH : KD_EXEC_AUTO;
+    kd_session *s = null_session(mode, 0);
+    kd_tensor_desc i1 = {.dtype = KD_I32, .rank = 1, .shape = {1}};
+    int32_t five = 5, trips = -1;
+    kd_tensor c, t, y;
+    KDT_OK(kd_tensor_from_host(s, &i1, &five, sizeof five, &c));
+    KDT_OK(kd_tensor_create(s, &i1, &t));
+    KDT_OK(kd_tensor_from_host(s, &i1, &five, sizeof five, &y));
+    kd_graph *g;
+    KDT_OK(kd_graph_create(s, &g));
+    kd_node loop;
+    KDT_OK(kd_graph_while_begin(g, "spin", c, 3, t, &loop));
+    KDT_OK(kd_graph_op_copy(g, "c = y", kd_whole(c), kd_whole(y), NULL));
+    KDT_OK(kd_graph_end(g, loop));
+    if (mode == KD_EXEC_GRAPH) {
+      KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_DRIVER, "loop 'spin' (#0): the driver has no conditional graph nodes");
+    } else {
+      for (int run = 0; run < 4; ++run) { /* AUTO: eager twice, then its CUDA graph is refused, then eager again */
+        kd_session_stats k0 = counters(s);
+        KDT_OK(kd_graph_submit(g, NULL));
+        kd_session_stats k1 = counters(s);
+        cr_assert_eq(k1.event_waits - k0.event_waits, 3, "run %d: %llu waits, one a trip", run,
+                     (unsigned long long)(k1.event_waits - k0.event_waits));
+        KDT_OK(kd_tensor_download(s, t, &trips, sizeof trips));
+        cr_assert_eq(trips, 3, "run %d: the limit, 3 trips: %d", run, trips);
+      }
+    }
+    kd_graph_destroy(g);
+    kd_session_destroy(s);
+    assert_all_returned();
+  }
+}

@@ -274,7 +274,7 @@ KD_API kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn f
 /// the loop ran no trip (it then holds what it held before).
 ///
 /// How each mode runs one: GRAPH, as a conditional node of the CUDA graph
-/// (CUDA 12.4+ drivers), its condition set by a small kdag kernel before
+/// (CUDA 12.3+ drivers), its condition set by a small kdag kernel before
 /// the loop and at the end of each trip; EAGER, driven from the host: the
 /// condition is copied to pinned memory and the host waits for it before
 /// each trip (a wait per trip, counted in kd_session_stats.event_waits);

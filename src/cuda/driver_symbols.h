@@ -73,7 +73,7 @@ KD_CU_SYMBOL(cuGraphExecChildGraphNodeSetParams)
 KD_CU_SYMBOL(cuGraphLaunch)
 KD_CU_SYMBOL(cuStreamBeginCapture)
 KD_CU_SYMBOL(cuStreamEndCapture)
-/* GRAPH-mode loops (kd_graph_while_begin): conditional nodes, CUDA 12.4+;
+/* GRAPH-mode loops (kd_graph_while_begin): conditional nodes, CUDA 12.3+;
  * without them a loop is refused in GRAPH mode (AUTO runs it EAGER). */
 KD_CU_SYMBOL_OPTIONAL(cuGraphConditionalHandleCreate)
 KD_CU_SYMBOL_OPTIONAL(cuGraphAddNode)

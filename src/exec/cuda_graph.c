@@ -480,7 +480,7 @@ static kd_status add_loop(kd_graph *g, kd_gexec *x, uint32_t v, CUgraph graph, c
   kd_gnode *node = &g->nodes[v];
   kd_gexec_node *xn = &x->nodes[v];
   if (!cu->cuGraphConditionalHandleCreate || !cu->cuGraphAddNode)
-    return kd_fail(KD_ERR_DRIVER, "%s: loop '%s' (#%u): the driver has no conditional graph nodes (CUDA 12.4+ "
+    return kd_fail(KD_ERR_DRIVER, "%s: loop '%s' (#%u): the driver has no conditional graph nodes (CUDA 12.3+ "
                    "drivers do); run the graph EAGER", op, node->name, v);
   kd_module_obj *m;
   kd_status st = kd_loops_module(s, op, &m);

@@ -208,7 +208,7 @@ kd_status kd_loops_module(kd_session *s, const char *op, kd_module_obj **out) {
   if (!s->loops)
     return kd_fail(s->loops_status ? s->loops_status : KD_ERR_DRIVER,
                    "%s: kdag's loop kernels did not load when the session was created (GRAPH-mode loops need a CUDA "
-                   "12.4+ driver): %s", op, s->loops_error);
+                   "12.3+ driver): %s", op, s->loops_error);
   *out = s->loops;
   return KD_OK;
 }
