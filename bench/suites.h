@@ -46,8 +46,9 @@ int kb_register_workloads_suites(kb_harness *h);
  * dependent launch: hand-built graphs, kdag GRAPH, and launches queued
  * behind a blocking kernel (driver and kdag EAGER). */
 int kb_register_pdl_suite(kb_harness *h);
-/* Suite "loops": CG until it converges, the loop on the device or driven from the host (suites_loops.c). */
-int kb_register_loops_suite(kb_harness *h);
+/* Suites "loops_cg" and "loops_jacobi": solvers until they converge, the loop on the device or driven from
+ * the host (suites_loops.c). */
+int kb_register_loops_suites(kb_harness *h);
 
 /* interop: wrapping memory, DLPack import and export, per operation. */
 int kb_register_interop_suite(kb_harness *h);

@@ -267,7 +267,17 @@ kd_status kd_exec_eager(kd_graph *g, const char *op, kd_held_set *held, uint64_t
     }
   }
   for (uint32_t i = 0; !st && i < g->plan.top_count; ++i) st = run_node(&c, g->plan.order[i], i, 1);
-  if (c.cond_word) kd_staging_put(&s->dev, c.cond_word); /* its last copy was waited for */
+  if (c.cond_word) {
+    /* Its last copy was waited for, unless a driver refusal cut a trip
+     * short after the copy was enqueued: then the submission holds it. */
+    kd_fail_keep keep;
+    kd_fail_keep_begin(&keep);
+    if (!st || kd_held_add(held, KD_HELD_STAGING, c.cond_word, op) != KD_OK) {
+      if (st) (void)kd_stream_wait(&s->dev);
+      kd_staging_put(&s->dev, c.cond_word);
+    }
+    kd_fail_keep_end(&keep);
+  }
   uint32_t spans = c.spans;
   if (tb) {
     kd_fail_keep keep;

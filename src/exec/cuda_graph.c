@@ -911,7 +911,7 @@ kd_status kd_exec_graph(kd_graph *g, const char *op, kd_held_set *held) {
     return st;
   }
   if (tb) {
-    kd_trace_batch_used(tb, g->node_count);
+    kd_trace_batch_used(tb, g->plan.top_count); /* a loop's body has no spans of its own */
     (void)kd_held_add(held, KD_HELD_RESOURCE, kd_trace_batch_resource(tb), op); /* reserved: cannot fail */
   }
   s->counters.graph_launches++;
