@@ -154,8 +154,10 @@ int main(void) {
     }
   free(hx);
   double rel = sqrt(res / LEN);
-  printf("kdag cg example: CUDA backend, %d x %d grid: converged in %d iterations, residual %.2e (tolerance %.0e)\n",
-         N, N, took, rel, (double)REL_TOL);
+  /* The iteration stops on its own recurrence for the residual; in f32
+   * the true residual drifts from it, hence the looser check below. */
+  printf("kdag cg example: CUDA backend, %d x %d grid: converged in %d iterations (recurrence below %.0e), true "
+         "residual %.2e\n", N, N, took, (double)REL_TOL, rel);
   kd_graph_destroy(g);
   kd_session_destroy(s);
   return (uint32_t)took < MAX_TRIPS && rel < 10 * REL_TOL ? 0 : 1;
