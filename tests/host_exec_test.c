@@ -13,15 +13,6 @@
 #include "kdag_test.h"
 #include "kernels/host.h"
 
-static kd_session *host_session(void) {
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_HOST;
-  kd_session *s = NULL;
-  KDT_OK(kd_session_create(&o, &s));
-  return s;
-}
-
 static kd_kview kview(float *p, int rank, const int64_t *shape, const int64_t *strides) {
   kd_kview v = {.base = (unsigned long long)(uintptr_t)p, .rank = rank};
   for (int d = 0; d < rank; ++d) v.shape[d] = shape[d], v.strides[d] = strides[d];
@@ -39,7 +30,7 @@ Test(host_exec, large_builtins_split_across_workers_give_the_unsplit_bits, .time
   static float rz[N], rw[2 * N], ru[R * C];
   for (int i = 0; i < N; ++i) x[i] = (float)(i % 977) * 0.37f, y[i] = (float)(i % 313) * -0.11f;
   for (int i = 0; i < R * C; ++i) t[i] = (float)(i % 4099) * 0.013f;
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   kd_tensor_desc d1 = {.dtype = KD_F32, .rank = 1, .shape = {N}}, d2 = {.dtype = KD_F32, .rank = 1, .shape = {2 * N}},
                  dm = {.dtype = KD_F32, .rank = 2, .shape = {R, C}}, dt = {.dtype = KD_F32, .rank = 2, .shape = {C, R}};
   kd_tensor tx, ty, tz, tw, tt, tu;
@@ -120,7 +111,7 @@ static void wait_at_gate(void *user) {
  * it waits gives the next submission a table of its own, and the first
  * run still writes the old tensor. */
 Test(host_exec, a_rebinding_while_a_run_holds_the_table_leaves_that_run_alone, .timeout = 60) {
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   enum { N = 64 };
   float a0[N], b0[N], a[N], b[N];
   for (int i = 0; i < N; ++i) a0[i] = (float)i, b0[i] = 100.0f + (float)i;
@@ -171,7 +162,7 @@ static void count(void *user) { ck_pr_inc_32(user); }
 Test(host_exec, many_roots_chains_and_fan_outs_run_every_node_once, .timeout = 60) {
   enum { ROOTS = 5000, CHAINS = 300, FAN = 2000 };
   static uint32_t hits[ROOTS + FAN];
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {CHAINS}};
   kd_tensor tc;
   KDT_OK(kd_tensor_create(s, &d, &tc));

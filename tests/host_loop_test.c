@@ -11,15 +11,6 @@
 #include "kdag_test.h"
 #include "random_graph.h"
 
-static kd_session *host_session(void) {
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_HOST;
-  kd_session *s = NULL;
-  KDT_OK(kd_session_create(&o, &s));
-  return s;
-}
-
 /* A countdown: c = c - 1 through a scratch tensor (a node may not write
  * a view it reads), y *= 2 each trip. */
 typedef struct countdown {
@@ -58,7 +49,7 @@ static void check_countdown(kd_session *s, const countdown *d, int32_t want_c, i
 }
 
 Test(host_loop, a_while_loop_counts_down_to_its_condition) {
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   countdown d = countdown_tensors(s, 5, 1.5f);
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
@@ -76,7 +67,7 @@ Test(host_loop, a_while_loop_counts_down_to_its_condition) {
 }
 
 Test(host_loop, the_limit_stops_a_loop_and_trips_says_so) {
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   countdown d = countdown_tensors(s, 5, 1.0f);
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
@@ -99,7 +90,7 @@ Test(host_loop, the_limit_stops_a_loop_and_trips_says_so) {
 }
 
 Test(host_loop, nodes_around_a_loop_are_ordered_by_its_body) {
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   countdown d = countdown_tensors(s, 7, 1.0f);
   kd_tensor_desc f4 = {.dtype = KD_F32, .rank = 1, .shape = {4}};
   kd_tensor z;
@@ -129,7 +120,7 @@ Test(host_loop, nodes_around_a_loop_are_ordered_by_its_body) {
 }
 
 Test(host_loop, loops_nest_and_an_if_runs_its_body_once_or_not_at_all) {
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   kd_tensor_desc i1 = {.dtype = KD_I32, .rank = 1, .shape = {1}}, f1 = {.dtype = KD_F32, .rank = 1, .shape = {1}};
   int32_t three = 3, m1 = -1, one = 1;
   float x0 = 1.0f;
@@ -175,7 +166,7 @@ Test(host_loop, loops_nest_and_an_if_runs_its_body_once_or_not_at_all) {
 }
 
 Test(host_loop, rebinding_the_condition_and_a_body_tensor_applies_to_the_next_submission) {
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   countdown d = countdown_tensors(s, 2, 1.0f), e = countdown_tensors(s, 4, 1.0f);
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
@@ -203,7 +194,7 @@ Test(host_loop, rebinding_the_condition_and_a_body_tensor_applies_to_the_next_su
 static void nothing(void *user) { (void)user; }
 
 Test(host_loop, every_bad_declaration_is_refused_naming_the_call_and_the_loop) {
-  kd_session *s = host_session();
+  kd_session *s = kdt_host_session();
   countdown d = countdown_tensors(s, 3, 1.0f);
   kd_tensor_desc f1 = {.dtype = KD_F32, .rank = 1, .shape = {1}}, i2 = {.dtype = KD_I32, .rank = 1, .shape = {2}};
   kd_tensor fcond, wide;
@@ -257,7 +248,7 @@ Test(host_loop, every_bad_declaration_is_refused_naming_the_call_and_the_loop) {
 /* Random graphs with a loop (and nested IFs) on HOST give the bits of the
  * same graphs with the body written out trip by trip. */
 Test(host_loop, random_loops_equal_their_unrolling, .timeout = 120) {
-  kd_session *a = host_session(), *b = host_session();
+  kd_session *a = kdt_host_session(), *b = kdt_host_session();
   const char *names[] = {"HOST"};
   rg_loop_differential(&a, names, 1, b, 0xC0FFEEull, 150);
   kd_session_destroy(a);

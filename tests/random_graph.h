@@ -261,6 +261,32 @@ static inline void rg_data_init(rg_data *d, rg_rng *r) {
     }
 }
 
+/* Fresh tensors on s holding d's references as they are. */
+static inline void rg_pools_make(kd_session *s, const rg_data *d, rg_pools *p) {
+  memset(p, 0, sizeof *p);
+  kd_tensor_desc di = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
+  kd_tensor_desc df = {.dtype = KD_F32, .rank = 1, .shape = {RG_LEN}};
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_tensor_from_host(s, &di, d->iref[i], sizeof d->iref[i], &p->i[i]));
+    KDT_OK(kd_tensor_from_host(s, &df, d->fref[i], sizeof d->fref[i], &p->f[i]));
+  }
+}
+
+/* Sinks every tensor of p into d->igot and d->fgot (sinks: 2 * RG_POOL). */
+static inline void rg_pools_sink(kd_graph *g, const rg_pools *p, rg_data *d, kd_sink **sinks) {
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_graph_sink(g, "i", p->i[i], d->igot[i], sizeof d->igot[i], &sinks[2 * i]));
+    KDT_OK(kd_graph_sink(g, "f", p->f[i], d->fgot[i], sizeof d->fgot[i], &sinks[2 * i + 1]));
+  }
+}
+
+static inline void rg_pools_release(kd_session *s, const rg_pools *p) {
+  for (int i = 0; i < RG_POOL; ++i) {
+    KDT_OK(kd_tensor_release(s, p->i[i]));
+    KDT_OK(kd_tensor_release(s, p->f[i]));
+  }
+}
+
 /* Runs one mixed graph on s: fresh tensors holding d's references as they
  * are, the graph drawn from r (up to max_nodes, see rg_build_mixed),
  * submitted, the tensors released while in flight (the submission keeps
@@ -270,29 +296,17 @@ static inline void rg_data_init(rg_data *d, rg_rng *r) {
 static inline kd_graph_stats rg_run_mixed(kd_session *s, rg_data *d, rg_rng *r, int max_nodes, int interpret,
                                           rg_counts *counts) {
   rg_pools p;
-  memset(&p, 0, sizeof p);
-  kd_tensor_desc di = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}};
-  kd_tensor_desc df = {.dtype = KD_F32, .rank = 1, .shape = {RG_LEN}};
-  for (int i = 0; i < RG_POOL; ++i) {
-    KDT_OK(kd_tensor_from_host(s, &di, d->iref[i], sizeof d->iref[i], &p.i[i]));
-    KDT_OK(kd_tensor_from_host(s, &df, d->fref[i], sizeof d->fref[i], &p.f[i]));
-  }
+  rg_pools_make(s, d, &p);
   if (interpret) p.iref = d->iref, p.fref = d->fref, p.dref = d->dref, p.mref = d->mref;
   kd_graph *g;
   KDT_OK(kd_graph_create(s, &g));
   rg_build_mixed(g, &p, r, counts, max_nodes);
   kd_sink *sinks[2 * RG_POOL];
-  for (int i = 0; i < RG_POOL; ++i) {
-    KDT_OK(kd_graph_sink(g, "i", p.i[i], d->igot[i], sizeof d->igot[i], &sinks[2 * i]));
-    KDT_OK(kd_graph_sink(g, "f", p.f[i], d->fgot[i], sizeof d->fgot[i], &sinks[2 * i + 1]));
-  }
+  rg_pools_sink(g, &p, d, sinks);
   kd_graph_stats st;
   KDT_OK(kd_graph_stats_get(g, &st));
   KDT_OK(kd_graph_submit(g, NULL));
-  for (int i = 0; i < RG_POOL; ++i) {
-    KDT_OK(kd_tensor_release(s, p.i[i]));
-    KDT_OK(kd_tensor_release(s, p.f[i]));
-  }
+  rg_pools_release(s, &p); /* in flight: the submission keeps them */
   for (int i = 0; i < 2 * RG_POOL; ++i) KDT_OK(kd_sink_wait(sinks[i]));
   kd_graph_destroy(g);
   return st;
@@ -309,13 +323,8 @@ static inline kd_graph_stats rg_run_mixed(kd_session *s, rg_data *d, rg_rng *r, 
 static inline void rg_run_looped(kd_session *s, rg_data *d, rg_rng r, int trips, int nested, int unrolled,
                                  rg_counts *counts) {
   rg_pools p;
-  memset(&p, 0, sizeof p);
-  kd_tensor_desc di = {.dtype = KD_I32, .rank = 1, .shape = {RG_LEN}}, df = {.dtype = KD_F32, .rank = 1, .shape = {RG_LEN}};
+  rg_pools_make(s, d, &p);
   kd_tensor_desc one = {.dtype = KD_I32, .rank = 1, .shape = {1}};
-  for (int i = 0; i < RG_POOL; ++i) {
-    KDT_OK(kd_tensor_from_host(s, &di, d->iref[i], sizeof d->iref[i], &p.i[i]));
-    KDT_OK(kd_tensor_from_host(s, &df, d->fref[i], sizeof d->fref[i], &p.f[i]));
-  }
   int32_t m1 = -1, yes = 1;
   kd_tensor c, tmp, minus1, flag;
   KDT_OK(kd_tensor_from_host(s, &one, &trips, sizeof trips, &c));
@@ -343,19 +352,13 @@ static inline void rg_run_looped(kd_session *s, rg_data *d, rg_rng r, int trips,
   }
   rg_build_mixed(g, &p, &tail, counts, RG_MAX_NODES);
   kd_sink *sinks[2 * RG_POOL];
-  for (int i = 0; i < RG_POOL; ++i) {
-    KDT_OK(kd_graph_sink(g, "i", p.i[i], d->igot[i], sizeof d->igot[i], &sinks[2 * i]));
-    KDT_OK(kd_graph_sink(g, "f", p.f[i], d->fgot[i], sizeof d->fgot[i], &sinks[2 * i + 1]));
-  }
+  rg_pools_sink(g, &p, d, sinks);
   KDT_OK(kd_graph_submit(g, NULL));
   for (int i = 0; i < 2 * RG_POOL; ++i) KDT_OK(kd_sink_wait(sinks[i]));
   kd_graph_destroy(g);
-  kd_tensor all[] = {c, tmp, minus1, flag};
-  for (int i = 0; i < 4; ++i) KDT_OK(kd_tensor_release(s, all[i]));
-  for (int i = 0; i < RG_POOL; ++i) {
-    KDT_OK(kd_tensor_release(s, p.i[i]));
-    KDT_OK(kd_tensor_release(s, p.f[i]));
-  }
+  kd_tensor counters[] = {c, tmp, minus1, flag};
+  for (int i = 0; i < 4; ++i) KDT_OK(kd_tensor_release(s, counters[i]));
+  rg_pools_release(s, &p);
 }
 
 /* Runs `graphs` looped graphs (rg_run_looped, 0 to 4 trips, every other
