@@ -10,6 +10,7 @@ Shapes are given and reported in NumPy's (row-major) order; kdag itself is
 column-major, so a C-contiguous array of shape (a, b) is a compact kdag
 tensor of dimensions (b, a), as DLPack import does.
 """
+import contextlib
 import ctypes
 
 import numpy as _np
@@ -866,6 +867,33 @@ class Graph:
         _check(_c.kd_graph_foreign(self._handle(), self._node(name, "foreign"), cb, None, arr, len(accesses), workspace,
                                    None, None, ctypes.byref(node)))
         return node.value
+
+    @contextlib.contextmanager
+    def while_loop(self, condition, max_trips, trips=None, name=None):
+        """A loop that runs on the device (docs/loops.md): the nodes added
+        in the with block are its body, run while condition (one int32 or
+        uint32 element, written before the loop and by the body) is
+        nonzero, at most max_trips times. trips (optional, one int32 or
+        uint32 element) receives the trips made. Yields the loop's node
+        index. An exception in the block leaves the loop open (the graph
+        cannot be submitted)."""
+        node = ctypes.c_uint32()
+        t = trips._whole("Graph.while_loop") if trips is not None else _c.Tensor()
+        _check(_c.kd_graph_while_begin(self._handle(), self._node(name, "while"), condition._whole("Graph.while_loop"),
+                                       int(max_trips), t, ctypes.byref(node)))
+        yield node.value
+        _check(_c.kd_graph_end(self._handle(), node.value))
+
+    @contextlib.contextmanager
+    def if_(self, condition, name=None):
+        """A conditional that runs on the device: the nodes added in the
+        with block run once when condition (one int32 or uint32 element,
+        written before it) is nonzero. Yields its node index."""
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_if_begin(self._handle(), self._node(name, "if"), condition._whole("Graph.if_"),
+                                    ctypes.byref(node)))
+        yield node.value
+        _check(_c.kd_graph_end(self._handle(), node.value))
 
     def edge(self, before, after):
         """after runs after before (node indices), beyond what the accesses say."""

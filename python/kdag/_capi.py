@@ -219,6 +219,9 @@ kd_graph_host = _proto("kd_graph_host", c_int, _P, c_char_p, HOST_FN, c_void_p, 
 kd_graph_foreign = _proto("kd_graph_foreign", c_int, _P, c_char_p, FOREIGN_FN, c_void_p, POINTER(GArg), c_size_t,
                           c_size_t, c_void_p, c_void_p, POINTER(c_uint32))
 kd_graph_edge = _proto("kd_graph_edge", c_int, _P, c_uint32, c_uint32)
+kd_graph_while_begin = _proto("kd_graph_while_begin", c_int, _P, c_char_p, Tensor, c_uint32, Tensor, POINTER(c_uint32))
+kd_graph_if_begin = _proto("kd_graph_if_begin", c_int, _P, c_char_p, Tensor, POINTER(c_uint32))
+kd_graph_end = _proto("kd_graph_end", c_int, _P, c_uint32)
 kd_graph_stats_get = _proto("kd_graph_stats_get", c_int, _P, POINTER(GraphStats))
 kd_graph_set_exec_mode = _proto("kd_graph_set_exec_mode", c_int, _P, c_int)
 kd_graph_submit = _proto("kd_graph_submit", c_int, _P, POINTER(Ticket))

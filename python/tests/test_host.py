@@ -256,3 +256,23 @@ def test_a_host_callback_that_calls_kdag_is_refused(s, capsys):
     g.submit()
     sink.wait()
     assert seen == ["KD_ERR_BUSY"]
+
+
+def test_a_device_loop_counts_down_and_an_if_runs_once(s):
+    c, tmp, m1 = s.asarray(np.array([5], np.int32)), s.empty((1,), np.int32), s.asarray(np.array([-1], np.int32))
+    y, trips, flag = s.asarray(np.array([1.5], np.float32)), s.empty((1,), np.int32), s.asarray(np.array([1], np.int32))
+    g = s.graph("loop")
+    with g.while_loop(c, 100, trips=trips):
+        g.add(tmp, c, m1)
+        g.copy(c, tmp)
+        g.scale(y, 2.0)
+    with g.if_(flag):
+        g.scale(y, 3.0)
+    out = g.sink(y)
+    g.submit()
+    assert out.wait()[0] == np.float32(1.5 * 32 * 3)
+    assert trips.numpy()[0] == 5 and c.numpy()[0] == 0
+    g2 = s.graph("open")
+    with pytest.raises(kdag.KdagError, match="no node of its body writes its condition"):
+        with g2.while_loop(c, 3):
+            g2.scale(y, 2.0)
