@@ -226,3 +226,51 @@ Test(gpu_loop, random_loops_equal_their_unrolling_on_host, .timeout = 300) {
   kd_session_destroy(on[1]);
   kd_session_destroy(host);
 }
+
+/* An upload inside a loop's body copies the caller's bytes, read at
+ * submit, on every trip; GRAPH points the body's copy at each
+ * submission's staging and keeps its one executable graph. */
+Test(gpu_loop, an_upload_in_a_body_runs_every_trip_with_the_bytes_of_its_submission, .timeout = 60) {
+  kd_exec_mode modes[] = {KD_EXEC_EAGER, KD_EXEC_GRAPH};
+  for (int m = 0; m < 2; ++m) {
+    kd_session *s = session_of(KD_BACKEND_CUDA, modes[m]);
+    kd_tensor_desc i1 = {.dtype = KD_I32, .rank = 1, .shape = {1}}, f4 = {.dtype = KD_F32, .rank = 1, .shape = {4}};
+    int32_t three = 3, m1 = -1;
+    float zero[4] = {0}, hb[4] = {1, 2, 3, 4}, acc_h[4];
+    kd_tensor c, tmp, minus1, u, acc, acc2;
+    KDT_OK(kd_tensor_from_host(s, &i1, &three, sizeof three, &c));
+    KDT_OK(kd_tensor_create(s, &i1, &tmp));
+    KDT_OK(kd_tensor_from_host(s, &i1, &m1, sizeof m1, &minus1));
+    KDT_OK(kd_tensor_create(s, &f4, &u));
+    KDT_OK(kd_tensor_from_host(s, &f4, zero, sizeof zero, &acc));
+    KDT_OK(kd_tensor_create(s, &f4, &acc2));
+    kd_graph *g;
+    KDT_OK(kd_graph_create(s, &g));
+    kd_node loop;
+    KDT_OK(kd_graph_while_begin(g, "sum3", c, 10, kd_no_tensor(), &loop));
+    KDT_OK(kd_graph_upload(g, "u = hb", u, hb, sizeof hb, NULL));
+    KDT_OK(kd_graph_op_add(g, "acc2 = acc + u", kd_whole(acc2), kd_whole(acc), kd_whole(u), NULL));
+    KDT_OK(kd_graph_op_copy(g, "acc = acc2", kd_whole(acc), kd_whole(acc2), NULL));
+    KDT_OK(kd_graph_op_add(g, "tmp = c - 1", kd_whole(tmp), kd_whole(c), kd_whole(minus1), NULL));
+    KDT_OK(kd_graph_op_copy(g, "c = tmp", kd_whole(c), kd_whole(tmp), NULL));
+    KDT_OK(kd_graph_end(g, loop));
+    float want[4] = {0};
+    for (int run = 0; run < 3; ++run) {
+      for (int i = 0; i < 4; ++i) hb[i] = (float)(10 * run + i + 1); /* read at submit */
+      if (run) KDT_OK(kd_tensor_upload(s, c, &three, sizeof three));
+      KDT_OK(kd_graph_submit(g, NULL));
+      for (int i = 0; i < 4; ++i) want[i] += 3.0f * hb[i];
+      KDT_OK(kd_tensor_download(s, acc, acc_h, sizeof acc_h));
+      for (int i = 0; i < 4; ++i)
+        cr_assert_eq(acc_h[i], want[i], "%s run %d: acc[%d] = %g, want %g", m ? "GRAPH" : "EAGER", run, i, acc_h[i],
+                     want[i]);
+    }
+    if (m == 1) {
+      kd_session_stats k;
+      KDT_OK(kd_session_stats_get(s, &k));
+      cr_assert_eq(k.graph_instantiations, 1, "GRAPH: %llu instantiations", (unsigned long long)k.graph_instantiations);
+    }
+    kd_graph_destroy(g);
+    kd_session_destroy(s);
+  }
+}

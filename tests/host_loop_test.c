@@ -254,3 +254,30 @@ Test(host_loop, random_loops_equal_their_unrolling, .timeout = 120) {
   kd_session_destroy(a);
   kd_session_destroy(b);
 }
+
+/* An upload inside a body copies the bytes read at submit on every trip. */
+Test(host_loop, an_upload_in_a_body_runs_every_trip) {
+  kd_session *s = kdt_host_session();
+  countdown d = countdown_tensors(s, 3, 1.0f);
+  kd_tensor_desc f1 = {.dtype = KD_F32, .rank = 1, .shape = {1}};
+  float zero = 0, hb = 2.5f, got = -1;
+  kd_tensor u, acc, acc2;
+  KDT_OK(kd_tensor_create(s, &f1, &u));
+  KDT_OK(kd_tensor_from_host(s, &f1, &zero, sizeof zero, &acc));
+  KDT_OK(kd_tensor_create(s, &f1, &acc2));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_node loop;
+  KDT_OK(kd_graph_while_begin(g, "sum", d.c, 10, d.trips, &loop));
+  KDT_OK(kd_graph_upload(g, "u = hb", u, &hb, sizeof hb, NULL));
+  KDT_OK(kd_graph_op_add(g, "acc2 = acc + u", kd_whole(acc2), kd_whole(acc), kd_whole(u), NULL));
+  KDT_OK(kd_graph_op_copy(g, "acc = acc2", kd_whole(acc), kd_whole(acc2), NULL));
+  countdown_body(g, &d);
+  KDT_OK(kd_graph_end(g, loop));
+  KDT_OK(kd_graph_submit(g, NULL));
+  hb = 100.0f; /* read at submit: this submission is not affected */
+  KDT_OK(kd_tensor_download(s, acc, &got, sizeof got));
+  cr_assert_eq(got, 7.5f, "acc = %g after 3 trips of 2.5", got);
+  kd_graph_destroy(g);
+  kd_session_destroy(s);
+}
