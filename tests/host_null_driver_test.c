@@ -2639,3 +2639,69 @@ Test(host_null_driver, loops_run_eager_to_their_limit_and_graph_mode_says_why_no
     assert_all_returned();
   }
 }
+
+/* Two devices (KDAG_NULL_DEVICES=2), a session on each in one process:
+ * each its own context, device and memory; the second waits on the device
+ * for the first's submission (kd_session_wait_ticket), no host wait; a
+ * tensor of one session in the other's graph, memory of the other device
+ * wrapped, and an ordinal the driver lacks are refused. */
+Test(host_null_driver, a_session_per_device_orders_through_tickets_and_keeps_to_its_device) {
+  setenv("KDAG_NULL_DEVICES", "2", 1);
+  kd_session *a = null_session(KD_EXEC_GRAPH, 0);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.device_ordinal = 1;
+  kd_session *b;
+  KDT_OK(kd_session_create(&o, &b));
+  kd_device_info ia, ib;
+  KDT_OK(kd_session_device_info(a, &ia));
+  KDT_OK(kd_session_device_info(b, &ib));
+  cr_assert_eq(ia.ordinal, 0);
+  cr_assert_eq(ib.ordinal, 1);
+  cr_assert_str_neq(ia.pci_bus_id, ib.pci_bus_id, "two devices, two buses: %s", ia.pci_bus_id);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {8}};
+  float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1}, got[8];
+  kd_tensor ta, tb;
+  KDT_OK(kd_tensor_from_host(a, &d, ones, sizeof ones, &ta));
+  KDT_OK(kd_tensor_from_host(b, &d, ones, sizeof ones, &tb));
+  kd_graph *ga, *gb;
+  KDT_OK(kd_graph_create(a, &ga));
+  KDT_OK(kd_graph_create(b, &gb));
+  KDT_OK(kd_graph_op_scale(ga, "a *= 2", kd_whole(ta), 2.0, NULL));
+  KDT_FAILS(kd_graph_op_scale(gb, "a in b", kd_whole(ta), 2.0, NULL), KD_ERR_WRONG_SESSION, "");
+  KDT_OK(kd_graph_op_scale(gb, "b *= 3", kd_whole(tb), 3.0, NULL));
+  kd_ticket t;
+  nd.hold(1); /* a's submission stays pending: b's wait is a real one */
+  KDT_OK(kd_graph_submit(ga, &t));
+  kd_session_stats k0 = counters(b);
+  KDT_OK(kd_session_wait_ticket(b, a, t));
+  KDT_OK(kd_graph_submit(gb, NULL));
+  kd_session_stats k1 = counters(b);
+  nd.hold(0);
+  cr_assert_eq(k1.stream_event_waits - k0.stream_event_waits, 1, "b waits for a's submission on the device");
+  cr_assert_eq(k1.event_waits, k0.event_waits, "and not on the host");
+  KDT_OK(kd_tensor_download(b, tb, got, sizeof got));
+  KDT_OK(kd_tensor_download(a, ta, got, sizeof got));
+  /* Memory of device 1 is not session a's. */
+  unsigned long long other = nd.foreign_alloc(64, 1, 0);
+  cr_assert(other, "the null driver allocated on device 1");
+  kd_external_desc e;
+  kd_external_desc_init(&e);
+  e.data = (void *)(uintptr_t)other;
+  e.dtype = KD_F32;
+  e.rank = 1;
+  e.shape[0] = 16;
+  kd_tensor w;
+  KDT_FAILS(kd_tensor_wrap(a, &e, &w), KD_ERR_WRONG_DEVICE, "");
+  nd.foreign_free(other);
+  /* An ordinal the driver lacks. */
+  o.device_ordinal = 2;
+  kd_session *c = NULL;
+  KDT_FAILS(kd_session_create(&o, &c), KD_ERR_INVALID_ARGUMENT, "");
+  kd_graph_destroy(ga);
+  kd_graph_destroy(gb);
+  kd_session_destroy(b);
+  kd_session_destroy(a);
+  assert_all_returned();
+}

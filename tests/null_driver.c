@@ -65,7 +65,7 @@
 /* ---- objects ------------------------------------------------------------- */
 
 struct CUctx_st {
-  int unused;
+  int ordinal; /* its device's */
 };
 struct CUstream_st {
   CUgraph capture; /* the graph being captured into, or NULL */
@@ -131,8 +131,19 @@ struct CUgraphExec_st {
   uint64_t busy_until;
 };
 
-static struct CUctx_st g_ctx;
+/* KDAG_NULL_DEVICES (1 to ND_MAX_DEVICES, default 1) devices, each with
+ * its primary context; memory records the device of the context current
+ * when it was allocated. One timeline serves them all. */
+#define ND_MAX_DEVICES 4
+static struct CUctx_st g_ctx[ND_MAX_DEVICES] = {{0}, {1}, {2}, {3}};
 static _Thread_local CUcontext g_current;
+static int nd_devices(void) {
+  const char *v = getenv("KDAG_NULL_DEVICES");
+  int n = v ? atoi(v) : 1;
+  return n >= 1 && n <= ND_MAX_DEVICES ? n : 1;
+}
+static int bad_device(CUdevice d) { return d < 0 || d >= nd_devices(); }
+static int is_ctx(CUcontext c) { return c && c >= g_ctx && c < g_ctx + nd_devices(); }
 /* The timeline: every enqueued launch, copy and event record takes the
  * next serial; work is complete once g_done has reached its serial. */
 static _Atomic uint64_t g_seq, g_done;
@@ -311,18 +322,18 @@ static CUresult nd_cuGetErrorString(CUresult r, const char **out) {
 static CUresult nd_cuDeviceGetCount(int *n) {
   COUNT(calls);
   if (!n) return CUDA_ERROR_INVALID_VALUE;
-  *n = 1;
+  *n = nd_devices();
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDeviceGet(CUdevice *d, int ordinal) {
   COUNT(calls);
-  if (!d || ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *d = 0;
+  if (!d || bad_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDeviceGetName(char *name, int len, CUdevice d) {
   COUNT(calls);
-  if (!name || len <= 0 || d != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!name || len <= 0 || bad_device(d)) return CUDA_ERROR_INVALID_VALUE;
   snprintf(name, (size_t)len, "%s", KDAG_NULL_DEVICE_NAME);
   return CUDA_SUCCESS;
 }
@@ -335,7 +346,7 @@ static int null_sm(void) {
 /* An H200's figures where kdag reads them. */
 static CUresult nd_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   COUNT(calls);
-  if (!v || d != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!v || bad_device(d)) return CUDA_ERROR_INVALID_VALUE;
   switch (a) {
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = null_sm() / 10; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = null_sm() % 10; break;
@@ -349,32 +360,32 @@ static CUresult nd_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d
 }
 static CUresult nd_cuDeviceGetPCIBusId(char *id, int len, CUdevice d) {
   COUNT(calls);
-  if (!id || len <= 0 || d != 0) return CUDA_ERROR_INVALID_VALUE;
-  snprintf(id, (size_t)len, "0000:00:00.0");
+  if (!id || len <= 0 || bad_device(d)) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(id, (size_t)len, "0000:%02x:00.0", (unsigned)d); /* a bus each */
   return CUDA_SUCCESS;
 }
 /* The device's memory: 16 GiB, and no allocation larger (as on a GPU). */
 #define ND_TOTAL_MEM ((size_t)1 << 34)
 static CUresult nd_cuDeviceTotalMem(size_t *bytes, CUdevice d) {
   COUNT(calls);
-  if (!bytes || d != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!bytes || bad_device(d)) return CUDA_ERROR_INVALID_VALUE;
   *bytes = ND_TOTAL_MEM;
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
   COUNT(calls);
-  if (!c || d != 0) return CUDA_ERROR_INVALID_VALUE;
-  *c = &g_ctx;
+  if (!c || bad_device(d)) return CUDA_ERROR_INVALID_VALUE;
+  *c = &g_ctx[d];
   return CUDA_SUCCESS;
 }
 static CUresult nd_cuDevicePrimaryCtxRelease(CUdevice d) {
   COUNT(calls);
-  return d == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+  return bad_device(d) ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
 }
 static CUresult nd_cuCtxSetCurrent(CUcontext c) {
   COUNT(calls);
   COUNT(ctx_set_current);
-  if (c && c != &g_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (c && !is_ctx(c)) return CUDA_ERROR_INVALID_CONTEXT;
   g_current = c;
   return CUDA_SUCCESS;
 }
@@ -391,7 +402,7 @@ static CUresult nd_cuCtxGetCurrent(CUcontext *c) {
  * kdag makes its context current before it calls any of them. */
 #define NEED_CTX() \
   do { \
-    if (g_current != &g_ctx) return CUDA_ERROR_INVALID_CONTEXT; \
+    if (!is_ctx(g_current)) return CUDA_ERROR_INVALID_CONTEXT; \
   } while (0)
 
 /* ---- streams and events -------------------------------------------------- */
@@ -550,7 +561,10 @@ static CUresult alloc_on(CUdeviceptr *out, size_t bytes, int ordinal, int manage
   COUNT(device_allocs);
   return CUDA_SUCCESS;
 }
-static CUresult alloc(CUdeviceptr *out, size_t bytes) { return alloc_on(out, bytes, 0, 0); }
+/* On the device of the current context. */
+static CUresult alloc(CUdeviceptr *out, size_t bytes) {
+  return alloc_on(out, bytes, is_ctx(g_current) ? g_current->ordinal : 0, 0);
+}
 static CUresult dealloc(CUdeviceptr p) {
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   COUNT(device_frees);
@@ -924,7 +938,7 @@ static CUresult nd_cuGraphAddKernelNode(CUgraphNode *out, CUgraph g, const CUgra
 static CUresult nd_cuGraphAddMemcpyNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
                                         const CUDA_MEMCPY3D *c, CUcontext ctx) {
   COUNT(calls);
-  if (!c || ctx != &g_ctx) return CUDA_ERROR_INVALID_VALUE;
+  if (!c || !is_ctx(ctx)) return CUDA_ERROR_INVALID_VALUE;
   return add_node(out, g, deps, ndeps, (nd_work){.kind = ND_COPY, .copy = *c});
 }
 static CUresult nd_cuGraphAddHostNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
@@ -1052,7 +1066,7 @@ static CUresult nd_cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode n, 
   COUNT(calls);
   FAULTED();
   nd_work *w = exec_node(x, n, ND_COPY);
-  if (!w || !c || ctx != &g_ctx) return CUDA_ERROR_INVALID_VALUE;
+  if (!w || !c || !is_ctx(ctx)) return CUDA_ERROR_INVALID_VALUE;
   FAIL_POINT("cuGraphExecMemcpyNodeSetParams");
   w->copy = *c;
   return CUDA_SUCCESS;

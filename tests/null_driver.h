@@ -52,6 +52,12 @@ typedef struct kdag_null_calls {
  * and edges (CUDA_ERROR_NOT_SUPPORTED), so a test can show kdag never asks
  * for them on a device without PDL. Read at each query. */
 
+/* KDAG_NULL_DEVICES (default "1", at most "4"): how many devices the null
+ * driver presents, each with its primary context and PCI bus
+ * (0000:0d:00.0 for device d); memory belongs to the device whose context
+ * was current when it was allocated (cuPointerGetAttributes says so). One
+ * timeline serves every device: work completes in enqueue order. */
+
 /* on != 0: events recorded from now on stay pending until a synchronize
  * reaches them, or until kdag_null_hold(0), which finishes every one. */
 void kdag_null_hold(int on);
