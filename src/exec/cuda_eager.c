@@ -91,19 +91,21 @@ static kd_status workspaces_take(kd_graph *g, const char *op, kd_held_set *held)
   return KD_OK;
 }
 
-/* Debug option: wait for each node's own event so a fault is charged to
- * the node that caused it (slow: the host waits after every node). */
-static kd_status debug_wait(kd_session *s, const char *op) {
+/* The host waits for what the stream holds so far, on an event of its
+ * own (counted in event_waits); what names the wait in a failure. Used by
+ * the per-node debug option (a fault is then charged to the node that
+ * caused it) and by loops, before each trip. */
+static kd_status wait_here(kd_session *s, const char *op, const char *what) {
   CUevent ev;
   kd_status st = kd_session_note(s, kd_event_acquire(&s->dev, op, &ev));
   if (st) return st;
   CUresult r = s->dev.cu->cuEventRecord(ev, s->dev.stream);
   if (r == CUDA_SUCCESS) {
     s->counters.event_waits++;
-    r = s->dev.cu->cuEventSynchronize(ev);
+    r = kd_event_wait(&s->dev, ev);
   }
   kd_event_release_to_pool(&s->dev, ev);
-  return r == CUDA_SUCCESS ? KD_OK : kd_session_note(s, kd_fail_cu(r, op, "cuEventSynchronize (per-node debug event)"));
+  return r == CUDA_SUCCESS ? KD_OK : kd_session_note(s, kd_fail_cu(r, op, what));
 }
 
 /* Each node's name registered with the NVTX tool, once per plan; NULL
@@ -156,16 +158,8 @@ static kd_status run_loop(eager_run *c, uint32_t v) {
     if (done >= node->max_trips) break;
     r = cu->cuMemcpyDtoHAsync(c->cond_word->host, cond, sizeof(uint32_t), s->dev.stream);
     if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, c->op, "cuMemcpyDtoHAsync (the loop's condition)"));
-    CUevent ev;
-    st = kd_session_note(s, kd_event_acquire(&s->dev, c->op, &ev));
+    st = wait_here(s, c->op, "cuEventSynchronize (the loop's condition)");
     if (st) return st;
-    r = cu->cuEventRecord(ev, s->dev.stream);
-    if (r == CUDA_SUCCESS) {
-      s->counters.event_waits++;
-      r = kd_event_wait(&s->dev, ev);
-    }
-    kd_event_release_to_pool(&s->dev, ev);
-    if (r != CUDA_SUCCESS) return kd_session_note(s, kd_fail_cu(r, c->op, "cuEventSynchronize (the loop's condition)"));
     if (!*word) break;
     for (uint32_t k = 0; !st && k < g->plan.body_count[v]; ++k)
       st = run_node(c, g->plan.order[g->plan.body_start[v] + k], 0, 0);
@@ -222,7 +216,7 @@ static kd_status run_node(eager_run *c, uint32_t v, uint32_t i, int top) {
     c->prev = UINT32_MAX;
   }
   if (!st && (s->opts.flags & KD_SESSION_DEBUG_NODES)) {
-    st = debug_wait(s, op);
+    st = wait_here(s, op, "cuEventSynchronize (per-node debug event)");
     c->prev = UINT32_MAX;
   }
   if (c->traced) kd_nvtx_pop();

@@ -6,6 +6,9 @@
 #ifndef KDAG_ENGINE_EXEC_H
 #define KDAG_ENGINE_EXEC_H
 
+#include <ck_pr.h>
+#include <stdbool.h>
+
 #include "exec/host_pool.h"
 #include "graph/graph_impl.h"
 #include "kernels/strided.h"
@@ -92,6 +95,19 @@ typedef struct kd_host_plan {
   size_t *xfer_off;        /* each transfer's buffer in a run's block; xfer_off[xfer_count]: its size */
   uint32_t *xfer_task;     /* each transfer's task */
 } kd_host_plan;
+
+/* Drops one count of a counter other threads drop too; 1 when it was the
+ * last. The fences make what this thread wrote before visible to the thread
+ * that sees zero (and then frees, or runs a successor that reads it): x86's
+ * locked instructions order that already, aarch64's plain exclusives do
+ * not. */
+static inline bool kd_host_dec_to_zero(uint32_t *c) {
+  bool zero = false;
+  ck_pr_fence_release();
+  ck_pr_dec_32_zero(c, &zero);
+  if (zero) ck_pr_fence_acquire();
+  return zero;
+}
 
 /* The plan's task table, built or brought up to date with the bindings
  * (a plan a run still uses is copied first). */

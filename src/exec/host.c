@@ -18,21 +18,8 @@
 
 static void finish(kd_host_run *r);
 
-/* Drops one count of a counter other threads drop too; 1 when it was the
- * last. The fences make what this thread wrote before visible to the thread
- * that sees zero (and then frees, or runs a successor that reads it): x86's
- * locked instructions order that already, aarch64's plain exclusives do
- * not. */
-static bool dec_to_zero(uint32_t *c) {
-  bool zero = false;
-  ck_pr_fence_release();
-  ck_pr_dec_32_zero(c, &zero);
-  if (zero) ck_pr_fence_acquire();
-  return zero;
-}
-
 void kd_host_run_unref(kd_host_run *r) {
-  if (!dec_to_zero(&r->refs)) return;
+  if (!kd_host_dec_to_zero(&r->refs)) return;
   if (r->plan) free(r->indegree); /* else one_zero */
   kd_host_plan_unref(r->plan);
   free(r->xfers);
@@ -124,7 +111,7 @@ static int run_split(kd_host_run *r, kd_host_task *t) {
     kd_host_pool_push(&r->hs->pool, &p->helpers[j]);
   }
   run_slices(r, p);
-  return dec_to_zero(&p->holders);
+  return kd_host_dec_to_zero(&p->holders);
 }
 
 static void run_body_task(kd_host_run *r, const kd_host_task *t);
@@ -217,7 +204,7 @@ static void finish(kd_host_run *r) {
 static kd_host_task *complete(kd_host_run *r, const kd_host_task *t) {
   kd_host_task *next = NULL;
   for (uint32_t k = r->succ_start[t->node]; k < r->succ_start[t->node + 1]; ++k) {
-    if (!dec_to_zero(&r->indegree[r->succ[k]])) continue;
+    if (!kd_host_dec_to_zero(&r->indegree[r->succ[k]])) continue;
     kd_host_task *ready = &r->tasks[r->succ[k]];
     if (next) kd_host_pool_push(&r->hs->pool, &ready->item);
     else next = ready;
@@ -275,7 +262,7 @@ void kd_exec_host_task(kd_host_item *it, void *ctx) {
   if (it->kind == KD_HOST_ITEM_PART) {
     kd_host_part *p = (kd_host_part *)((char *)(it - it->index) - offsetof(kd_host_part, helpers));
     run_slices(r, p);
-    if (dec_to_zero(&p->holders)) settle(r, run_chain(r, p->task, 1)); /* the last one out completes it */
+    if (kd_host_dec_to_zero(&p->holders)) settle(r, run_chain(r, p->task, 1)); /* the last one out completes it */
     return;
   }
   settle(r, run_chain(r, (kd_host_task *)((char *)it - offsetof(kd_host_task, item)), 0));

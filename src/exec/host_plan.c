@@ -12,12 +12,7 @@
 #include "exec/exec.h"
 
 void kd_host_plan_unref(kd_host_plan *hp) {
-  if (!hp) return;
-  bool zero = false;
-  ck_pr_fence_release(); /* a worker's reads of the table before whoever frees it */
-  ck_pr_dec_32_zero(&hp->refs, &zero);
-  if (!zero) return;
-  ck_pr_fence_acquire();
+  if (!hp || !kd_host_dec_to_zero(&hp->refs)) return; /* a worker's reads of the table before whoever frees it */
   free(hp->tasks);
   free(hp->views);
   free(hp->succ_start);
