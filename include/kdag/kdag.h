@@ -12,6 +12,7 @@
 ///   kdag/kernel.h    modules and functions, spans, launch configurations, arguments
 ///   kdag/raw.h       the raw scope: load kernels, borrow tensors, launch
 ///   kdag/graph.h     task graphs: nodes, inferred order, submissions, sinks
+///   kdag/comm.h      communicators and collective nodes (NCCL; shared memory on HOST)
 ///   kdag/compile.h   NVRTC and nvJitLink, binaries (no session, no GPU)
 ///   kdag/cache.h     the CUBIN cache (no session, no GPU)
 ///   kdag/mathdx.h    cuSOLVERDx and cuBLASDx kernels (no session, no GPU)
@@ -67,5 +68,6 @@
 #include "kdag/kernel.h"
 #include "kdag/raw.h"
 #include "kdag/graph.h"
+#include "kdag/comm.h"
 
 #endif /* KDAG_KDAG_H */

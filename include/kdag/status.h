@@ -78,7 +78,8 @@ typedef enum kd_status {
   KD_ERR_LTO_VERSION = 29,      ///< LTO-IR newer than the nvJitLink asked to link it
   KD_ERR_VERSION_MISMATCH = 30, ///< an options struct from other kdag headers (struct_size)
   KD_ERR_WRONG_DEVICE = 31,     ///< memory of another device than the session's
-  KD_ERR_MISALIGNED = 32        ///< an address not aligned to its element size
+  KD_ERR_MISALIGNED = 32,       ///< an address not aligned to its element size
+  KD_ERR_COMM_FAILED = 33       ///< a communicator failed: a peer timed out or disagreed, or NCCL refused
 } kd_status;
 
 /// Stable identifier of a code, e.g. "KD_ERR_BORROW_CONFLICT". Never NULL;

@@ -66,6 +66,7 @@ const char *kd_status_name(kd_status status) {
     KD_NAME(KD_ERR_VERSION_MISMATCH)
     KD_NAME(KD_ERR_WRONG_DEVICE)
     KD_NAME(KD_ERR_MISALIGNED)
+    KD_NAME(KD_ERR_COMM_FAILED)
 #undef KD_NAME
   }
   return "KD_ERR_UNKNOWN";

@@ -25,6 +25,7 @@ typedef struct kd_host_state {
   struct kd_host_run *last_run; /* the newest submission (the session's reference) */
   struct kd_host_run *current;  /* the run the workers are on: a session runs one at a time */
   _Atomic uint64_t splits;      /* built-ins split (kd_session_stats.host_splits) */
+  kd_session *session;          /* whose fault a failing task records (kd_session_fail_async) */
 } kd_host_state;
 
 kd_status kd_cuda_backend_start(kd_session *s, const char *op);
@@ -73,6 +74,12 @@ typedef struct kd_host_task {
       kd_host_fn fn;
       void *user;
     };
+    struct { /* KD_NODE_FOREIGN (kdag's own collectives): spans[slot, + span_count) of the plan */
+      kd_foreign_fn ffn;
+      void *fuser;
+      void *resource;
+      uint32_t span_count;
+    };
     struct { /* KD_NODE_LOOP: its body is order[body_first, + body_count) of the plan */
       const void *cond;    /* the condition's 4 bytes */
       void *trips;         /* the trip count's 4 bytes; NULL: none */
@@ -91,6 +98,7 @@ typedef struct kd_host_plan {
   uint32_t *order;         /* the plan's order, for loops' bodies (NULL without loops) */
   kd_host_task *tasks;
   kd_kview *views;         /* built-ins' views, three a node */
+  kd_span *spans;          /* foreign nodes' spans (host addresses), one per access */
   uint32_t *succ_start, *succ, *indegree, *roots;
   size_t *xfer_off;        /* each transfer's buffer in a run's block; xfer_off[xfer_count]: its size */
   uint32_t *xfer_task;     /* each transfer's task */

@@ -142,6 +142,18 @@ static void run_body_task(kd_host_run *r, const kd_host_task *t) {
   }
 }
 
+/* A foreign node of kdag's own (a collective): its function over the
+ * plan's host spans. A failure cannot fail a submission made long ago, so
+ * it becomes the session's fault, which its next call reports. */
+static void run_foreign(kd_host_run *r, const kd_host_task *t) {
+  kd_foreign_call call = {NULL, &r->plan->spans[t->slot], t->span_count, 0, 0, t->resource};
+  const char *was = kd_callback_enter("a collective node");
+  unsigned long mark = kd_fail_mark();
+  kd_status st = kd_fail_unexplained(t->ffn(&call, t->fuser), mark, "the collective");
+  kd_callback_leave(was);
+  if (st) kd_session_fail_async(r->hs->session, st, kd_last_error());
+}
+
 /* Runs one task; 0 when a split built-in's helper completes it instead. */
 static int run_task(kd_host_run *r, kd_host_task *t) {
   if (r->jitter) jitter();
@@ -154,7 +166,8 @@ static int run_task(kd_host_run *r, kd_host_task *t) {
     case KD_NODE_UPLOAD: memcpy(t->tensor, kd_host_run_xfer(r, t), t->bytes); break;
     case KD_NODE_SINK: memcpy(kd_host_run_xfer(r, t), t->host, t->bytes); break;
     case KD_NODE_HOST: kd_host_trampoline(&(kd_host_call){t->fn, t->user}); break; /* marked as on CUDA */
-    default: break; /* kernel and foreign nodes are refused when added to a HOST session */
+    case KD_NODE_FOREIGN: run_foreign(r, t); break;
+    default: break; /* kernel nodes are refused when added to a HOST session */
   }
   return 1;
 }

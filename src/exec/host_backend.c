@@ -40,12 +40,11 @@ static kd_status upload(kd_session *s, const char *op, kd_tensor_obj *o, const v
 }
 
 static kd_status download(kd_session *s, const char *op, kd_tensor_obj *o, void *host) {
-  (void)op;
   kd_host_state *hs = s->exec;
   if (hs->last_run) kd_host_run_wait(hs->last_run); /* the explicit wait: after submitted graphs */
   s->counters.event_waits++;
   memcpy(host, o->host, o->bytes);
-  return KD_OK;
+  return kd_session_async_check(s, op);
 }
 
 /* Waits for this run alone, without the session lock, so the pool and
@@ -75,7 +74,7 @@ static kd_status sink_wait(kd_sink *sk, const char *op) {
   kd_host_run_unref(r); /* this wait's */
   s->counters.event_waits++;
   kd_completion_reap(s, op);
-  return KD_OK;
+  return kd_session_async_check(s, op); /* a collective of the run failed: its data is not to be trusted */
 }
 
 static void stats(kd_session *s, kd_session_stats *out) {
@@ -103,6 +102,7 @@ static const kd_backend_ops host_backend = {
 
 kd_status kd_host_backend_start(kd_session *s, const char *op) {
   kd_host_state *hs = calloc(1, sizeof *hs);
+  if (hs) hs->session = s;
   if (!hs) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the HOST backend", op);
   kd_status st = kd_host_pool_start(&hs->pool, kd_exec_host_task, hs, &s->log, op);
   if (st) {

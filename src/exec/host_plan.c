@@ -15,6 +15,7 @@ void kd_host_plan_unref(kd_host_plan *hp) {
   if (!hp || !kd_host_dec_to_zero(&hp->refs)) return; /* a worker's reads of the table before whoever frees it */
   free(hp->tasks);
   free(hp->views);
+  free(hp->spans);
   free(hp->succ_start);
   free(hp->succ);
   free(hp->indegree);
@@ -43,6 +44,8 @@ static void resolve(kd_graph *g, kd_host_plan *hp) {
       void *mem = g->bindings[g->accesses[node->first_access].binding].obj->host;
       if (node->kind == KD_NODE_UPLOAD) t->tensor = mem;
       else t->host = mem;
+    } else if (node->kind == KD_NODE_FOREIGN) {
+      kd_foreign_spans(g, node, &hp->spans[t->slot]);
     } else if (node->kind == KD_NODE_LOOP) { /* whole one-element tensors */
       t->cond = g->bindings[g->accesses[node->first_access].binding].obj->host;
       t->trips = node->has_trips ? g->bindings[g->accesses[node->first_access + 1].binding].obj->host : NULL;
@@ -58,9 +61,10 @@ static int splittable(const kd_host_plan *hp, const kd_host_task *t) {
 }
 
 static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
-  uint32_t n = g->node_count, m = g->plan.edge_count, builtins = 0, xfers = 0;
+  uint32_t n = g->node_count, m = g->plan.edge_count, builtins = 0, xfers = 0, spans = 0;
   for (uint32_t i = 0; i < n; ++i) {
     builtins += g->nodes[i].kind == KD_NODE_BUILTIN;
+    spans += g->nodes[i].kind == KD_NODE_FOREIGN ? g->nodes[i].access_count : 0;
     xfers += g->nodes[i].kind == KD_NODE_UPLOAD || g->nodes[i].kind == KD_NODE_SINK;
   }
   kd_host_plan *hp = calloc(1, sizeof *hp);
@@ -70,6 +74,7 @@ static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
     hp->task_count = n;
     hp->tasks = calloc((size_t)n + 1, sizeof *hp->tasks);
     hp->views = calloc(3 * (size_t)builtins + 1, sizeof *hp->views);
+    hp->spans = calloc((size_t)spans + 1, sizeof *hp->spans);
     hp->succ_start = malloc(((size_t)n + 1) * sizeof *hp->succ_start);
     hp->succ = malloc(((size_t)m + 1) * sizeof *hp->succ);
     hp->indegree = malloc(((size_t)n + 1) * sizeof *hp->indegree);
@@ -78,7 +83,7 @@ static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
     hp->xfer_task = malloc(((size_t)xfers + 1) * sizeof *hp->xfer_task);
     if (g->plan.loops) hp->order = malloc(((size_t)n + 1) * sizeof *hp->order);
   }
-  if (!hp || !hp->tasks || !hp->views || !hp->succ_start || !hp->succ || !hp->indegree || !hp->roots ||
+  if (!hp || !hp->tasks || !hp->views || !hp->spans || !hp->succ_start || !hp->succ || !hp->indegree || !hp->roots ||
       !hp->xfer_off || !hp->xfer_task || (g->plan.loops && !hp->order)) {
     kd_host_plan_unref(hp);
     return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the HOST plan of %u nodes", op, n);
@@ -90,6 +95,7 @@ static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
   hp->top_count = g->plan.top_count;
   size_t off = 0;
   uint32_t views = 0;
+  spans = 0;
   for (uint32_t i = 0; i < n; ++i) {
     kd_gnode *node = &g->nodes[i];
     kd_host_task *t = &hp->tasks[i];
@@ -127,7 +133,15 @@ static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
         t->body_first = g->plan.body_start[i];
         t->body_count = g->plan.body_count[i];
         break;
-      default: break; /* kernel and foreign nodes are refused when added to a HOST session */
+      case KD_NODE_FOREIGN: /* only kdag's own (collectives) are admitted on HOST */
+        t->ffn = node->foreign_fn;
+        t->fuser = node->user;
+        t->resource = node->res ? node->res->resource : NULL;
+        t->span_count = node->access_count;
+        t->slot = spans;
+        spans += node->access_count;
+        break;
+      default: break; /* kernel nodes are refused when added to a HOST session */
     }
   }
   hp->xfer_off[hp->xfer_count] = off;

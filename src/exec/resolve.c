@@ -133,7 +133,9 @@ void kd_foreign_spans(kd_graph *g, const kd_gnode *node, kd_span *spans) {
     size_t esize = kd_dtype_size(o->dtype);
     int64_t n = kd_access_elements(a);
     memset(&spans[k], 0, sizeof spans[k]);
-    spans[k].device_ptr = o->dptr + (CUdeviceptr)((size_t)kd_access_offset(a) * esize);
+    /* A HOST session's spans (kdag's collectives) carry host addresses. */
+    uint64_t base = g->session->has_device ? (uint64_t)o->dptr : (uint64_t)(uintptr_t)o->host;
+    spans[k].device_ptr = base + (uint64_t)((size_t)kd_access_offset(a) * esize);
     spans[k].elements = n;
     spans[k].bytes = (size_t)n * esize;
     spans[k].dtype = o->dtype;

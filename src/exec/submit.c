@@ -72,6 +72,7 @@ kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
   if (st) return st;
   st = kd_ticket_check(s, t, op);
   if (!st) st = kd_completion_poll_ticket(s, t.seq, op, done);
+  if (!st && *done) st = kd_session_async_check(s, op); /* done, but a collective of it failed */
   kd_session_leave(s);
   return st;
 }

@@ -253,6 +253,12 @@ static inline void kd_graph_changes_clear(kd_graph *g) {
 
 /* Drops a reference; the last calls the user's release. */
 void kd_foreign_res_unref(kd_foreign_res *r);
+/* kd_graph_foreign's work, its errors naming op; host_too admits it on a
+ * HOST session too (kdag's own foreign nodes, whose function takes the
+ * spans' host addresses and a NULL stream). */
+kd_status kd_graph_foreign_add(kd_graph *g, const char *op, const char *name, kd_foreign_fn fn, void *user,
+                               const kd_garg *accesses, size_t count, size_t workspace_bytes, void *resource,
+                               void (*release)(void *), int host_too, kd_node *out);
 
 /* graph/sink.c: frees a sink of a destroyed graph; a copy still in flight
  * goes back to the pools once its submission has retired. */

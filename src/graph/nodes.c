@@ -267,10 +267,9 @@ void kd_foreign_res_unref(kd_foreign_res *r) {
 
 static void foreign_res_drop(kd_resource *r) { kd_foreign_res_unref((kd_foreign_res *)r); }
 
-kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user, const kd_garg *accesses,
-                           size_t count, size_t workspace_bytes, void *resource, void (*release)(void *),
-                           kd_node *out) {
-  static const char *op = "kd_graph_foreign";
+kd_status kd_graph_foreign_add(kd_graph *g, const char *op, const char *name, kd_foreign_fn fn, void *user,
+                               const kd_garg *accesses, size_t count, size_t workspace_bytes, void *resource,
+                               void (*release)(void *), int host_too, kd_node *out) {
   node_ctx c;
   kd_status st = kd_node_enter(g, op, name, &c);
   if (st) return st;
@@ -280,12 +279,12 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
   proto.foreign_fn = fn;
   proto.user = user;
   proto.workspace_bytes = workspace_bytes;
-  if (g->session->backend != KD_BACKEND_CUDA)
+  if (g->session->backend != KD_BACKEND_CUDA && !host_too)
     st = kd_fail(KD_ERR_NO_HOST_IMPL, "%s: node '%s' (#%u): a foreign-library node has no host implementation; "
                  "this session's backend is HOST", op, name, c.index);
   if (!st && !fn) st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument fn is NULL", op, name, c.index);
   /* Refused now, not at a submission's allocation: no device holds it. */
-  if (!st && workspace_bytes > g->session->dev.info.memory_bytes)
+  if (!st && g->session->has_device && workspace_bytes > g->session->dev.info.memory_bytes)
     st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u): argument workspace_bytes is %zu, more than the "
                  "device's %zu bytes of memory", op, name, c.index, workspace_bytes, g->session->dev.info.memory_bytes);
   if (!st && count > KD_FOREIGN_MAX_ACCESSES)
@@ -303,6 +302,13 @@ kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void
   kd_session_leave(g->session);
   if (st && proto.res) free(proto.res); /* never used: the caller keeps its resource */
   return st;
+}
+
+kd_status kd_graph_foreign(kd_graph *g, const char *name, kd_foreign_fn fn, void *user, const kd_garg *accesses,
+                           size_t count, size_t workspace_bytes, void *resource, void (*release)(void *),
+                           kd_node *out) {
+  return kd_graph_foreign_add(g, "kd_graph_foreign", name, fn, user, accesses, count, workspace_bytes, resource,
+                              release, 0, out);
 }
 
 /* ---- user kernels ----------------------------------------------------- */

@@ -45,8 +45,8 @@ static kd_status raw_check(kd_raw *raw, const char *fn) {
   if (st) return st;
   kd_session *s = raw->session;
   if (s->fault)
-    return kd_fail(s->fault, "%s: raw scope '%s': the session is unusable after a device fault: %s", fn, raw->op,
-                   s->fault_msg);
+    return kd_fail(s->fault, "%s: raw scope '%s': the session is unusable after %s: %s", fn, raw->op,
+                   kd_session_fault_what(s), s->fault_msg);
   return KD_OK;
 }
 

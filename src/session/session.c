@@ -192,7 +192,8 @@ kd_status kd_session_trim(kd_session *s) {
   /* What finished work held goes first, so its modules unload too. After
    * a fault the work will never be seen to finish (kd_session_destroy
    * lets it go), and the unloads fail harmlessly in the poisoned context. */
-  st = s->fault ? kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op, s->fault_msg)
+  st = s->fault ? kd_fail(s->fault, "%s: the session is unusable after %s: %s", op, kd_session_fault_what(s),
+                          s->fault_msg)
                 : kd_completion_reap(s, op);
   s->unload_now = 1;
   uint64_t t0 = kd_wait_begin(s, op);
@@ -294,10 +295,11 @@ static kd_status enter(kd_session *s, const char *op, int refuse_fault, int devi
   s->ctx_current = 0;
   if (!s->fault && s->has_device && kd_device_fault_get(&s->dev, s->fault_msg, sizeof s->fault_msg))
     s->fault = KD_ERR_DEVICE_FAULT; /* another session of this device faulted */
+  if (!s->fault) (void)kd_session_async_check(s, op); /* a message of its own follows */
   if (s->fault && !refuse_fault) return KD_OK; /* locked; the context is past use */
   if (s->fault) {
-    st = kd_fail(s->fault, "%s: the session is unusable after a device fault: %s", op,
-                           s->fault_msg);
+    st = kd_fail(s->fault, "%s: the session is unusable after %s: %s", op, kd_session_fault_what(s),
+                 s->fault_msg);
     kd_session_unlock(s);
     return st;
   }
@@ -344,6 +346,26 @@ kd_status kd_session_note(kd_session *s, kd_status st) {
     if (s->has_device) kd_device_fault_report(&s->dev, s->fault_msg);
   }
   return st;
+}
+
+void kd_session_fail_async(kd_session *s, kd_status code, const char *msg) {
+  int none = 0;
+  if (!atomic_compare_exchange_strong(&s->async_fault, &none, 1)) return; /* the first failure is the one kept */
+  s->async_code = code;
+  snprintf(s->async_msg, sizeof s->async_msg, "%s", msg);
+  kd_log(&s->log, KD_LOG_ERROR, "%s", s->async_msg);
+  atomic_store_explicit(&s->async_fault, 2, memory_order_release);
+}
+
+kd_status kd_session_async_check(kd_session *s, const char *op) {
+  if (s->fault || atomic_load_explicit(&s->async_fault, memory_order_acquire) != 2) return KD_OK;
+  s->fault = s->async_code;
+  snprintf(s->fault_msg, sizeof s->fault_msg, "%s", s->async_msg);
+  return kd_fail(s->fault, "%s: the work waited for failed, and the session with it: %s", op, s->fault_msg);
+}
+
+const char *kd_session_fault_what(const kd_session *s) {
+  return s->fault == KD_ERR_COMM_FAILED ? "a communicator failed" : "a device fault";
 }
 
 kd_backend kd_session_backend(kd_session *s) { return s ? s->backend : KD_BACKEND_AUTO; }

@@ -8,6 +8,7 @@
 #include <ck_ht.h>
 #include <ck_pr.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "cuda/device.h"
 #include "cuda/module.h"
@@ -96,6 +97,13 @@ struct kd_session {
   struct kd_dl_export *exports;
   kd_status fault;          /* sticky device fault, KD_OK when healthy */
   char fault_msg[768];
+  /* A failure found off the session's lock, on a HOST worker (a
+   * collective whose peers never came): the first one is kept here and
+   * becomes the session's fault at the next call that enters. 0 none, 1
+   * being written, 2 written (kd_session_fail_async). */
+  _Atomic int async_fault;
+  kd_status async_code;
+  char async_msg[512];
   /* Whether the call holding the lock has made the context current on its
    * thread: every enter clears it, and it is set where the context is made
    * current (kd_session_enter and _release, kd_session_device, the
@@ -162,6 +170,14 @@ extern const char kd_release_callback_name[];
 int kd_callback_lock_free(void);
 /* Records a device fault (if st is one) so later calls fail with it. */
 kd_status kd_session_note(kd_session *s, kd_status st);
+/* Records a failure found without the session's lock (any thread): the
+ * first one becomes the session's fault at its next call. */
+void kd_session_fail_async(kd_session *s, kd_status code, const char *msg);
+/* After a wait (the session locked): the failure kd_session_fail_async
+ * recorded, made the session's fault and returned (naming op), or KD_OK. */
+kd_status kd_session_async_check(kd_session *s, const char *op);
+/* What the session's fault is, for "unusable after ..." messages. */
+const char *kd_session_fault_what(const kd_session *s);
 
 /* The tensor of handle t (op and what name it in the error); inline: it
  * runs for every access declared. */
