@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "kdag/kdag.h"
+#include "comm_graph.h"
 #include "kdag_test.h"
 
 #define R 3
@@ -270,8 +271,8 @@ Test(host_comm, bad_inputs_are_refused_naming_the_argument) {
   KDT_FAILS(kd_graph_all_gather(g, "n", c, kd_whole(a), kd_whole(a), NULL), KD_ERR_INVALID_ARGUMENT,
             "dst must have nranks times src's");
   KDT_FAILS(kd_graph_broadcast(g, "n", c, kd_whole(a), 2, NULL), KD_ERR_INVALID_ARGUMENT, "argument root is 2");
-  KDT_FAILS(kd_graph_send_recv(g, "n", c, kd_whole(a), 0, kd_whole(b), 1, NULL), KD_ERR_INVALID_ARGUMENT,
-            "send_to is this rank");
+  KDT_FAILS(kd_graph_send_recv(g, "n", c, kd_whole(a), 2, kd_whole(b), 1, NULL), KD_ERR_INVALID_ARGUMENT,
+            "send_to is 2, not a rank");
   KDT_FAILS(kd_graph_send_recv(g, "n", c, kd_whole(a), KD_NO_PEER, kd_whole(b), KD_NO_PEER, NULL),
             KD_ERR_INVALID_ARGUMENT, "both send_to and recv_from");
   KDT_FAILS(kd_graph_send_recv(g, "n", c, kd_whole(a), 1, kd_whole(b), -5, NULL), KD_ERR_INVALID_ARGUMENT,
@@ -360,4 +361,21 @@ Test(host_comm, ranks_in_processes_of_their_own) {
     cr_assert_eq(waitpid(kids[r], &status, 0), kids[r]);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "rank %d: status %d", r, status);
   }
+}
+
+Test(host_comm, one_rank_runs_every_collective_as_a_copy) {
+  kd_session *s = kdt_host_session_flags(KD_SESSION_HOST_JITTER);
+  kd_comm *c;
+  KDT_OK(kd_comm_create_all(&s, 1, &c));
+  kdt_comm_graph k;
+  kdt_comm_declare(s, c, &k);
+  for (int seed = 0; seed < 2; ++seed) {
+    kdt_comm_upload(s, &k, seed);
+    KDT_OK(kd_graph_submit(k.g, NULL));
+    kdt_comm_wait(&k);
+    kdt_comm_check(&k, seed, "HOST");
+  }
+  kdt_comm_free(s, &k);
+  kd_comm_destroy(c);
+  kd_session_destroy(s);
 }

@@ -121,6 +121,14 @@ run() {
   [ -f "$build/tests-bin.tar.xz" ] && tar -C "$build" -xJf "$build/tests-bin.tar.xz"
   export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export KDAG_REQUIRE_GPU=1
+  # NCCL for the collective nodes: the machine's pip wheel (PyTorch's), which
+  # kdag finds under KDAG_PYTHON_SITE (nvidia/nccl/lib/libnccl.so.2).
+  if [ -z "${KDAG_PYTHON_SITE:-}" ] && command -v python3 >/dev/null; then
+    KDAG_PYTHON_SITE=$(python3 -c 'import site; print(":".join(site.getsitepackages()))' 2>/dev/null || true)
+    export KDAG_PYTHON_SITE
+  fi
+  local site
+  for site in ${KDAG_PYTHON_SITE//:/ }; do ls "$site"/nvidia/nccl/lib/libnccl.so.2 2>/dev/null || true; done
   if [ -f "$build/mathdx.tar.xz" ]; then
     # Where the tests look (ctest points them at the checkout's third_party).
     export KDAG_MATHDX_DIR=$here/third_party/mathdx
@@ -166,7 +174,7 @@ run() {
     # cuFuncGetParamInfo until it reports an invalid index, on purpose.
     local mc=0
     # KDAG_LANE_MEMCHECK_TESTS: fewer of them (a rerun of one).
-    for t in ${KDAG_LANE_MEMCHECK_TESTS:-gpu_raw_test gpu_graph_test gpu_graph_mode_test gpu_executors_test gpu_interop_test}; do
+    for t in ${KDAG_LANE_MEMCHECK_TESTS:-gpu_raw_test gpu_graph_test gpu_graph_mode_test gpu_executors_test gpu_interop_test gpu_comm_test}; do
       KDAG_TEST_UNTIMED=1 compute-sanitizer --tool memcheck --target-processes all --leak-check full --error-exitcode 7 \
         --report-api-errors no "$build/tests/$t" --jobs 1 \
         --filter '!(*fault*|*spinning*)' >> "$out/memcheck.log" 2>&1 || mc=1

@@ -204,9 +204,6 @@ static kd_status check_peer(const decl *d, const char *arg, int peer, int none_o
   if (peer < 0 || peer >= d->comm->nranks)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument %s is %d, not a rank of the communicator's "
                    "%d", d->op, node_name(d->name), arg, peer, d->comm->nranks);
-  if (none_ok && peer == d->comm->rank)
-    return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': argument %s is this rank (%d)", d->op,
-                   node_name(d->name), arg, peer);
   return KD_OK;
 }
 
