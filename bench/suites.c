@@ -15,7 +15,7 @@ int kb_remove_scratch_dir(const char *dir) {
 int kb_register_builtin_suites(kb_harness *h) {
   if (kb_register_copy_suite(h) || kb_register_launch_suite(h) || kb_register_pdl_suite(h) || kb_register_loops_suites(h) || kb_register_fanout_suite(h) ||
       kb_register_rebind_suite(h) || kb_register_oneshot_suite(h) || kb_register_pipeline_suite(h) ||
-      kb_register_module_suite(h) || kb_register_nvrtc_suite(h) || kb_register_graph_suite(h) || kb_register_hostexec_suite(h) || kb_register_hostops_suite(h) || kb_register_interop_suite(h) ||
+      kb_register_module_suite(h) || kb_register_nvrtc_suite(h) || kb_register_graph_suite(h) || kb_register_hostexec_suite(h) || kb_register_hostops_suite(h) || kb_register_interop_suite(h) || kb_register_collectives_suite(h) ||
       kb_register_dx_suite(h) || kb_register_workloads_suites(h))
     return -1;
   return 0;

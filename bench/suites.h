@@ -52,6 +52,8 @@ int kb_register_loops_suites(kb_harness *h);
 
 /* interop: wrapping memory, DLPack import and export, per operation. */
 int kb_register_interop_suite(kb_harness *h);
+/* suites_collectives.c: "collectives" [GPU], an all-reduce through NCCL and through kdag. */
+int kb_register_collectives_suite(kb_harness *h);
 
 /* user: a kernel of the user's own (--kernel FILE:NAME, --grid, --block,
  * --shared, --arg; see suites_user.c). kb_user_kernel_parse takes those
