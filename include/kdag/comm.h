@@ -133,12 +133,13 @@ KD_API kd_status kd_comm_info(kd_comm *comm, int *out_rank, int *out_nranks);
 /// - send_recv: send (to rank send_to) and recv (from rank recv_from)
 ///   in one step, so that a ring or a halo exchange cannot deadlock;
 ///   KD_NO_PEER leaves a side out, its view ignored (kd_no_tensor's whole
-///   view, or any); a rank may send to itself. The byte counts must match
+///   view, or any), both sides a node that moves nothing (the edge ranks
+///   of a halo exchange on one rank); a rank may send to itself. The byte counts must match
 ///   the peer's (checked on HOST).
 /// A collective node is not allowed inside a loop body (a graph loop
 /// would issue collectives the host never saw). The graph holds a
 /// reference on comm. Beyond those: KD_ERR_INVALID_ARGUMENT (NULL comm, op out
-/// of range, root or peer out of [0, nranks), both peers KD_NO_PEER).
+/// of range, root or peer out of [0, nranks)).
 /// @{
 KD_API kd_status kd_graph_all_reduce(kd_graph *g, const char *name, kd_comm *comm, kd_view dst, kd_view src,
                                      kd_reduce op, kd_node *out_node);

@@ -103,6 +103,7 @@ static kd_status nccl_run(const kd_coll *c, const kd_span *sp, CUstream stream) 
       break;
     case C_SEND_RECV: { /* one group: neither side waits for the other */
       const kd_span *s = c->to >= 0 ? &sp[0] : NULL, *rv = c->from >= 0 ? &sp[c->to >= 0 ? 1 : 0] : NULL;
+      if (!s && !rv) break; /* neither side: nothing to move */
       call = "ncclGroupStart";
       r = n->GroupStart();
       if (r) break;
@@ -346,9 +347,6 @@ kd_status kd_graph_send_recv(kd_graph *g, const char *name, kd_comm *comm, kd_vi
   kd_status st = begin(&d, g, "kd_graph_send_recv", name, comm);
   if (!st) st = check_peer(&d, "send_to", send_to, 1);
   if (!st) st = check_peer(&d, "recv_from", recv_from, 1);
-  if (!st && send_to == KD_NO_PEER && recv_from == KD_NO_PEER)
-    st = kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': both send_to and recv_from are KD_NO_PEER", d.op,
-                 node_name(name));
   kd_coll c = {.kind = C_SEND_RECV, .to = send_to, .from = recv_from, .dtype = KD_U8};
   kd_garg args[2];
   size_t n = 0;
