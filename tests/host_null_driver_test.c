@@ -2705,3 +2705,22 @@ Test(host_null_driver, a_session_per_device_orders_through_tickets_and_keeps_to_
   kd_session_destroy(a);
   assert_all_returned();
 }
+
+Test(host_null_driver, a_communicator_without_nccl_says_where_it_looked) {
+  /* No NCCL where kdag looks (this machine has none on the loader's path):
+   * the CUDA side of kdag/comm.h fails cleanly, naming the variable. */
+  setenv("KDAG_NCCL_PATH", "/nonexistent/libnccl.so.2", 1);
+  setenv("KDAG_PYTHON_SITE", "/nonexistent", 1);
+  kd_session *s = null_session(KD_EXEC_EAGER, 0);
+  kd_comm_id id;
+  KDT_FAILS(kd_comm_id_create(s, &id), KD_ERR_LIBRARY_MISSING, "KDAG_NCCL_PATH");
+  memset(&id, 0, sizeof id);
+  kd_comm *c;
+  KDT_FAILS(kd_comm_create(s, &id, 1, 0, &c), KD_ERR_LIBRARY_MISSING, "NCCL");
+  KDT_FAILS(kd_comm_create_all(&s, 1, &c), KD_ERR_LIBRARY_MISSING, "NCCL");
+  /* Nothing was left behind: the session's tensors are all gone. */
+  kd_session_stats st;
+  KDT_OK(kd_session_stats_get(s, &st));
+  cr_assert_eq(st.bytes_device, 0, "%llu device bytes left", (unsigned long long)st.bytes_device);
+  kd_session_destroy(s);
+}
