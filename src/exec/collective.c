@@ -81,7 +81,9 @@ static kd_status nccl_run(const kd_coll *c, const kd_span *sp, CUstream stream) 
   kd_nccl_comm nc = c->comm->nc;
   size_t mult;
   int t = nccl_type(c->dtype, &mult);
-  void *a = (void *)(uintptr_t)sp[0].device_ptr, *b = (void *)(uintptr_t)sp[c->in_place ? 0 : 1].device_ptr;
+  /* Every kind but send_recv has its data in spans 0 and (out of place) 1. */
+  void *a = c->kind == C_SEND_RECV ? NULL : (void *)(uintptr_t)sp[0].device_ptr;
+  void *b = c->kind == C_SEND_RECV ? NULL : (void *)(uintptr_t)sp[c->in_place ? 0 : 1].device_ptr;
   kd_nccl_result r = 0;
   const char *call = "";
   switch (c->kind) {
@@ -130,8 +132,9 @@ static kd_status nccl_run(const kd_coll *c, const kd_span *sp, CUstream stream) 
 
 static kd_status host_run(const kd_coll *c, const kd_span *sp) {
   kd_shm_comm *m = c->comm->shm;
-  const void *src = (const void *)(uintptr_t)sp[0].device_ptr;
-  void *dst = (void *)(uintptr_t)sp[c->in_place ? 0 : 1].device_ptr;
+  /* Every kind but send_recv has its data in spans 0 and (out of place) 1. */
+  const void *src = c->kind == C_SEND_RECV ? NULL : (const void *)(uintptr_t)sp[0].device_ptr;
+  void *dst = c->kind == C_SEND_RECV ? NULL : (void *)(uintptr_t)sp[c->in_place ? 0 : 1].device_ptr;
   switch (c->kind) {
     case C_ALL_REDUCE: return kd_shm_all_reduce(m, c->what, src, dst, c->count, c->dtype, c->op);
     case C_REDUCE_SCATTER: return kd_shm_reduce_scatter(m, c->what, src, dst, c->count, c->dtype, c->op);
