@@ -2724,3 +2724,200 @@ Test(host_null_driver, a_communicator_without_nccl_says_where_it_looked) {
   cr_assert_eq(st.bytes_device, 0, "%llu device bytes left", (unsigned long long)st.bytes_device);
   kd_session_destroy(s);
 }
+
+/* ---- communicators over the null NCCL (tests/null_nccl.c) ----------------- */
+
+/* Two sessions, one per null device, joined in one communicator group
+ * (kd_comm_create_all, one thread), over the null NCCL. */
+typedef struct nccl_ranks {
+  kd_session *s[2];
+  kd_comm *c[2];
+} nccl_ranks;
+
+static void nccl_ranks_open(nccl_ranks *r, kd_exec_mode mode, int count) {
+  setenv("KDAG_NULL_DEVICES", "2", 1);
+  setenv("KDAG_NCCL_PATH", KDAG_NULL_NCCL, 1);
+  r->s[0] = null_session(mode, 0);
+  if (count == 2) {
+    kd_session_options o;
+    kd_session_options_init(&o);
+    o.backend = KD_BACKEND_CUDA;
+    o.exec_mode = mode;
+    o.device_ordinal = 1;
+    KDT_OK(kd_session_create(&o, &r->s[1]));
+  }
+  KDT_OK(kd_comm_create_all(r->s, count, r->c));
+}
+
+static int null_nccl_live(void) {
+  void *lib = dlopen(KDAG_NULL_NCCL, RTLD_NOW | RTLD_NOLOAD);
+  cr_assert(lib, "the null NCCL is not loaded");
+  int (*live)(void) = (int (*)(void))dlsym(lib, "kdag_null_nccl_live");
+  cr_assert(live);
+  int n = live();
+  dlclose(lib);
+  return n;
+}
+
+#define NCCL_N 64
+
+typedef struct nccl_rank_graph {
+  kd_session *s;
+  int rank;
+  kd_graph *g;
+  kd_tensor x, sum, gathered, part, bcast, ring;
+  kd_sink *sinks[5];
+  float out_sum[NCCL_N], out_gathered[2 * NCCL_N], out_part[NCCL_N / 2], out_bcast[NCCL_N], out_ring[NCCL_N];
+  kd_status st;
+} nccl_rank_graph;
+
+static float nccl_x(int rank, int i) { return (float)(rank * 1000 + i); }
+
+static void nccl_declare(nccl_rank_graph *k, kd_session *s, kd_comm *c, int rank) {
+  k->s = s;
+  k->rank = rank;
+  float x[NCCL_N];
+  for (int i = 0; i < NCCL_N; ++i) x[i] = nccl_x(rank, i);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {NCCL_N}}, d2 = d, dh = d;
+  d2.shape[0] = 2 * NCCL_N;
+  dh.shape[0] = NCCL_N / 2;
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &k->x));
+  KDT_OK(kd_tensor_create(s, &d, &k->sum));
+  KDT_OK(kd_tensor_create(s, &d2, &k->gathered));
+  KDT_OK(kd_tensor_create(s, &dh, &k->part));
+  KDT_OK(kd_tensor_from_host(s, &d, x, sizeof x, &k->bcast)); /* kernels (a copy) do nothing here */
+  KDT_OK(kd_tensor_create(s, &d, &k->ring));
+  KDT_OK(kd_graph_create(s, &k->g));
+  kd_graph *g = k->g;
+  KDT_OK(kd_graph_all_reduce(g, "sum", c, kd_whole(k->sum), kd_whole(k->x), KD_REDUCE_SUM, NULL));
+  KDT_OK(kd_graph_all_gather(g, "gather", c, kd_whole(k->gathered), kd_whole(k->x), NULL));
+  KDT_OK(kd_graph_reduce_scatter(g, "scatter", c, kd_whole(k->part), kd_whole(k->x), KD_REDUCE_SUM, NULL));
+  KDT_OK(kd_graph_broadcast(g, "bcast", c, kd_whole(k->bcast), 1, NULL));
+  KDT_OK(kd_graph_send_recv(g, "ring", c, kd_whole(k->x), 1 - rank, kd_whole(k->ring), 1 - rank, NULL));
+  KDT_OK(kd_graph_sink(g, "sum", k->sum, k->out_sum, sizeof k->out_sum, &k->sinks[0]));
+  KDT_OK(kd_graph_sink(g, "gathered", k->gathered, k->out_gathered, sizeof k->out_gathered, &k->sinks[1]));
+  KDT_OK(kd_graph_sink(g, "part", k->part, k->out_part, sizeof k->out_part, &k->sinks[2]));
+  KDT_OK(kd_graph_sink(g, "bcast", k->bcast, k->out_bcast, sizeof k->out_bcast, &k->sinks[3]));
+  KDT_OK(kd_graph_sink(g, "ring", k->ring, k->out_ring, sizeof k->out_ring, &k->sinks[4]));
+}
+
+/* A rank's thread: two submissions, each waited for (NCCL's rule: a thread
+ * per rank). Criterion's asserts stay on the main thread. */
+static void *nccl_rank_run(void *p) {
+  nccl_rank_graph *k = p;
+  for (int round = 0; round < 2 && !k->st; ++round) {
+    k->st = kd_graph_submit(k->g, NULL);
+    for (int i = 0; i < 5 && !k->st; ++i) k->st = kd_sink_wait(k->sinks[i]);
+  }
+  return NULL;
+}
+
+static void nccl_check(const nccl_rank_graph *k) {
+  cr_assert_eq(k->st, KD_OK, "rank %d: %s", k->rank, kd_status_name(k->st));
+  for (int i = 0; i < NCCL_N; ++i) {
+    cr_assert_eq(k->out_sum[i], nccl_x(0, i) + nccl_x(1, i), "rank %d: sum[%d]", k->rank, i);
+    cr_assert_eq(k->out_gathered[i], nccl_x(0, i), "rank %d: gathered[%d]", k->rank, i);
+    cr_assert_eq(k->out_gathered[NCCL_N + i], nccl_x(1, i), "rank %d: gathered[%d]", k->rank, NCCL_N + i);
+    cr_assert_eq(k->out_bcast[i], nccl_x(1, i), "rank %d: bcast[%d]", k->rank, i);
+    cr_assert_eq(k->out_ring[i], nccl_x(1 - k->rank, i), "rank %d: ring[%d]", k->rank, i);
+  }
+  for (int i = 0; i < NCCL_N / 2; ++i) {
+    int at = k->rank * NCCL_N / 2 + i;
+    cr_assert_eq(k->out_part[i], nccl_x(0, at) + nccl_x(1, at), "rank %d: part[%d]", k->rank, i);
+  }
+}
+
+static void nccl_free(nccl_rank_graph *k) {
+  kd_graph_destroy(k->g);
+  kd_tensor all[] = {k->x, k->sum, k->gathered, k->part, k->bcast, k->ring};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) KDT_OK(kd_tensor_release(k->s, all[i]));
+}
+
+static void two_ranks_a_thread_each(kd_exec_mode mode) {
+  nccl_ranks r;
+  nccl_ranks_open(&r, mode, 2);
+  cr_assert_eq(null_nccl_live(), 2);
+  nccl_rank_graph k[2];
+  memset(k, 0, sizeof k);
+  for (int i = 0; i < 2; ++i) nccl_declare(&k[i], r.s[i], r.c[i], i);
+  pthread_t t[2];
+  for (int i = 0; i < 2; ++i) cr_assert_eq(pthread_create(&t[i], NULL, nccl_rank_run, &k[i]), 0);
+  for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; ++i) {
+    nccl_check(&k[i]);
+    kd_session_stats st;
+    KDT_OK(kd_session_stats_get(r.s[i], &st));
+    if (mode == KD_EXEC_GRAPH) /* NCCL's calls captured once, run at each launch */
+      cr_assert(st.graph_instantiations == 1 && st.graph_launches == 2, "rank %d: %llu instantiations, %llu launches",
+                i, (unsigned long long)st.graph_instantiations, (unsigned long long)st.graph_launches);
+    else
+      cr_assert_eq(st.graph_launches, 0);
+  }
+  for (int i = 0; i < 2; ++i) {
+    kd_comm_destroy(r.c[i]);
+    cr_assert_eq(null_nccl_live(), 2, "the graphs hold both communicators");
+  }
+  for (int i = 0; i < 2; ++i) nccl_free(&k[i]);
+  for (int i = 0; i < 2; ++i) kd_session_destroy(r.s[i]);
+  cr_assert_eq(null_nccl_live(), 0, "every NCCL communicator destroyed");
+}
+
+Test(host_null_driver, two_ranks_run_every_collective_from_a_thread_each_eager) { two_ranks_a_thread_each(KD_EXEC_EAGER); }
+
+Test(host_null_driver, two_ranks_run_every_collective_from_a_thread_each_captured) {
+  two_ranks_a_thread_each(KD_EXEC_GRAPH);
+}
+
+Test(host_null_driver, one_thread_driving_two_ranks_is_refused_before_nccl_is_called) {
+  setenv("KDAG_NULL_NCCL_WAIT_MS", "100", 1); /* rank 0's all-reduce waits for rank 1 that long, then gives up */
+  nccl_ranks r;
+  nccl_ranks_open(&r, KD_EXEC_EAGER, 2);
+  kd_graph *g[2];
+  kd_tensor x[2];
+  for (int i = 0; i < 2; ++i) {
+    kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
+    float v[4] = {1, 2, 3, 4};
+    KDT_OK(kd_tensor_from_host(r.s[i], &d, v, sizeof v, &x[i]));
+    KDT_OK(kd_graph_create(r.s[i], &g[i]));
+    KDT_OK(kd_graph_all_reduce(g[i], "sum", r.c[i], kd_whole(x[i]), kd_whole(x[i]), KD_REDUCE_SUM, NULL));
+  }
+  KDT_OK(kd_graph_submit(g[0], NULL));
+  KDT_FAILS(kd_graph_submit(g[1], NULL), KD_ERR_BUSY, "issued rank 0's collectives of the same kd_comm_create_all "
+            "group, and now rank 1's");
+  KDT_FAILS(kd_graph_submit(g[1], NULL), KD_ERR_BUSY, "submit each rank's graphs from a thread of its own");
+  for (int i = 0; i < 2; ++i) {
+    kd_graph_destroy(g[i]);
+    KDT_OK(kd_tensor_release(r.s[i], x[i]));
+    kd_comm_destroy(r.c[i]);
+    kd_session_destroy(r.s[i]);
+  }
+  cr_assert_eq(null_nccl_live(), 0);
+}
+
+static void refused_by_nccl(kd_exec_mode mode, const char *where) {
+  nccl_ranks r;
+  nccl_ranks_open(&r, mode, 1);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
+  float v[4] = {1, 2, 3, 4}, got[4];
+  kd_tensor x;
+  KDT_OK(kd_tensor_from_host(r.s[0], &d, v, sizeof v, &x));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(r.s[0], &g));
+  KDT_OK(kd_graph_all_reduce(g, "max", r.c[0], kd_whole(x), kd_whole(x), KD_REDUCE_MAX, NULL));
+  KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_COMM_FAILED, "all_reduce node 'max': ncclAllReduce: NCCL invalid "
+            "argument (null NCCL) (4): the null NCCL reduces f32 sums only");
+  cr_assert(strstr(kd_last_error(), where), "%s", kd_last_error());
+  /* Nothing already submitted is lost: the session goes on. */
+  KDT_OK(kd_tensor_download(r.s[0], x, got, sizeof got));
+  cr_assert_eq(got[3], 4.0f);
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(r.s[0], x));
+  kd_comm_destroy(r.c[0]);
+  kd_session_destroy(r.s[0]);
+  cr_assert_eq(null_nccl_live(), 0);
+}
+
+Test(host_null_driver, nccl_refusing_a_call_fails_the_submission_naming_the_node) {
+  refused_by_nccl(KD_EXEC_EAGER, "kd_graph_submit");
+  refused_by_nccl(KD_EXEC_GRAPH, "captured for a CUDA graph");
+}

@@ -844,13 +844,18 @@ static CUresult nd_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void 
   if (r == CUDA_SUCCESS && programmatic) COUNT(programmatic_launches);
   return r;
 }
+static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, nd_work w);
 static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
   COUNT(calls);
   FAULTED();
   NEED_CTX();
   if (!s || !fn) return CUDA_ERROR_INVALID_VALUE;
-  if (!s->capture) fn(data);
-  return CUDA_SUCCESS;
+  if (!s->capture) {
+    fn(data);
+    return CUDA_SUCCESS;
+  }
+  CUgraphNode n; /* captured: a host node of the graph, run at each launch */
+  return add_node(&n, s->capture, NULL, 0, (nd_work){.kind = ND_HOST, .fn = fn, .data = data});
 }
 
 /* ---- graphs ------------------------------------------------------------------ */
