@@ -4,7 +4,8 @@
  * and GRAPH mode against its definition (tests/comm_graph.h, which
  * host_comm_test runs on HOST), NCCL captured once into the executable
  * graph and captured again after a rebinding, two sessions of one device
- * each with its own communicator and ordered by a ticket, and the
+ * each with its own communicator and ordered by a ticket, a peer copy
+ * between two sessions ordered against both on the device, and the
  * refusals that need a CUDA session. The runs on several GPUs are the
  * multi-GPU issue's. */
 #include <criterion/criterion.h>
@@ -13,6 +14,7 @@
 #include "comm_graph.h"
 #include "kdag/kdag.h"
 #include "kdag_test.h"
+#include "kernels/embedded.h"
 
 /* A communicator of one rank, or the test skipped without NCCL (failed
  * under KDAG_REQUIRE_GPU=1, where NCCL must be found). */
@@ -127,4 +129,81 @@ Test(gpu_comm, refusals_on_a_cuda_session) {
   kd_comm_destroy(c);
   kd_session_destroy(s);
   kd_session_destroy(h);
+}
+
+/* ---- copies between sessions (kd_graph_copy_peer) --------------------------- */
+
+static kd_status load_slow_write(kd_raw *raw, void *user) {
+  kd_module m;
+  kd_status st = kd_raw_load_image(raw, kd_kernel_test_cubin, kd_kernel_test_cubin_size, &m);
+  if (!st) st = kd_module_function(kd_raw_session(raw), m, "pdl_slow_write", (kd_function *)user);
+  return st;
+}
+
+#define PEER_N 4096
+
+/* A graph of one slow write: spins ns on the device, then x[...] = value. */
+static kd_graph *slow_write(kd_session *s, kd_function fn, kd_tensor x, unsigned long long ns, float value) {
+  kd_graph *g;
+  KDT_OK(kd_graph_create(s, &g));
+  kd_launch_config cfg = {{16, 1, 1}, {256, 1, 1}, 0, 0};
+  kd_garg args[] = {kd_g_value(kd_arg_u64(ns)), kd_g_out(kd_whole(x)), kd_g_value(kd_arg_f32(value)),
+                    kd_g_value(kd_arg_i32(PEER_N))};
+  KDT_OK(kd_graph_kernel(g, "slow write", fn, &cfg, args, 4, NULL));
+  return g;
+}
+
+static void peer_copy_on_one_device(kd_exec_mode mode) {
+  kd_session *a = kdt_gpu_session_mode(KD_EXEC_EAGER, 0), *b = kdt_gpu_session_mode(mode, 0);
+  kd_function fa, fb;
+  KDT_OK(kd_with_raw(a, "load", load_slow_write, &fa));
+  KDT_OK(kd_with_raw(b, "load", load_slow_write, &fb));
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {PEER_N}};
+  kd_tensor x, y;
+  KDT_OK(kd_tensor_create(a, &d, &x));
+  KDT_OK(kd_tensor_create(b, &d, &y));
+  /* a: x = 1 after 20 ms, then x = 2 after 1 ms. b: y = -1 after 20 ms,
+   * then y = a's x. Ordered on the device alone, b's copy comes after the
+   * first write and before the second: without b waiting for a's first,
+   * y would be stale; without a's second waiting for b, y would be 2. */
+  kd_graph *first = slow_write(a, fa, x, 20ull * 1000 * 1000, 1.0f), *second = slow_write(a, fa, x, 1000000ull, 2.0f);
+  kd_graph *g = slow_write(b, fb, y, 20ull * 1000 * 1000, -1.0f);
+  KDT_OK(kd_graph_copy_peer(g, "y = a.x", kd_whole(y), a, kd_whole(x), NULL));
+  float *got = malloc(sizeof(float) * PEER_N), *xs = malloc(sizeof(float) * PEER_N);
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "y", y, got, sizeof(float) * PEER_N, &sink));
+  for (int round = 0; round < 2; ++round) {
+    kd_session_stats a0, b0, a1, b1;
+    KDT_OK(kd_session_stats_get(a, &a0));
+    KDT_OK(kd_session_stats_get(b, &b0));
+    KDT_OK(kd_graph_submit(first, NULL));
+    KDT_OK(kd_graph_submit(g, NULL));
+    KDT_OK(kd_graph_submit(second, NULL));
+    KDT_OK(kd_sink_wait(sink));
+    for (int i = 0; i < PEER_N; ++i) cr_assert_eq(got[i], 1.0f, "round %d: y[%d] = %g, want 1", round, i, got[i]);
+    KDT_OK(kd_tensor_download(a, x, xs, sizeof(float) * PEER_N));
+    cr_assert_eq(xs[0], 2.0f);
+    KDT_OK(kd_session_stats_get(a, &a1));
+    KDT_OK(kd_session_stats_get(b, &b1));
+    cr_assert_eq(b1.stream_event_waits - b0.stream_event_waits, 1, "b waited once for a, on the device");
+    cr_assert_eq(a1.stream_event_waits - a0.stream_event_waits, 1, "a waited once for b, on the device");
+    cr_assert_eq(a1.event_waits - a0.event_waits, 1, "a's one host wait is its download");
+  }
+  free(got);
+  free(xs);
+  kd_graph_destroy(g);
+  kd_graph_destroy(first);
+  kd_graph_destroy(second);
+  KDT_OK(kd_tensor_release(a, x));
+  KDT_OK(kd_tensor_release(b, y));
+  kd_session_destroy(b);
+  kd_session_destroy(a);
+}
+
+Test(gpu_comm, a_peer_copy_between_sessions_of_one_device_waits_on_the_device_eager) {
+  peer_copy_on_one_device(KD_EXEC_EAGER);
+}
+
+Test(gpu_comm, a_peer_copy_between_sessions_of_one_device_waits_on_the_device_graph) {
+  peer_copy_on_one_device(KD_EXEC_GRAPH);
 }

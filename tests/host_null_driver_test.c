@@ -2921,3 +2921,111 @@ Test(host_null_driver, nccl_refusing_a_call_fails_the_submission_naming_the_node
   refused_by_nccl(KD_EXEC_EAGER, "kd_graph_submit");
   refused_by_nccl(KD_EXEC_GRAPH, "captured for a CUDA graph");
 }
+
+/* ---- copies between sessions (kd_graph_copy_peer) --------------------------- */
+
+static void peer_copy_between_devices(kd_exec_mode mode) {
+  setenv("KDAG_NULL_DEVICES", "2", 1);
+  kd_session *a = null_session(KD_EXEC_EAGER, 0);
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.exec_mode = mode;
+  o.device_ordinal = 1;
+  kd_session *b;
+  KDT_OK(kd_session_create(&o, &b));
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {16}};
+  float v[16], got[8];
+  for (int i = 0; i < 16; ++i) v[i] = (float)i;
+  kd_tensor x, y;
+  KDT_OK(kd_tensor_from_host(a, &d, v, sizeof v, &x));
+  d.shape[0] = 8;
+  KDT_OK(kd_tensor_create(b, &d, &y));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(b, &g));
+  kd_view upper = {.tensor = x, .rank = 1, .offset = 8, .shape = {8}, .strides = {1}};
+  KDT_OK(kd_graph_copy_peer(g, "pull", kd_whole(y), a, upper, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "y", y, got, sizeof got, &sink));
+  for (int round = 0; round < 2; ++round) {
+    kd_session_stats a0 = counters(a), b0 = counters(b);
+    kd_ticket t;
+    nd.hold(1); /* b's submission stays pending: a's wait for it is a real one */
+    KDT_OK(kd_graph_submit(g, &t));
+    nd.hold(0);
+    KDT_OK(kd_sink_wait(sink));
+    for (int i = 0; i < 8; ++i) cr_assert_eq(got[i], v[8 + i], "round %d: y[%d] = %g", round, i, got[i]);
+    kd_session_stats a1 = counters(a), b1 = counters(b);
+    cr_assert_eq(b1.stream_event_waits - b0.stream_event_waits, 1, "b waits for a's work so far, on the device");
+    cr_assert_eq(a1.stream_event_waits - a0.stream_event_waits, 1, "a's later work waits for b's submission");
+    cr_assert_eq(b1.event_waits - b0.event_waits, 1, "the sink wait is b's one host wait");
+    cr_assert_eq(a1.event_waits - a0.event_waits, 0, "a never waits on the host");
+    for (int i = 0; i < 16; ++i) v[i] += 100.0f; /* a writes x after the copy: the next submission sees it */
+    KDT_OK(kd_tensor_upload(a, x, v, sizeof v));
+  }
+  /* The peer lets the tensor go: the next submission fails before anything
+   * is enqueued, naming the node. */
+  KDT_OK(kd_tensor_release(a, x));
+  kd_session_stats b2 = counters(b);
+  KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_RELEASED, "node 'pull'");
+  cr_assert_eq(counters(b).submissions, b2.submissions);
+  kd_graph_destroy(g);
+  KDT_OK(kd_tensor_release(b, y));
+  kd_session_destroy(b);
+  kd_session_destroy(a);
+}
+
+Test(host_null_driver, a_peer_copy_between_devices_orders_both_sessions_eager) { peer_copy_between_devices(KD_EXEC_EAGER); }
+
+Test(host_null_driver, a_peer_copy_between_devices_orders_both_sessions_graph) { peer_copy_between_devices(KD_EXEC_GRAPH); }
+
+Test(host_null_driver, peer_copy_refusals_name_the_argument) {
+  setenv("KDAG_NULL_DEVICES", "2", 1);
+  kd_session *a = null_session(KD_EXEC_EAGER, 0), *h = kdt_host_session();
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.device_ordinal = 1;
+  kd_session *b;
+  KDT_OK(kd_session_create(&o, &b));
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {8}}, di = {.dtype = KD_I32, .rank = 1, .shape = {8}};
+  kd_tensor_desc dh = {.dtype = KD_F32, .rank = 1, .shape = {8}, .residency = KD_RESIDENCY_HOST};
+  kd_tensor x, xi, xh, y, hy;
+  KDT_OK(kd_tensor_create(a, &d, &x));
+  KDT_OK(kd_tensor_create(a, &di, &xi));
+  KDT_OK(kd_tensor_create(a, &dh, &xh));
+  KDT_OK(kd_tensor_create(b, &d, &y));
+  KDT_OK(kd_tensor_create(h, &d, &hy));
+  kd_graph *g, *hg;
+  KDT_OK(kd_graph_create(b, &g));
+  KDT_OK(kd_graph_create(h, &hg));
+  KDT_FAILS(kd_graph_copy_peer(g, "n", kd_whole(y), NULL, kd_whole(x), NULL), KD_ERR_INVALID_ARGUMENT,
+            "argument peer is NULL");
+  KDT_FAILS(kd_graph_copy_peer(g, "n", kd_whole(y), b, kd_whole(y), NULL), KD_ERR_INVALID_ARGUMENT,
+            "kd_graph_op_copy");
+  KDT_FAILS(kd_graph_copy_peer(hg, "n", kd_whole(hy), a, kd_whole(x), NULL), KD_ERR_WRONG_BACKEND,
+            "the graph's session is a HOST session");
+  KDT_FAILS(kd_graph_copy_peer(g, "n", kd_whole(y), h, kd_whole(hy), NULL), KD_ERR_WRONG_BACKEND,
+            "peer is a HOST session");
+  KDT_FAILS(kd_graph_copy_peer(g, "n", kd_whole(y), a, kd_whole(xi), NULL), KD_ERR_INVALID_ARGUMENT,
+            "dst is 8 f32 elements and src 8 i32");
+  kd_view half = {.tensor = x, .rank = 1, .offset = 0, .shape = {4}, .strides = {1}};
+  KDT_FAILS(kd_graph_copy_peer(g, "n", kd_whole(y), a, half, NULL), KD_ERR_INVALID_ARGUMENT, "src 4 f32");
+  kd_view strided = {.tensor = x, .rank = 1, .offset = 0, .shape = {4}, .strides = {2}};
+  kd_view yhalf = half;
+  yhalf.tensor = y;
+  KDT_FAILS(kd_graph_copy_peer(g, "n", yhalf, a, strided, NULL), KD_ERR_NOT_COMPACT, "argument src is strided");
+  kd_view past = {.tensor = x, .rank = 1, .offset = 6, .shape = {4}, .strides = {1}};
+  KDT_FAILS(kd_graph_copy_peer(g, "n", yhalf, a, past, NULL), KD_ERR_OUT_OF_BOUNDS, "argument src");
+  KDT_FAILS(kd_graph_copy_peer(g, "n", kd_whole(y), a, kd_whole(xh), NULL), KD_ERR_NOT_RESIDENT, "host-resident");
+  KDT_FAILS(kd_graph_copy_peer(g, "n", kd_whole(y), a, kd_whole(y), NULL), KD_ERR_WRONG_SESSION, "argument src");
+  kd_graph_destroy(g);
+  kd_graph_destroy(hg);
+  kd_tensor ta[] = {x, xi, xh};
+  for (size_t i = 0; i < 3; ++i) KDT_OK(kd_tensor_release(a, ta[i]));
+  KDT_OK(kd_tensor_release(b, y));
+  KDT_OK(kd_tensor_release(h, hy));
+  kd_session_destroy(b);
+  kd_session_destroy(a);
+  kd_session_destroy(h);
+}

@@ -699,14 +699,21 @@ static CUresult nd_cuMemHostUnregister(void *p) {
   return CUDA_SUCCESS;
 }
 
-/* Stream work happens when enqueued, unless the stream is capturing, when
- * it is dropped: a capture's graph here is always empty (kdag captures
- * only a foreign node's callback). */
+static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, nd_work w);
+/* Stream work happens when enqueued; in a capture (kdag captures only a
+ * foreign node's callback), copies and host functions become nodes of the
+ * captured graph, and the rest is dropped. */
 static CUresult enqueue_copy(CUstream s, void *dst, const void *src, size_t bytes) {
   FAULTED();
   NEED_CTX();
   if (!s || ((!dst || !src) && bytes)) return CUDA_ERROR_INVALID_VALUE;
   COUNT(copies);
+  if (s->capture && bytes) {
+    CUDA_MEMCPY3D c = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = src, .dstMemoryType = CU_MEMORYTYPE_HOST,
+                       .dstHost = dst, .WidthInBytes = bytes, .Height = 1, .Depth = 1};
+    CUgraphNode n;
+    return add_node(&n, s->capture, NULL, 0, (nd_work){.kind = ND_COPY, .copy = c});
+  }
   if (s->capture || !bytes) return CUDA_SUCCESS;
   uint64_t busy = enqueue_serial();
   use_pinned(dst, busy, 0);
@@ -844,7 +851,6 @@ static CUresult nd_cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void 
   if (r == CUDA_SUCCESS && programmatic) COUNT(programmatic_launches);
   return r;
 }
-static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, nd_work w);
 static CUresult nd_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) {
   COUNT(calls);
   FAULTED();

@@ -412,6 +412,29 @@ KD_API kd_status kd_ticket_event(kd_session *session, kd_ticket ticket, void **o
 /// kd_ticket_event for other and ticket, and of kd_session_wait_event.
 KD_API kd_status kd_session_wait_ticket(kd_session *session, kd_session *other, kd_ticket ticket);
 
+/// A copy node from a tensor of another CUDA session (peer), on the same
+/// device or another, into dst of the graph's session: the copy between
+/// GPUs of one process. Direct where the devices have peer access (kdag
+/// turns it on), staged by the driver otherwise. dst is ordered among the
+/// graph's nodes like any write. Against the peer, each submission of the
+/// graph waits on the device for the work the peer submitted before it
+/// (the copy reads src after those writes), and the peer's work submitted
+/// after it waits on the device for the whole submission (a later write
+/// of src cannot overtake the copy, and memory the peer frees later stays
+/// until the copy is done). Neither host waits. Put the copies in a small
+/// graph of their own where the peer should not wait for more. The two
+/// sessions' locks are taken one after the other, never together. src
+/// is checked when the node is added and looked up again at each
+/// submission (a released tensor fails the submission, KD_ERR_RELEASED,
+/// naming the node, before anything is enqueued); peer must outlive the
+/// graph. Errors, beyond those of every node: KD_ERR_INVALID_ARGUMENT
+/// (NULL peer, peer is the graph's session: use kd_graph_op_copy; dst and
+/// src of another dtype or size), KD_ERR_WRONG_BACKEND (either session
+/// HOST), KD_ERR_NOT_COMPACT (src or dst strided), KD_ERR_NOT_RESIDENT
+/// (src in host memory), KD_ERR_OUT_OF_BOUNDS, KD_ERR_DRIVER.
+KD_API kd_status kd_graph_copy_peer(kd_graph *g, const char *name, kd_view dst, kd_session *peer, kd_view src,
+                                    kd_node *out_node);
+
 /// Waits for the sink of the latest submission that ran it, then copies the
 /// data into the sink's host memory. On a HOST session it waits without the
 /// session's lock, so other threads may submit meanwhile; no thread may

@@ -257,6 +257,18 @@ kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event) {
   return KD_OK;
 }
 
+kd_status kd_device_enable_peer(kd_device *d, const kd_device *peer, const char *op, int *direct) {
+  *direct = d->dev == peer->dev;
+  if (*direct || !d->cu->cuDeviceCanAccessPeer || !d->cu->cuCtxEnablePeerAccess) return KD_OK;
+  int can = 0;
+  KD_CU(d, op, cuDeviceCanAccessPeer, (&can, d->dev, peer->dev));
+  if (!can) return KD_OK;
+  CUresult r = d->cu->cuCtxEnablePeerAccess(peer->ctx, 0);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) return kd_fail_cu(r, op, "cuCtxEnablePeerAccess");
+  *direct = 1;
+  return KD_OK;
+}
+
 kd_status kd_device_pointer_check(kd_device *d, const char *op, const char *what, CUdeviceptr p, size_t bytes,
                                   int allow_managed) {
   /* The context is not asked: stream-ordered pool memory (kdag's own, and

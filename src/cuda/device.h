@@ -99,6 +99,11 @@ kd_status kd_device_event_export(kd_device *d, const char *op, CUevent *out);
 /* Makes the session stream's later work wait for event (recorded by
  * anyone, in any context); the host does not wait. */
 kd_status kd_device_wait_event(kd_device *d, const char *op, CUevent event);
+/* Lets d's context read peer's memory directly where the two devices
+ * allow it (cuCtxEnablePeerAccess, d's context current); elsewhere the
+ * driver stages copies between them. *direct: 1 same device or peer
+ * access on, 0 staged. Errors name op: KD_ERR_DRIVER. */
+kd_status kd_device_enable_peer(kd_device *d, const kd_device *peer, const char *op, int *direct);
 /* Checks that [p, p + bytes) is memory kernels of this device may use
  * (cuPointerGetAttributes; no wait): device memory of this device, or
  * managed memory when allow_managed, inside one allocation. Alignment is

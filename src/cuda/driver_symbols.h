@@ -85,3 +85,5 @@ KD_CU_SYMBOL(cuMemFree)
 KD_CU_SYMBOL(cuMemcpyDtoDAsync)
 KD_CU_SYMBOL(cuDeviceTotalMem)
 KD_CU_SYMBOL_OPTIONAL(cuGraphAddMemsetNode) /* the loops suite's hand-built graph */
+KD_CU_SYMBOL_OPTIONAL(cuDeviceCanAccessPeer) /* peer copies: direct where the devices allow it */
+KD_CU_SYMBOL_OPTIONAL(cuCtxEnablePeerAccess)

@@ -322,4 +322,13 @@ void kd_host_run_unref(kd_host_run *r);
 void kd_host_run_wait(kd_host_run *r);
 int kd_host_run_done(kd_host_run *r);
 
+/* kd_graph_submit's work (submit.c), after making the session's stream
+ * wait for waits (events of any context) and calling locked(g, user)
+ * with the session locked, before anything is enqueued. */
+kd_status kd_submit_after(kd_graph *g, const char *op, const CUevent *waits, size_t wait_count,
+                          void (*locked)(kd_graph *g, void *user), void *user, kd_ticket *out);
+/* A graph with copies from other sessions' tensors (cuda_peer.c): ordered
+ * after those sessions' work so far, and their later work after it. */
+kd_status kd_peer_submit(kd_graph *g, const char *op, kd_ticket *out);
+
 #endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Submitting graphs, tickets and host sinks. */
+#include <ck_pr.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,9 +12,24 @@ kd_status kd_graph_submit(kd_graph *g, kd_ticket *out) {
   static const char *op = "kd_graph_submit";
   if (out) *out = (kd_ticket){UINT64_MAX, 0}; /* what every failure leaves: a ticket kd_ticket_done refuses */
   if (!g) return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: argument graph is NULL", op);
+  if (ck_pr_load_32(&g->peer_copies)) return kd_peer_submit(g, op, out);
+  return kd_submit_after(g, op, NULL, 0, NULL, NULL, out);
+}
+
+kd_status kd_submit_after(kd_graph *g, const char *op, const CUevent *waits, size_t wait_count,
+                          void (*locked)(kd_graph *g, void *user), void *user, kd_ticket *out) {
   kd_session *s = g->session;
   kd_status st = kd_session_enter(s, op);
   if (st) return st;
+  for (size_t i = 0; !st && i < wait_count; ++i) {
+    st = kd_session_note(s, kd_device_wait_event(&s->dev, op, waits[i]));
+    if (!st) s->counters.stream_event_waits++;
+  }
+  if (st) {
+    kd_session_leave(s);
+    return st;
+  }
+  if (locked) locked(g, user);
   uint64_t seq = s->next_seq;
   /* The submission as a range named after the graph (base/nvtx.h). */
   uint64_t t0 = s->trace ? kd_trace_now() : 0;

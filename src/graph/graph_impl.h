@@ -226,6 +226,8 @@ struct kd_graph {
   kd_plan plan;
   kd_exec_mode exec_mode;
   int unmarked;            /* a written binding's tensor may not be marked initialized yet */
+  uint32_t peer_copies;    /* copy nodes from another session's tensor (exec/cuda_peer.c): its submissions
+                              order themselves with that session's */
   /* What changed since the executable graph last caught up, each listed
    * once, so a relaunch patches only those nodes whatever the graph's size. */
   uint32_t *rebound;       /* bindings rebound */
