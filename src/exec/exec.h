@@ -78,6 +78,7 @@ typedef struct kd_host_task {
       kd_foreign_fn ffn;
       void *fuser;
       void *resource;
+      kd_foreign_res *hold; /* the table's reference: a run may outlive the graph */
       uint32_t span_count;
     };
     struct { /* KD_NODE_LOOP: its body is order[body_first, + body_count) of the plan */

@@ -13,6 +13,8 @@
 
 void kd_host_plan_unref(kd_host_plan *hp) {
   if (!hp || !kd_host_dec_to_zero(&hp->refs)) return; /* a worker's reads of the table before whoever frees it */
+  for (uint32_t i = 0; hp->tasks && i < hp->task_count; ++i)
+    if (hp->tasks[i].kind == KD_NODE_FOREIGN && hp->tasks[i].hold) kd_foreign_res_unref(hp->tasks[i].hold);
   free(hp->tasks);
   free(hp->views);
   free(hp->spans);
@@ -137,6 +139,8 @@ static kd_status build(kd_graph *g, const char *op, kd_host_plan **out) {
         t->ffn = node->foreign_fn;
         t->fuser = node->user;
         t->resource = node->res ? node->res->resource : NULL;
+        t->hold = node->res; /* released with the table, after the last run using it */
+        if (t->hold) ck_pr_inc_32(&t->hold->refs);
         t->span_count = node->access_count;
         t->slot = spans;
         spans += node->access_count;

@@ -94,5 +94,6 @@ kd_status kd_scope_admits(kd_graph *g, const char *op, const char *name, uint32_
   return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s' (#%u) would be in the body of %s '%s' (#%u), which runs on "
                  "the device: a body holds kernels, built-ins, uploads and nested loops, not %s", op, name, index,
                  g->nodes[l].is_if ? "conditional" : "loop", g->nodes[l].name, l,
-                 kind == KD_NODE_SINK ? "sinks" : kind == KD_NODE_HOST ? "host functions" : "foreign nodes");
+                 kind == KD_NODE_SINK ? "sinks" : kind == KD_NODE_HOST ? "host functions"
+                 : "foreign nodes (collectives and peer copies are foreign nodes of kdag's own)");
 }
