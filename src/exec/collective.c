@@ -280,15 +280,23 @@ static kd_status sizes(const decl *d, const char *rule, size_t dst, size_t src, 
                  node_name(d->name), dst, src, rule);
 }
 
+/* begin, then dst's and src's dtype (one) and elements. */
+static kd_status begin_pair(decl *d, kd_graph *g, const char *op, const char *name, kd_comm *comm, const kd_view *dst,
+                            const kd_view *src, kd_dtype *t, size_t *nd, size_t *ns) {
+  kd_dtype ts = KD_F32;
+  kd_status st = begin(d, g, op, name, comm);
+  if (!st) st = view_info(d, "dst", dst, t, nd);
+  if (!st) st = view_info(d, "src", src, &ts, ns);
+  if (!st) st = dtypes_match(d, *t, ts);
+  return st;
+}
+
 kd_status kd_graph_all_reduce(kd_graph *g, const char *name, kd_comm *comm, kd_view dst, kd_view src, kd_reduce op,
                               kd_node *out) {
   decl d;
-  kd_status st = begin(&d, g, "kd_graph_all_reduce", name, comm);
-  kd_dtype td = KD_F32, ts = KD_F32;
+  kd_dtype td = KD_F32;
   size_t nd = 0, ns = 0;
-  if (!st) st = view_info(&d, "dst", &dst, &td, &nd);
-  if (!st) st = view_info(&d, "src", &src, &ts, &ns);
-  if (!st) st = dtypes_match(&d, td, ts);
+  kd_status st = begin_pair(&d, g, "kd_graph_all_reduce", name, comm, &dst, &src, &td, &nd, &ns);
   if (!st) st = check_reduce(&d, op, td);
   if (!st) st = sizes(&d, "they must be equal", nd, ns, nd == ns);
   if (st) return st;
@@ -301,12 +309,9 @@ kd_status kd_graph_all_reduce(kd_graph *g, const char *name, kd_comm *comm, kd_v
 kd_status kd_graph_reduce_scatter(kd_graph *g, const char *name, kd_comm *comm, kd_view dst, kd_view src,
                                   kd_reduce op, kd_node *out) {
   decl d;
-  kd_status st = begin(&d, g, "kd_graph_reduce_scatter", name, comm);
-  kd_dtype td = KD_F32, ts = KD_F32;
+  kd_dtype td = KD_F32;
   size_t nd = 0, ns = 0;
-  if (!st) st = view_info(&d, "dst", &dst, &td, &nd);
-  if (!st) st = view_info(&d, "src", &src, &ts, &ns);
-  if (!st) st = dtypes_match(&d, td, ts);
+  kd_status st = begin_pair(&d, g, "kd_graph_reduce_scatter", name, comm, &dst, &src, &td, &nd, &ns);
   if (!st) st = check_reduce(&d, op, td);
   if (!st) st = sizes(&d, "src must have nranks times dst's", nd, ns, ns == nd * (size_t)comm->nranks);
   if (st) return st;
@@ -318,12 +323,9 @@ kd_status kd_graph_reduce_scatter(kd_graph *g, const char *name, kd_comm *comm, 
 kd_status kd_graph_all_gather(kd_graph *g, const char *name, kd_comm *comm, kd_view dst, kd_view src,
                               kd_node *out) {
   decl d;
-  kd_status st = begin(&d, g, "kd_graph_all_gather", name, comm);
-  kd_dtype td = KD_F32, ts = KD_F32;
+  kd_dtype td = KD_F32;
   size_t nd = 0, ns = 0;
-  if (!st) st = view_info(&d, "dst", &dst, &td, &nd);
-  if (!st) st = view_info(&d, "src", &src, &ts, &ns);
-  if (!st) st = dtypes_match(&d, td, ts);
+  kd_status st = begin_pair(&d, g, "kd_graph_all_gather", name, comm, &dst, &src, &td, &nd, &ns);
   if (!st) st = sizes(&d, "dst must have nranks times src's", nd, ns, nd == ns * (size_t)comm->nranks);
   if (st) return st;
   kd_coll c = {.kind = C_ALL_GATHER, .dtype = td, .count = ns};

@@ -102,8 +102,8 @@ static const kd_backend_ops host_backend = {
 
 kd_status kd_host_backend_start(kd_session *s, const char *op) {
   kd_host_state *hs = calloc(1, sizeof *hs);
-  if (hs) hs->session = s;
   if (!hs) return kd_fail(KD_ERR_OUT_OF_MEMORY, "%s: no memory for the HOST backend", op);
+  hs->session = s;
   kd_status st = kd_host_pool_start(&hs->pool, kd_exec_host_task, hs, &s->log, op);
   if (st) {
     free(hs);

@@ -287,6 +287,8 @@ kd_status kd_callback_check(const char *op) {
 /* refuse_fault 0: the release calls, which stay possible after a device
  * fault and then succeed without a word (kd_last_error keeps the message of
  * the last call that failed). */
+static int async_take(kd_session *s);
+
 static kd_status enter(kd_session *s, const char *op, int refuse_fault, int device) {
   kd_status st = kd_callback_check(op);
   if (st) return st;
@@ -295,7 +297,7 @@ static kd_status enter(kd_session *s, const char *op, int refuse_fault, int devi
   s->ctx_current = 0;
   if (!s->fault && s->has_device && kd_device_fault_get(&s->dev, s->fault_msg, sizeof s->fault_msg))
     s->fault = KD_ERR_DEVICE_FAULT; /* another session of this device faulted */
-  if (!s->fault) (void)kd_session_async_check(s, op); /* a message of its own follows */
+  (void)async_take(s); /* without a word here: the release calls stay silent, the others say it below */
   if (s->fault && !refuse_fault) return KD_OK; /* locked; the context is past use */
   if (s->fault) {
     st = kd_fail(s->fault, "%s: the session is unusable after %s: %s", op, kd_session_fault_what(s),
@@ -357,10 +359,17 @@ void kd_session_fail_async(kd_session *s, kd_status code, const char *msg) {
   atomic_store_explicit(&s->async_fault, 2, memory_order_release);
 }
 
-kd_status kd_session_async_check(kd_session *s, const char *op) {
-  if (s->fault || atomic_load_explicit(&s->async_fault, memory_order_acquire) != 2) return KD_OK;
+/* Makes a failure kd_session_fail_async recorded the session's fault, the
+ * lock held; 1 when it did. */
+static int async_take(kd_session *s) {
+  if (s->fault || atomic_load_explicit(&s->async_fault, memory_order_acquire) != 2) return 0;
   s->fault = s->async_code;
   snprintf(s->fault_msg, sizeof s->fault_msg, "%s", s->async_msg);
+  return 1;
+}
+
+kd_status kd_session_async_check(kd_session *s, const char *op) {
+  if (!async_take(s)) return KD_OK;
   return kd_fail(s->fault, "%s: the work waited for failed, and the session with it: %s", op, s->fault_msg);
 }
 
