@@ -19,7 +19,7 @@ from . import _capi as _c
 from ._capi import lib as _lib
 
 __all__ = ["KdagError", "build_cubin", "Session", "Tensor", "Graph", "Module", "Function", "Sink", "Ticket", "In", "Out",
-           "InOut", "i32", "i64", "u32", "u64", "f32", "f64", "version"]
+           "InOut", "i32", "i64", "u32", "u64", "f32", "f64", "version", "Comm", "NO_PEER"]
 
 
 def version():
@@ -683,6 +683,77 @@ class _ForeignCall:
         self.stream, self.spans, self.workspace = stream, spans, workspace
 
 
+NO_PEER = -1  # Graph.send_recv: that side of the exchange is left out
+_REDUCE = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+
+
+class Comm:
+    """One rank of a communicator (kdag/comm.h, docs/multi-gpu.md): NCCL's
+    on a CUDA session, shared memory between the sessions or processes of
+    one machine on HOST. Rank 0 makes an id (Comm.new_id), every rank
+    joins with it; or Comm.create_all joins the sessions of this process
+    at once. Close it before its session."""
+
+    def __init__(self, session, comm_id, nranks, rank):
+        cid = _c.CommId.from_buffer_copy(bytes(comm_id))
+        h = ctypes.c_void_p()
+        _check(_c.kd_comm_create(session._handle(), ctypes.byref(cid), int(nranks), int(rank), ctypes.byref(h)))
+        self._init(session, h)
+
+    def _init(self, session, h):
+        self._session, self._h = session, h
+        r, n = ctypes.c_int(), ctypes.c_int()
+        _check(_c.kd_comm_info(h, ctypes.byref(r), ctypes.byref(n)))
+        self.rank, self.nranks = r.value, n.value
+
+    @staticmethod
+    def new_id(session):
+        """A new communicator id (bytes) for rank 0 to hand to the others."""
+        cid = _c.CommId()
+        _check(_c.kd_comm_id_create(session._handle(), ctypes.byref(cid)))
+        return bytes(cid.bytes)
+
+    @classmethod
+    def create_all(cls, sessions):
+        """The sessions of this process as ranks 0, 1, ... of one
+        communicator, joined at once. On CUDA each rank's graphs must then
+        be submitted from a thread of its own."""
+        n = len(sessions)
+        hs = (ctypes.c_void_p * n)(*[s._handle() for s in sessions])
+        out = (ctypes.c_void_p * n)()
+        _check(_c.kd_comm_create_all(hs, n, out))
+        comms = []
+        for s, h in zip(sessions, out):
+            c = cls.__new__(cls)
+            c._init(s, ctypes.c_void_p(h))
+            comms.append(c)
+        return comms
+
+    def _handle(self):
+        self._session._handle()
+        if self._h is None:
+            raise KdagError(_RELEASED, "the communicator was closed")
+        return self._h
+
+    def close(self):
+        """Drops this reference; graphs holding its collectives keep it."""
+        if self._h is not None and not self._session.closed:
+            _c.kd_comm_destroy(self._h)
+        self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class Graph:
     """A graph of nodes; the order comes from the accesses they declare."""
 
@@ -866,6 +937,54 @@ class Graph:
         node = ctypes.c_uint32()
         _check(_c.kd_graph_foreign(self._handle(), self._node(name, "foreign"), cb, None, arr, len(accesses), workspace,
                                    None, None, ctypes.byref(node)))
+        return node.value
+
+    def all_reduce(self, comm, dst, src, op="sum", name=None):
+        """dst = the reduction (sum, prod, max, min, avg) of every rank's src;
+        dst may be src (in place)."""
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_all_reduce(self._handle(), self._node(name, "all_reduce"), comm._handle(), dst._kview(),
+                                      src._kview(), _REDUCE[op], ctypes.byref(node)))
+        return node.value
+
+    def reduce_scatter(self, comm, dst, src, op="sum", name=None):
+        """dst (n elements) = this rank's part of the reduction of every rank's src (nranks * n)."""
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_reduce_scatter(self._handle(), self._node(name, "reduce_scatter"), comm._handle(),
+                                          dst._kview(), src._kview(), _REDUCE[op], ctypes.byref(node)))
+        return node.value
+
+    def all_gather(self, comm, dst, src, name=None):
+        """dst (nranks * n) = every rank's src (n), in rank order."""
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_all_gather(self._handle(), self._node(name, "all_gather"), comm._handle(), dst._kview(),
+                                      src._kview(), ctypes.byref(node)))
+        return node.value
+
+    def broadcast(self, comm, buf, root, name=None):
+        """buf of rank root into every other rank's buf."""
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_broadcast(self._handle(), self._node(name, "broadcast"), comm._handle(), buf._kview(),
+                                     int(root), ctypes.byref(node)))
+        return node.value
+
+    def send_recv(self, comm, send=None, to=NO_PEER, recv=None, source=NO_PEER, name=None):
+        """send to rank `to` and recv from rank `source` in one step (a halo
+        exchange or a ring cannot deadlock); NO_PEER leaves a side out."""
+        node = ctypes.c_uint32()
+        sv = send._kview() if send is not None else _c.View()
+        rv = recv._kview() if recv is not None else _c.View()
+        _check(_c.kd_graph_send_recv(self._handle(), self._node(name, "send_recv"), comm._handle(), sv,
+                                     to if send is not None else NO_PEER, rv,
+                                     source if recv is not None else NO_PEER, ctypes.byref(node)))
+        return node.value
+
+    def copy_peer(self, dst, src, name=None):
+        """dst = src, a tensor of another CUDA session of this process (the
+        same GPU or another), ordered with that session on the device."""
+        node = ctypes.c_uint32()
+        _check(_c.kd_graph_copy_peer(self._handle(), self._node(name, "copy_peer"), dst._kview(),
+                                     src._session._handle(), src._kview(), ctypes.byref(node)))
         return node.value
 
     @contextlib.contextmanager

@@ -219,6 +219,23 @@ kd_graph_host = _proto("kd_graph_host", c_int, _P, c_char_p, HOST_FN, c_void_p, 
 kd_graph_foreign = _proto("kd_graph_foreign", c_int, _P, c_char_p, FOREIGN_FN, c_void_p, POINTER(GArg), c_size_t,
                           c_size_t, c_void_p, c_void_p, POINTER(c_uint32))
 kd_graph_edge = _proto("kd_graph_edge", c_int, _P, c_uint32, c_uint32)
+class CommId(Structure):
+    _fields_ = [("bytes", ctypes.c_ubyte * 128)]
+
+
+kd_comm_id_create = _proto("kd_comm_id_create", c_int, _P, POINTER(CommId))
+kd_comm_create = _proto("kd_comm_create", c_int, _P, POINTER(CommId), c_int, c_int, POINTER(c_void_p))
+kd_comm_create_all = _proto("kd_comm_create_all", c_int, POINTER(c_void_p), c_int, POINTER(c_void_p))
+kd_comm_destroy = _proto("kd_comm_destroy", None, _P)
+kd_comm_info = _proto("kd_comm_info", c_int, _P, POINTER(c_int), POINTER(c_int))
+kd_graph_all_reduce = _proto("kd_graph_all_reduce", c_int, _P, c_char_p, _P, View, View, c_int, POINTER(c_uint32))
+kd_graph_reduce_scatter = _proto("kd_graph_reduce_scatter", c_int, _P, c_char_p, _P, View, View, c_int,
+                                 POINTER(c_uint32))
+kd_graph_all_gather = _proto("kd_graph_all_gather", c_int, _P, c_char_p, _P, View, View, POINTER(c_uint32))
+kd_graph_broadcast = _proto("kd_graph_broadcast", c_int, _P, c_char_p, _P, View, c_int, POINTER(c_uint32))
+kd_graph_send_recv = _proto("kd_graph_send_recv", c_int, _P, c_char_p, _P, View, c_int, View, c_int,
+                            POINTER(c_uint32))
+kd_graph_copy_peer = _proto("kd_graph_copy_peer", c_int, _P, c_char_p, View, _P, View, POINTER(c_uint32))
 kd_graph_while_begin = _proto("kd_graph_while_begin", c_int, _P, c_char_p, Tensor, c_uint32, Tensor, POINTER(c_uint32))
 kd_graph_if_begin = _proto("kd_graph_if_begin", c_int, _P, c_char_p, Tensor, POINTER(c_uint32))
 kd_graph_end = _proto("kd_graph_end", c_int, _P, c_uint32)

@@ -101,3 +101,28 @@ def test_a_foreign_node_runs_cupy_on_kdags_stream(mode):
         for _ in range(3):
             g.submit()
             np.testing.assert_array_equal(out.wait(), np.arange(n, dtype=np.float32))
+
+
+def test_an_all_reduce_of_one_nccl_rank_and_a_copy_between_sessions():
+    a = _gpu_session()
+    b = kdag.Session(backend="cuda", exec_mode="graph")
+    try:
+        comm = kdag.Comm(b, kdag.Comm.new_id(b), 1, 0)
+    except kdag.KdagError as e:
+        if e.name != "KD_ERR_LIBRARY_MISSING" or os.environ.get("KDAG_REQUIRE_GPU") == "1":
+            raise
+        pytest.skip(f"no NCCL: {e}")
+    x = np.arange(1024, dtype=np.float32)
+    tx = a.asarray(x)
+    ty, tsum = b.empty((1024,)), b.empty((1024,))
+    g = b.graph("peer and all-reduce")
+    g.copy_peer(ty, tx)             # a's tensor into b, ordered with a on the device
+    g.all_reduce(comm, tsum, ty)    # one rank: the sum is the tensor itself
+    out = g.sink(tsum)
+    for _ in range(2):
+        g.submit()
+        np.testing.assert_array_equal(out.wait(), x)
+    g.close()
+    comm.close()
+    b.close()
+    a.close()

@@ -276,3 +276,34 @@ def test_a_device_loop_counts_down_and_an_if_runs_once(s):
     with pytest.raises(kdag.KdagError, match="no node of its body writes its condition"):
         with g2.while_loop(c, 3):
             g2.scale(y, 2.0)
+
+
+def test_collectives_across_two_host_sessions_of_one_process():
+    a, b = kdag.Session(backend="host"), kdag.Session(backend="host")
+    comms = kdag.Comm.create_all([a, b])
+    assert [(c.rank, c.nranks) for c in comms] == [(0, 2), (1, 2)]
+    xs = [np.arange(8, dtype=np.float32) + 100 * r for r in range(2)]
+    graphs, sinks = [], []
+    for s, c, x in zip((a, b), comms, xs):
+        g = s.graph("rank %d" % c.rank)
+        tx, tsum, tall, tring = s.asarray(x), s.empty((8,)), s.empty((16,)), s.empty((8,))
+        g.all_reduce(c, tsum, tx, op="sum")
+        g.all_gather(c, tall, tx)
+        g.send_recv(c, send=tx, to=1 - c.rank, recv=tring, source=1 - c.rank)
+        graphs.append(g)
+        sinks.append((g.sink(tsum), g.sink(tall), g.sink(tring)))
+    for g in graphs:  # one thread submits both ranks: HOST collectives wait on workers
+        g.submit()
+    for r, (ssum, sall, sring) in enumerate(sinks):
+        np.testing.assert_array_equal(ssum.wait(), xs[0] + xs[1])
+        np.testing.assert_array_equal(sall.wait(), np.concatenate(xs))
+        np.testing.assert_array_equal(sring.wait(), xs[1 - r])
+    with pytest.raises(kdag.KdagError) as e:
+        graphs[0].broadcast(comms[0], a.empty((4,)), 5)
+    assert e.value.name == "KD_ERR_INVALID_ARGUMENT" and "argument root is 5" in str(e.value)
+    for g in graphs:
+        g.close()
+    for c in comms:
+        c.close()
+    a.close()
+    b.close()
