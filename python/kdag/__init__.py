@@ -687,12 +687,45 @@ NO_PEER = -1  # Graph.send_recv: that side of the exchange is left out
 _REDUCE = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 
 
-class Comm:
+class _SessionObject:
+    """An object of a session that a C call destroys (_destroy): closed
+    explicitly, by a with block, or when collected, and never after its
+    session (the session's close frees it)."""
+    _what = "object"
+
+    def _handle(self):
+        self._session._handle()
+        if self._h is None:
+            raise KdagError(_RELEASED, f"the {self._what} was closed")
+        return self._h
+
+    def close(self):
+        if self._h is not None and not self._session.closed:
+            type(self)._destroy(self._h)
+        self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Comm(_SessionObject):
     """One rank of a communicator (kdag/comm.h, docs/multi-gpu.md): NCCL's
     on a CUDA session, shared memory between the sessions or processes of
     one machine on HOST. Rank 0 makes an id (Comm.new_id), every rank
     joins with it; or Comm.create_all joins the sessions of this process
-    at once. Close it before its session."""
+    at once. Close it before its session: close() drops this reference,
+    and graphs holding its collectives keep it."""
+    _what = "communicator"
+    _destroy = staticmethod(lambda h: _c.kd_comm_destroy(h))
 
     def __init__(self, session, comm_id, nranks, rank):
         cid = _c.CommId.from_buffer_copy(bytes(comm_id))
@@ -729,33 +762,12 @@ class Comm:
             comms.append(c)
         return comms
 
-    def _handle(self):
-        self._session._handle()
-        if self._h is None:
-            raise KdagError(_RELEASED, "the communicator was closed")
-        return self._h
-
-    def close(self):
-        """Drops this reference; graphs holding its collectives keep it."""
-        if self._h is not None and not self._session.closed:
-            _c.kd_comm_destroy(self._h)
-        self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
-class Graph:
+class Graph(_SessionObject):
     """A graph of nodes; the order comes from the accesses they declare."""
+    _what = "graph"
+    _destroy = staticmethod(lambda h: _c.kd_graph_destroy(h))
 
     def __init__(self, session, name=None, exec_mode=None):
         self._session = session
@@ -768,29 +780,6 @@ class Graph:
             _check(_c.kd_graph_set_name(h, name.encode()))
         if exec_mode:
             _check(_c.kd_graph_set_exec_mode(h, _MODES[exec_mode]))
-
-    def _handle(self):
-        self._session._handle()
-        if self._h is None:
-            raise KdagError(_RELEASED, "the graph was destroyed")
-        return self._h
-
-    def close(self):
-        if self._h is not None and not self._session.closed:
-            _c.kd_graph_destroy(self._h)
-        self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     @staticmethod
     def _node(name, default):
