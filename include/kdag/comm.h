@@ -34,11 +34,14 @@
 /// collectives wait on the pool's workers, so one thread may submit every
 /// rank's graph.
 ///
-/// Failures: a peer that never arrives (KDAG_COMM_TIMEOUT_S, default 600
-/// seconds, on HOST), that disagrees on sizes, or an NCCL error reported
-/// after the fact leaves the communicator failed and the session with it:
-/// the session's later calls return KD_ERR_COMM_FAILED with the reason,
-/// as after a device fault; the release calls still work.
+/// Failures: on HOST, a peer that never arrives (KDAG_COMM_TIMEOUT_S,
+/// default 600 seconds) or that disagrees on a collective leaves the
+/// communicator failed and the session with it: the wait that finds it
+/// and the session's later calls return KD_ERR_COMM_FAILED with the
+/// reason, as after a device fault; the release calls still work. On CUDA,
+/// an NCCL call kdag makes that fails fails the submission, naming the
+/// node and NCCL's message; errors NCCL reports later, on the device or
+/// the network, are not polled.
 #ifndef KDAG_COMM_H
 #define KDAG_COMM_H
 
@@ -92,8 +95,9 @@ KD_API kd_status kd_comm_id_create(kd_session *session, kd_comm_id *out_id);
 /// kd_comm_create_all. On HOST it does not wait; the first collective does.
 /// The session must outlive the communicator. Errors:
 /// KD_ERR_INVALID_ARGUMENT (NULL, rank out of [0, nranks), nranks out of
-/// range, an id no kd_comm_id_create made for this backend),
-/// KD_ERR_LIBRARY_MISSING, KD_ERR_OUT_OF_MEMORY, KD_ERR_COMM_FAILED.
+/// range, on HOST an id no kd_comm_id_create of a HOST session made),
+/// KD_ERR_LIBRARY_MISSING, KD_ERR_OUT_OF_MEMORY, KD_ERR_COMM_FAILED (NCCL
+/// refused, a foreign id included; the shared memory could not be mapped).
 KD_API kd_status kd_comm_create(kd_session *session, const kd_comm_id *id, int nranks, int rank,
                                 kd_comm **out_comm);
 

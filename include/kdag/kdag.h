@@ -39,7 +39,8 @@
 /// - Errors. Every failing call returns its code and leaves a message that
 ///   names the call, the argument and, where there is one, the node or raw
 ///   scope (kdag/status.h). KD_ERR_BUSY (a call from a callback that must
-///   not call kdag) and KD_ERR_DEVICE_FAULT (a session whose device faulted)
+///   not call kdag), KD_ERR_DEVICE_FAULT (a session whose device faulted)
+///   and KD_ERR_COMM_FAILED (one whose communicator failed, kdag/comm.h)
 ///   may come from every call into a session.
 /// - Waits. No call waits for the device unless its declaration says so
 ///   (kdag/session.h, "Waits").
