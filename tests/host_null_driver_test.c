@@ -3029,3 +3029,34 @@ Test(host_null_driver, peer_copy_refusals_name_the_argument) {
   kd_session_destroy(a);
   kd_session_destroy(h);
 }
+
+Test(host_null_driver, an_error_nccl_reports_after_the_fact_fails_the_session_at_its_next_wait) {
+  nccl_ranks r;
+  nccl_ranks_open(&r, KD_EXEC_EAGER, 1);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
+  float v[4] = {1, 2, 3, 4}, got[4];
+  kd_tensor x;
+  KDT_OK(kd_tensor_from_host(r.s[0], &d, v, sizeof v, &x));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(r.s[0], &g));
+  KDT_OK(kd_graph_all_reduce(g, "sum", r.c[0], kd_whole(x), kd_whole(x), KD_REDUCE_SUM, NULL));
+  kd_sink *sink;
+  KDT_OK(kd_graph_sink(g, "x", x, got, sizeof got, &sink));
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_OK(kd_sink_wait(sink));
+  void *lib = dlopen(KDAG_NULL_NCCL, RTLD_NOW | RTLD_NOLOAD);
+  cr_assert(lib);
+  void (*fail_async)(int) = (void (*)(int))dlsym(lib, "kdag_null_nccl_fail_async");
+  cr_assert(fail_async);
+  fail_async(6); /* ncclRemoteError: a peer lost */
+  KDT_OK(kd_graph_submit(g, NULL));
+  KDT_FAILS(kd_sink_wait(sink), KD_ERR_COMM_FAILED, "rank 0 of 1: NCCL reported remote process exited");
+  KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_COMM_FAILED, "unusable after a communicator failed");
+  fail_async(0);
+  dlclose(lib);
+  kd_graph_destroy(g); /* the release calls still work */
+  KDT_OK(kd_tensor_release(r.s[0], x));
+  kd_comm_destroy(r.c[0]);
+  kd_session_destroy(r.s[0]);
+  cr_assert_eq(null_nccl_live(), 0);
+}

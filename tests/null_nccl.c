@@ -77,6 +77,7 @@ typedef struct op {
 
 /* What it exports (NCCL's names, and the tests' count). */
 EXPORT int kdag_null_nccl_live(void);
+EXPORT void kdag_null_nccl_fail_async(int code);
 EXPORT int ncclGetVersion(int *v);
 EXPORT const char *ncclGetErrorString(int r);
 EXPORT const char *ncclGetLastError(void *c);
@@ -151,6 +152,7 @@ EXPORT const char *ncclGetErrorString(int r) {
     case INVALID_ARGUMENT: return "invalid argument (null NCCL)";
     case INVALID_USAGE: return "invalid usage (null NCCL)";
     case TIMEOUT: return "timeout (null NCCL)";
+    case 6: return "remote process exited or there was a network error (null NCCL)";
     default: return "unknown result (null NCCL)";
   }
 }
@@ -253,9 +255,18 @@ EXPORT int ncclCommDestroy(comm *c) {
   return OK;
 }
 EXPORT int ncclCommAbort(comm *c) { return ncclCommDestroy(c); }
+/* What ncclCommGetAsyncError reports from now on (a test's lost peer). */
+static int g_async;
+EXPORT void kdag_null_nccl_fail_async(int code) {
+  pthread_mutex_lock(&g_mu);
+  g_async = code;
+  pthread_mutex_unlock(&g_mu);
+}
 EXPORT int ncclCommGetAsyncError(comm *c, int *err) {
   (void)c;
-  *err = OK;
+  pthread_mutex_lock(&g_mu);
+  *err = g_async;
+  pthread_mutex_unlock(&g_mu);
   return OK;
 }
 

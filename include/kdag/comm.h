@@ -40,8 +40,9 @@
 /// and the session's later calls return KD_ERR_COMM_FAILED with the
 /// reason, as after a device fault; the release calls still work. On CUDA,
 /// an NCCL call kdag makes that fails fails the submission, naming the
-/// node and NCCL's message; errors NCCL reports later, on the device or
-/// the network, are not polled.
+/// node and NCCL's message; an error NCCL finds later (a peer lost on the
+/// network: ncclCommGetAsyncError, asked after every sink wait, download
+/// and completed kd_ticket_done) fails the session the same way.
 #ifndef KDAG_COMM_H
 #define KDAG_COMM_H
 

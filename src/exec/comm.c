@@ -5,10 +5,58 @@
 #include "exec/comm.h"
 
 #include <ck_pr.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status_internal.h"
+#include "exec/exec.h"
+
+/* The CUDA communicators alive in the process, whose sessions' waits ask
+ * NCCL for errors it found after the fact (a peer lost on the network). A
+ * leaf lock: nothing else is taken while it is held. */
+static pthread_mutex_t g_live_mu = PTHREAD_MUTEX_INITIALIZER;
+static kd_comm *g_live;
+static atomic_int g_live_count;
+
+static void live_add(kd_comm *c) {
+  pthread_mutex_lock(&g_live_mu);
+  c->next_live = g_live;
+  g_live = c;
+  atomic_fetch_add(&g_live_count, 1);
+  pthread_mutex_unlock(&g_live_mu);
+}
+
+static void live_remove(kd_comm *c) {
+  pthread_mutex_lock(&g_live_mu);
+  for (kd_comm **p = &g_live; *p; p = &(*p)->next_live)
+    if (*p == c) {
+      *p = c->next_live;
+      atomic_fetch_sub(&g_live_count, 1);
+      break;
+    }
+  pthread_mutex_unlock(&g_live_mu);
+}
+
+kd_status kd_comm_poll(kd_session *s, const char *op) {
+  if (!atomic_load_explicit(&g_live_count, memory_order_relaxed)) return KD_OK;
+  char msg[512] = "";
+  pthread_mutex_lock(&g_live_mu);
+  for (kd_comm *c = g_live; c && !msg[0]; c = c->next_live) {
+    kd_nccl_result err = 0;
+    if (c->session != s || c->async_seen || c->nccl->CommGetAsyncError(c->nc, &err) || !err || err == 7) continue;
+    c->async_seen = 1; /* 7: ncclInProgress, not an error */
+    const char *text = c->nccl->GetErrorString(err);
+    snprintf(msg, sizeof msg, "communicator rank %d of %d: NCCL reported %s (%d) after the fact", c->rank, c->nranks,
+             text ? text : "an error", err);
+  }
+  pthread_mutex_unlock(&g_live_mu);
+  if (!msg[0]) return KD_OK;
+  kd_session_fail_async(s, KD_ERR_COMM_FAILED, msg);
+  return kd_session_async_check(s, op);
+}
 
 void kd_comm_ref(kd_comm *c) { ck_pr_inc_32(&c->refs); }
 
@@ -16,7 +64,10 @@ void kd_comm_unref(kd_comm *c) {
   bool zero = false;
   ck_pr_dec_32_zero(&c->refs, &zero);
   if (!zero) return;
-  if (c->nc) c->nccl->CommDestroy(c->nc); /* no submission uses it any more */
+  if (c->nc) {
+    live_remove(c);
+    c->nccl->CommDestroy(c->nc); /* no submission uses it any more */
+  }
   kd_shm_close(c->shm);
   if (c->group) {
     bool last = false;
@@ -122,6 +173,7 @@ kd_status kd_comm_create(kd_session *s, const kd_comm_id *id, int nranks, int ra
     comm_drop(c);
     return st;
   }
+  if (c->nc) live_add(c);
   *out = c;
   return KD_OK;
 }
@@ -199,6 +251,8 @@ kd_status kd_comm_create_all(kd_session *const *sessions, int count, kd_comm **o
     free(made);
     return st;
   }
+  for (int i = 0; i < count; ++i)
+    if (made[i]->nc) live_add(made[i]);
   memcpy(out, made, (size_t)count * sizeof *made);
   free(made);
   return KD_OK;

@@ -26,6 +26,8 @@ struct kd_comm {
   kd_nccl_comm nc;
   kd_comm_group *group;    /* CUDA ranks of one kd_comm_create_all; NULL otherwise */
   kd_shm_comm *shm;        /* HOST */
+  struct kd_comm *next_live; /* CUDA: the process's live communicators (exec/comm.c), polled at waits */
+  int async_seen;          /* NCCL's asynchronous error already reported */
 };
 
 void kd_comm_ref(kd_comm *c);

@@ -276,6 +276,7 @@ static kd_status download(kd_session *s, const char *op, kd_tensor_obj *o, void 
     (void)kd_stream_wait(&s->dev);
   }
   kd_staging_put(&s->dev, b);
+  if (!st) st = kd_comm_poll(s, op); /* NCCL's errors found after the fact */
   return st;
 }
 

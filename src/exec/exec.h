@@ -328,6 +328,10 @@ int kd_host_run_done(kd_host_run *r);
  * with the session locked, before anything is enqueued. */
 kd_status kd_submit_after(kd_graph *g, const char *op, const CUevent *waits, size_t wait_count,
                           void (*locked)(kd_graph *g, void *user), void *user, kd_ticket *out);
+/* After a wait on a CUDA session (locked): NCCL's asynchronous errors of
+ * the session's communicators (exec/comm.c), the first one made the
+ * session's fault (KD_ERR_COMM_FAILED, naming op), or KD_OK. */
+kd_status kd_comm_poll(kd_session *s, const char *op);
 /* A graph with copies from other sessions' tensors (cuda_peer.c): ordered
  * after those sessions' work so far, and their later work after it. */
 kd_status kd_peer_submit(kd_graph *g, const char *op, kd_ticket *out);

@@ -89,6 +89,7 @@ kd_status kd_ticket_done(kd_session *s, kd_ticket t, int *done) {
   st = kd_ticket_check(s, t, op);
   if (!st) st = kd_completion_poll_ticket(s, t.seq, op, done);
   if (!st && *done) st = kd_session_async_check(s, op); /* done, but a collective of it failed */
+  if (!st && *done && s->has_device) st = kd_comm_poll(s, op);
   kd_session_leave(s);
   return st;
 }
@@ -106,6 +107,7 @@ kd_status kd_sink_wait(kd_sink *sk) {
   }
   uint64_t t0 = kd_wait_begin(s, op);
   st = s->ops->sink_wait(sk, op);
+  if (!st && s->has_device) st = kd_comm_poll(s, op); /* NCCL's errors found after the fact */
   kd_wait_end(s, op, t0);
   if (!st) kd_session_waited(s);
   kd_session_leave(s);
