@@ -41,6 +41,20 @@ static kd_session *null_session_flags(kd_exec_mode mode, uint32_t ring, uint32_t
 
 static kd_session *null_session(kd_exec_mode mode, uint32_t ring) { return null_session_flags(mode, ring, 0); }
 
+/* A CUDA session on the null driver's second device (KDAG_NULL_DEVICES
+ * set to 2 or more first), in exec mode `mode`. */
+static kd_session *null_session_on_device1(kd_exec_mode mode) {
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
+  o.exec_mode = mode;
+  o.device_ordinal = 1;
+  kd_session *s;
+  KDT_OK(kd_session_create(&o, &s));
+  return s;
+}
+
+
 static kdag_null_calls calls(void) {
   kdag_null_calls c;
   nd.calls_get(&c);
@@ -2647,13 +2661,7 @@ Test(host_null_driver, loops_run_eager_to_their_limit_and_graph_mode_says_why_no
  * wrapped, and an ordinal the driver lacks are refused. */
 Test(host_null_driver, a_session_per_device_orders_through_tickets_and_keeps_to_its_device) {
   setenv("KDAG_NULL_DEVICES", "2", 1);
-  kd_session *a = null_session(KD_EXEC_GRAPH, 0);
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.device_ordinal = 1;
-  kd_session *b;
-  KDT_OK(kd_session_create(&o, &b));
+  kd_session *a = null_session(KD_EXEC_GRAPH, 0), *b = null_session_on_device1(KD_EXEC_AUTO);
   kd_device_info ia, ib;
   KDT_OK(kd_session_device_info(a, &ia));
   KDT_OK(kd_session_device_info(b, &ib));
@@ -2696,6 +2704,9 @@ Test(host_null_driver, a_session_per_device_orders_through_tickets_and_keeps_to_
   KDT_FAILS(kd_tensor_wrap(a, &e, &w), KD_ERR_WRONG_DEVICE, "");
   nd.foreign_free(other);
   /* An ordinal the driver lacks. */
+  kd_session_options o;
+  kd_session_options_init(&o);
+  o.backend = KD_BACKEND_CUDA;
   o.device_ordinal = 2;
   kd_session *c = NULL;
   KDT_FAILS(kd_session_create(&o, &c), KD_ERR_INVALID_ARGUMENT, "");
@@ -2738,14 +2749,7 @@ static void nccl_ranks_open(nccl_ranks *r, kd_exec_mode mode, int count) {
   setenv("KDAG_NULL_DEVICES", "2", 1);
   setenv("KDAG_NCCL_PATH", KDAG_NULL_NCCL, 1);
   r->s[0] = null_session(mode, 0);
-  if (count == 2) {
-    kd_session_options o;
-    kd_session_options_init(&o);
-    o.backend = KD_BACKEND_CUDA;
-    o.exec_mode = mode;
-    o.device_ordinal = 1;
-    KDT_OK(kd_session_create(&o, &r->s[1]));
-  }
+  if (count == 2) r->s[1] = null_session_on_device1(mode);
   KDT_OK(kd_comm_create_all(r->s, count, r->c));
 }
 
@@ -2894,16 +2898,25 @@ Test(host_null_driver, one_thread_driving_two_ranks_is_refused_before_nccl_is_ca
   cr_assert_eq(null_nccl_live(), 0);
 }
 
+/* One rank on the null NCCL, x = {1, 2, 3, 4}, and a graph of one in-place
+ * all-reduce of x named name. */
+static kd_graph *one_rank_all_reduce(nccl_ranks *r, kd_exec_mode mode, const char *name, kd_reduce op,
+                                     kd_tensor *x) {
+  nccl_ranks_open(r, mode, 1);
+  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
+  float v[4] = {1, 2, 3, 4};
+  KDT_OK(kd_tensor_from_host(r->s[0], &d, v, sizeof v, x));
+  kd_graph *g;
+  KDT_OK(kd_graph_create(r->s[0], &g));
+  KDT_OK(kd_graph_all_reduce(g, name, r->c[0], kd_whole(*x), kd_whole(*x), op, NULL));
+  return g;
+}
+
 static void refused_by_nccl(kd_exec_mode mode, const char *where) {
   nccl_ranks r;
-  nccl_ranks_open(&r, mode, 1);
-  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
-  float v[4] = {1, 2, 3, 4}, got[4];
   kd_tensor x;
-  KDT_OK(kd_tensor_from_host(r.s[0], &d, v, sizeof v, &x));
-  kd_graph *g;
-  KDT_OK(kd_graph_create(r.s[0], &g));
-  KDT_OK(kd_graph_all_reduce(g, "max", r.c[0], kd_whole(x), kd_whole(x), KD_REDUCE_MAX, NULL));
+  float got[4];
+  kd_graph *g = one_rank_all_reduce(&r, mode, "max", KD_REDUCE_MAX, &x);
   KDT_FAILS(kd_graph_submit(g, NULL), KD_ERR_COMM_FAILED, "all_reduce node 'max': ncclAllReduce: NCCL invalid "
             "argument (null NCCL) (4): the null NCCL reduces f32 sums only");
   cr_assert(strstr(kd_last_error(), where), "%s", kd_last_error());
@@ -2926,14 +2939,7 @@ Test(host_null_driver, nccl_refusing_a_call_fails_the_submission_naming_the_node
 
 static void peer_copy_between_devices(kd_exec_mode mode) {
   setenv("KDAG_NULL_DEVICES", "2", 1);
-  kd_session *a = null_session(KD_EXEC_EAGER, 0);
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.exec_mode = mode;
-  o.device_ordinal = 1;
-  kd_session *b;
-  KDT_OK(kd_session_create(&o, &b));
+  kd_session *a = null_session(KD_EXEC_EAGER, 0), *b = null_session_on_device1(mode);
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {16}};
   float v[16], got[8];
   for (int i = 0; i < 16; ++i) v[i] = (float)i;
@@ -2981,13 +2987,7 @@ Test(host_null_driver, a_peer_copy_between_devices_orders_both_sessions_graph) {
 
 Test(host_null_driver, peer_copy_refusals_name_the_argument) {
   setenv("KDAG_NULL_DEVICES", "2", 1);
-  kd_session *a = null_session(KD_EXEC_EAGER, 0), *h = kdt_host_session();
-  kd_session_options o;
-  kd_session_options_init(&o);
-  o.backend = KD_BACKEND_CUDA;
-  o.device_ordinal = 1;
-  kd_session *b;
-  KDT_OK(kd_session_create(&o, &b));
+  kd_session *a = null_session(KD_EXEC_EAGER, 0), *h = kdt_host_session(), *b = null_session_on_device1(KD_EXEC_AUTO);
   kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {8}}, di = {.dtype = KD_I32, .rank = 1, .shape = {8}};
   kd_tensor_desc dh = {.dtype = KD_F32, .rank = 1, .shape = {8}, .residency = KD_RESIDENCY_HOST};
   kd_tensor x, xi, xh, y, hy;
@@ -3032,14 +3032,9 @@ Test(host_null_driver, peer_copy_refusals_name_the_argument) {
 
 Test(host_null_driver, an_error_nccl_reports_after_the_fact_fails_the_session_at_its_next_wait) {
   nccl_ranks r;
-  nccl_ranks_open(&r, KD_EXEC_EAGER, 1);
-  kd_tensor_desc d = {.dtype = KD_F32, .rank = 1, .shape = {4}};
-  float v[4] = {1, 2, 3, 4}, got[4];
   kd_tensor x;
-  KDT_OK(kd_tensor_from_host(r.s[0], &d, v, sizeof v, &x));
-  kd_graph *g;
-  KDT_OK(kd_graph_create(r.s[0], &g));
-  KDT_OK(kd_graph_all_reduce(g, "sum", r.c[0], kd_whole(x), kd_whole(x), KD_REDUCE_SUM, NULL));
+  float got[4];
+  kd_graph *g = one_rank_all_reduce(&r, KD_EXEC_EAGER, "sum", KD_REDUCE_SUM, &x);
   kd_sink *sink;
   KDT_OK(kd_graph_sink(g, "x", x, got, sizeof got, &sink));
   KDT_OK(kd_graph_submit(g, NULL));

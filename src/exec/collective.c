@@ -12,6 +12,7 @@
 
 #include "base/status_internal.h"
 #include "exec/comm.h"
+#include "exec/exec.h"
 #include "graph/graph_impl.h"
 
 typedef enum coll_kind { C_ALL_REDUCE, C_REDUCE_SCATTER, C_ALL_GATHER, C_BROADCAST, C_SEND_RECV } coll_kind;
@@ -74,6 +75,26 @@ static kd_status thread_check(const kd_coll *c) {
   return KD_OK;
 }
 
+/* Where a collective's data is in its spans (after the token): src and
+ * dst in 0 and (out of place) 1; send_recv's send then recv, each only
+ * when it has a peer. Addresses are device ones on CUDA, host ones on
+ * HOST. */
+typedef struct coll_buffers {
+  void *src, *dst, *send, *recv;
+} coll_buffers;
+
+static coll_buffers buffers(const kd_coll *c, const kd_span *sp) {
+  coll_buffers b = {0};
+  if (c->kind == C_SEND_RECV) {
+    if (c->to >= 0) b.send = (void *)(uintptr_t)sp[0].device_ptr;
+    if (c->from >= 0) b.recv = (void *)(uintptr_t)sp[c->to >= 0 ? 1 : 0].device_ptr;
+  } else {
+    b.src = (void *)(uintptr_t)sp[0].device_ptr;
+    b.dst = (void *)(uintptr_t)sp[c->in_place ? 0 : 1].device_ptr;
+  }
+  return b;
+}
+
 static kd_status nccl_run(const kd_coll *c, const kd_span *sp, CUstream stream) {
   kd_status st = thread_check(c);
   if (st) return st;
@@ -81,42 +102,39 @@ static kd_status nccl_run(const kd_coll *c, const kd_span *sp, CUstream stream) 
   kd_nccl_comm nc = c->comm->nc;
   size_t mult;
   int t = nccl_type(c->dtype, &mult);
-  /* Every kind but send_recv has its data in spans 0 and (out of place) 1. */
-  void *a = c->kind == C_SEND_RECV ? NULL : (void *)(uintptr_t)sp[0].device_ptr;
-  void *b = c->kind == C_SEND_RECV ? NULL : (void *)(uintptr_t)sp[c->in_place ? 0 : 1].device_ptr;
+  coll_buffers b = buffers(c, sp);
   kd_nccl_result r = 0;
   const char *call = "";
   switch (c->kind) {
     case C_ALL_REDUCE:
       call = "ncclAllReduce";
-      r = n->AllReduce(a, b, c->count * mult, t, (int)c->op, nc, stream);
+      r = n->AllReduce(b.src, b.dst, c->count * mult, t, (int)c->op, nc, stream);
       break;
     case C_REDUCE_SCATTER:
       call = "ncclReduceScatter";
-      r = n->ReduceScatter(a, b, c->count * mult, t, (int)c->op, nc, stream);
+      r = n->ReduceScatter(b.src, b.dst, c->count * mult, t, (int)c->op, nc, stream);
       break;
     case C_ALL_GATHER:
       call = "ncclAllGather";
-      r = n->AllGather(a, b, c->count * kd_dtype_size(c->dtype), KD_NCCL_UINT8, nc, stream);
+      r = n->AllGather(b.src, b.dst, c->count * kd_dtype_size(c->dtype), KD_NCCL_UINT8, nc, stream);
       break;
     case C_BROADCAST:
       call = "ncclBroadcast";
-      r = n->Broadcast(a, a, c->count * kd_dtype_size(c->dtype), KD_NCCL_UINT8, c->root, nc, stream);
+      r = n->Broadcast(b.dst, b.dst, c->count * kd_dtype_size(c->dtype), KD_NCCL_UINT8, c->root, nc, stream);
       break;
     case C_SEND_RECV: { /* one group: neither side waits for the other */
-      const kd_span *s = c->to >= 0 ? &sp[0] : NULL, *rv = c->from >= 0 ? &sp[c->to >= 0 ? 1 : 0] : NULL;
-      if (!s && !rv) break; /* neither side: nothing to move */
+      if (!b.send && !b.recv) break; /* neither side: nothing to move */
       call = "ncclGroupStart";
       r = n->GroupStart();
       if (r) break;
       kd_nccl_result e = 0;
-      if (s) {
+      if (b.send) {
         call = "ncclSend";
-        e = n->Send((void *)(uintptr_t)s->device_ptr, c->send_bytes, KD_NCCL_UINT8, c->to, nc, stream);
+        e = n->Send(b.send, c->send_bytes, KD_NCCL_UINT8, c->to, nc, stream);
       }
-      if (!e && rv) {
+      if (!e && b.recv) {
         call = "ncclRecv";
-        e = n->Recv((void *)(uintptr_t)rv->device_ptr, c->recv_bytes, KD_NCCL_UINT8, c->from, nc, stream);
+        e = n->Recv(b.recv, c->recv_bytes, KD_NCCL_UINT8, c->from, nc, stream);
       }
       r = n->GroupEnd();
       if (e) r = e;
@@ -132,19 +150,14 @@ static kd_status nccl_run(const kd_coll *c, const kd_span *sp, CUstream stream) 
 
 static kd_status host_run(const kd_coll *c, const kd_span *sp) {
   kd_shm_comm *m = c->comm->shm;
-  /* Every kind but send_recv has its data in spans 0 and (out of place) 1. */
-  const void *src = c->kind == C_SEND_RECV ? NULL : (const void *)(uintptr_t)sp[0].device_ptr;
-  void *dst = c->kind == C_SEND_RECV ? NULL : (void *)(uintptr_t)sp[c->in_place ? 0 : 1].device_ptr;
+  coll_buffers b = buffers(c, sp);
   switch (c->kind) {
-    case C_ALL_REDUCE: return kd_shm_all_reduce(m, c->what, src, dst, c->count, c->dtype, c->op);
-    case C_REDUCE_SCATTER: return kd_shm_reduce_scatter(m, c->what, src, dst, c->count, c->dtype, c->op);
-    case C_ALL_GATHER: return kd_shm_all_gather(m, c->what, src, dst, c->count * kd_dtype_size(c->dtype));
-    case C_BROADCAST: return kd_shm_broadcast(m, c->what, dst, c->count * kd_dtype_size(c->dtype), c->root);
-    case C_SEND_RECV: {
-      const kd_span *s = c->to >= 0 ? &sp[0] : NULL, *rv = c->from >= 0 ? &sp[c->to >= 0 ? 1 : 0] : NULL;
-      return kd_shm_send_recv(m, c->what, s ? (const void *)(uintptr_t)s->device_ptr : NULL, c->send_bytes, c->to,
-                              rv ? (void *)(uintptr_t)rv->device_ptr : NULL, c->recv_bytes, c->from);
-    }
+    case C_ALL_REDUCE: return kd_shm_all_reduce(m, c->what, b.src, b.dst, c->count, c->dtype, c->op);
+    case C_REDUCE_SCATTER: return kd_shm_reduce_scatter(m, c->what, b.src, b.dst, c->count, c->dtype, c->op);
+    case C_ALL_GATHER: return kd_shm_all_gather(m, c->what, b.src, b.dst, c->count * kd_dtype_size(c->dtype));
+    case C_BROADCAST: return kd_shm_broadcast(m, c->what, b.dst, c->count * kd_dtype_size(c->dtype), c->root);
+    case C_SEND_RECV:
+      return kd_shm_send_recv(m, c->what, b.send, c->send_bytes, c->to, b.recv, c->recv_bytes, c->from);
   }
   return KD_OK;
 }
@@ -185,12 +198,8 @@ static kd_status view_info(const decl *d, const char *arg, const kd_view *v, kd_
   kd_tensor_desc t;
   kd_status st = kd_tensor_info(d->g->session, v->tensor, &t);
   if (st) return kd_fail_context(st, "%s: node '%s': argument %s", d->op, node_name(d->name), arg);
-  int rank = v->rank < 0 ? t.rank : v->rank;
-  const int64_t *shape = v->rank < 0 ? t.shape : v->shape;
-  uint64_t n = 1;
-  for (int k = 0; k < rank; ++k) n *= (uint64_t)(shape[k] < 0 ? 0 : shape[k]);
   *dtype = t.dtype;
-  *elements = (size_t)n;
+  *elements = (size_t)kd_view_elements(v, &t);
   return KD_OK;
 }
 

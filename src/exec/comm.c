@@ -135,12 +135,18 @@ static void comm_drop(kd_comm *c) {
   kd_comm_unref(c);
 }
 
-/* Makes the session's context current on this thread without keeping its
- * lock: NCCL's initialization blocks until every rank has joined. */
-static kd_status make_current(kd_session *s, const char *op) {
-  kd_status st = kd_session_enter(s, op);
-  if (!st) kd_session_leave(s);
-  return st;
+/* c's rank joins NCCL's communicator id names (ncclCommInitRank), its
+ * session's context made current on this thread without keeping the
+ * session's lock: outside a group, NCCL blocks until every rank has
+ * joined. */
+static kd_status nccl_join(kd_comm *c, const kd_comm_id *id, const char *op) {
+  kd_status st = kd_session_enter(c->session, op);
+  if (st) return st;
+  kd_session_leave(c->session);
+  kd_nccl_id nid;
+  memcpy(&nid, id->bytes, sizeof nid);
+  kd_nccl_result r = c->nccl->CommInitRank(&c->nc, c->nranks, nid, c->rank);
+  return r ? kd_nccl_fail(c->nccl, NULL, r, op, "ncclCommInitRank") : KD_OK;
 }
 
 kd_status kd_comm_create(kd_session *s, const kd_comm_id *id, int nranks, int rank, kd_comm **out) {
@@ -160,14 +166,8 @@ kd_status kd_comm_create(kd_session *s, const kd_comm_id *id, int nranks, int ra
     st = kd_shm_open(op, id, nranks, rank, &c->shm);
   } else {
     c->nccl = nccl;
-    kd_nccl_id nid;
-    memcpy(&nid, id->bytes, sizeof nid);
-    st = make_current(s, op);
-    kd_nccl_result r = st ? 0 : nccl->CommInitRank(&c->nc, nranks, nid, rank);
-    if (!st && r) {
-      st = kd_nccl_fail(nccl, NULL, r, op, "ncclCommInitRank");
-      c->nc = NULL;
-    }
+    st = nccl_join(c, id, op);
+    if (st) c->nc = NULL;
   }
   if (st) {
     comm_drop(c);
@@ -226,11 +226,8 @@ kd_status kd_comm_create_all(kd_session *const *sessions, int count, kd_comm **o
       int started = !r;
       if (r) st = kd_nccl_fail(nccl, NULL, r, op, "ncclGroupStart");
       for (int i = 0; !st && i < count; ++i) {
-        kd_nccl_id nid;
-        memcpy(&nid, id.bytes, sizeof nid);
-        st = make_current(sessions[i], op);
-        if (!st && (r = nccl->CommInitRank(&made[i]->nc, count, nid, i)) != 0)
-          st = kd_fail_context(kd_nccl_fail(nccl, NULL, r, op, "ncclCommInitRank"), "%s: sessions[%d]", op, i);
+        st = nccl_join(made[i], &id, op);
+        if (st) st = kd_fail_context(st, "%s: sessions[%d]", op, i);
       }
       if (started) { /* ends the group even after a failure inside it */
         kd_nccl_result e = nccl->GroupEnd();

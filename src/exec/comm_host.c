@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/status_internal.h"
+#include "session/trace.h"
 #include "kernels/strided.h"
 
 #define SLOT_BYTES ((size_t)256 << 10)
@@ -135,12 +136,6 @@ void kd_shm_close(kd_shm_comm *c) {
   free(c);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Marks the communicator failed for every rank, and says why. */
 static kd_status broke(kd_shm_comm *c, kd_status st) {
   atomic_store(&c->h->failed, 1);
@@ -162,14 +157,14 @@ static int wait_step(kd_shm_comm *c, waiter *w, const char *what, const char *fo
   }
   ++w->spins;
   if (w->spins < 64) return 1;
-  if (w->spins == 64) w->start = now_s();
+  if (w->spins == 64) w->start = 1e-9 * (double)kd_trace_now();
   if (w->spins < 4096) {
     sched_yield();
   } else {
     struct timespec ts = {0, 50000};
     nanosleep(&ts, NULL);
   }
-  if ((w->spins & 255) == 0 && now_s() - w->start > c->timeout_s) {
+  if ((w->spins & 255) == 0 && 1e-9 * (double)kd_trace_now() - w->start > c->timeout_s) {
     *st = broke(c, kd_fail(KD_ERR_COMM_FAILED, "%s: rank %d of %d: rank %d did not arrive within %g s "
                            "(KDAG_COMM_TIMEOUT_S) for %s", what, c->rank, c->nranks, peer, c->timeout_s, for_what));
     return 0;

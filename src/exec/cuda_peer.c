@@ -35,15 +35,6 @@ static kd_status copy_run(const kd_foreign_call *call, void *user) {
 
 static int is_peer_copy(const kd_gnode *n) { return n->kind == KD_NODE_FOREIGN && n->foreign_fn == copy_run; }
 
-/* Elements a view names (the whole tensor for rank -1). */
-static uint64_t view_elements(const kd_view *v, const kd_tensor_desc *t) {
-  int rank = v->rank < 0 ? t->rank : v->rank;
-  const int64_t *shape = v->rank < 0 ? t->shape : v->shape;
-  uint64_t n = 1;
-  for (int k = 0; k < rank; ++k) n *= (uint64_t)shape[k];
-  return n;
-}
-
 kd_status kd_graph_copy_peer(kd_graph *g, const char *name, kd_view dst, kd_session *peer, kd_view src,
                              kd_node *out) {
   static const char *op = "kd_graph_copy_peer";
@@ -73,7 +64,7 @@ kd_status kd_graph_copy_peer(kd_graph *g, const char *name, kd_view dst, kd_sess
   }
   st = kd_tensor_info(g->session, dst.tensor, &dd);
   if (st) return kd_fail_context(st, "%s: node '%s': argument dst", op, nm);
-  uint64_t ns = view_elements(&src, &pd), nd = view_elements(&dst, &dd);
+  uint64_t ns = kd_view_elements(&src, &pd), nd = kd_view_elements(&dst, &dd);
   if (pd.dtype != dd.dtype || ns != nd)
     return kd_fail(KD_ERR_INVALID_ARGUMENT, "%s: node '%s': dst is %llu %s elements and src %llu %s: a copy "
                    "keeps both", op, nm, (unsigned long long)nd, kd_dtype_name(dd.dtype), (unsigned long long)ns,

@@ -328,6 +328,17 @@ int kd_host_run_done(kd_host_run *r);
  * with the session locked, before anything is enqueued. */
 kd_status kd_submit_after(kd_graph *g, const char *op, const CUevent *waits, size_t wait_count,
                           void (*locked)(kd_graph *g, void *user), void *user, kd_ticket *out);
+/* The elements view v of tensor t (kd_tensor_info's) names: the whole
+ * tensor for rank -1. Its numbers unchecked yet (the node's access check
+ * comes later), a negative extent counts as 0 here. */
+static inline uint64_t kd_view_elements(const kd_view *v, const kd_tensor_desc *t) {
+  int rank = v->rank < 0 ? t->rank : v->rank;
+  const int64_t *shape = v->rank < 0 ? t->shape : v->shape;
+  uint64_t n = 1;
+  for (int k = 0; k < rank; ++k) n *= (uint64_t)(shape[k] < 0 ? 0 : shape[k]);
+  return n;
+}
+
 /* After a wait on a CUDA session (locked): NCCL's asynchronous errors of
  * the session's communicators (exec/comm.c), the first one made the
  * session's fault (KD_ERR_COMM_FAILED, naming op), or KD_OK. */
